@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// benchVerbs lists the benchmarks; each lives in its own bench_<name>.go file.
+func benchVerbs() map[string]command {
+	return map[string]command{
+		"observe": {"observation layer: MAPE of five capacity estimators, GP speed", runBenchObserve},
+		"adapt":   {"adaptation layer: constrained BO vs baselines, online clustering", runBenchAdapt},
+		"milp":    {"scheduling layer: MILP solve time and gap per cluster size", runBenchMILP},
+		"e2e":     {"simulated end-to-end throughput of Trident vs baselines and ablations", runBenchE2E},
+	}
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	verbs := benchVerbs()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stderr, "usage: trident bench <observe|adapt|milp|e2e> [flags]")
+		names := make([]string, 0, len(verbs))
+		for n := range verbs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(stderr, "  %-8s %s\n", n, verbs[n].summary)
+		}
+		return fmt.Errorf("missing benchmark name")
+	}
+	v, ok := verbs[args[0]]
+	if !ok {
+		return fmt.Errorf("unknown benchmark %q (want observe, adapt, milp or e2e)", args[0])
+	}
+	return v.run(ctx, args[1:], stdout, stderr)
+}

@@ -1,0 +1,73 @@
+// Command trident is the single entry point of Trident for Nomad: the planner service,
+// the pipeline simulator, the benchmarks and the local demo.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one `trident <verb>`.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"bench":   {"run a benchmark: observe | adapt | milp | e2e", runBench},
+		"planner": {"run one raft-replicated planner server", runPlanner},
+		"sim":     {"simulate a pipeline under one scheduler", runSim},
+		"demo":    {"run the local Nomad demo of the PDF pipeline", runDemo},
+		"version": {"print the version", func(context.Context, []string, io.Writer, io.Writer) error {
+			fmt.Println("trident", version)
+			return nil
+		}},
+	}
+}
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: trident <command> [flags]\n\ncommands:")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'trident <command> -h' for the flags of a command.")
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	cmd, ok := commands()[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "trident: unknown command %q\n\n", os.Args[1])
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, os.Args[2:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "trident %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
