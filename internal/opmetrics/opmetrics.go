@@ -1,0 +1,46 @@
+// Package opmetrics names the Prometheus metrics every pipeline operator instance exposes
+// (the operator metrics contract of DESIGN.md) and the Nomad group meta keys that describe a
+// pipeline. Producers (the operator worker) and consumers (the APM plugin, the planner) share
+// these names so that neither side can drift.
+package opmetrics
+
+// Metric names. Every series carries the labels LabelPipeline and LabelOperator; records
+// counters also carry LabelEpoch so a consumer can drop samples from an older config.
+const (
+	RecordsIn        = "trident_records_in_total"         // counter: records consumed
+	RecordsOut       = "trident_records_out_total"        // counter: records produced
+	BusySeconds      = "trident_busy_seconds_total"       // counter: wall time with >=1 record in service
+	UsefulSeconds    = "trident_useful_seconds_total"     // counter: time spent processing (DS2 useful time)
+	QueueLength      = "trident_queue_length"             // gauge: records waiting in the input queue
+	AccelUtilization = "trident_accelerator_utilization"  // gauge 0..1
+	CPUUtilization   = "trident_cpu_utilization"          // gauge 0..1
+	DeviceMemPeak    = "trident_device_memory_peak_bytes" // gauge: peak accelerator memory since start
+	OOMRestarts      = "trident_oom_restarts_total"       // counter: accelerator OOM exits
+	WorkloadFeature  = "trident_workload_feature"         // gauge: labels feature=<name>, stat=mean|std over the last window
+	ConfigEpoch      = "trident_config_epoch"             // gauge: epoch of the config this instance runs
+)
+
+// Label names.
+const (
+	LabelPipeline = "pipeline"
+	LabelOperator = "operator"
+	LabelEpoch    = "epoch"
+	LabelFeature  = "feature"
+	LabelStat     = "stat"
+)
+
+// Group meta keys of a pipeline job file. A group whose meta has MetaOrder is an operator.
+const (
+	MetaOrder         = "trident_order"         // int: stage index, 0 = source side
+	MetaCPU           = "trident_cpu"           // float: cores per instance
+	MetaMemoryMB      = "trident_memory_mb"     // int: host memory per instance
+	MetaGPUs          = "trident_gpus"          // int: accelerators per instance (0 = CPU operator)
+	MetaGPUMemoryMB   = "trident_gpu_memory_mb" // int: minimum device memory per accelerator
+	MetaOutputBytes   = "trident_output_bytes"  // float: mean bytes per output record
+	MetaAmplification = "trident_amplification" // float: output records per input record
+	MetaFeatures      = "trident_features"      // comma list of workload feature names
+	MetaParams        = "trident_params"        // tunable parameter space (strategy/configspace syntax)
+	MetaConfig        = "trident_config"        // current config "k=v,k=v"
+	MetaColdStartSec  = "trident_cold_start_s"  // float: seconds from launch to serving
+	MetaMetricsPort   = "trident_metrics_port"  // label of the network port serving /metrics
+)
