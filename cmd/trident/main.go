@@ -22,10 +22,12 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"bench":   {"run a benchmark: observe | adapt | milp | e2e", runBench},
-		"planner": {"run one raft-replicated planner server", runPlanner},
-		"sim":     {"simulate a pipeline under one scheduler", runSim},
-		"demo":    {"run the local Nomad demo of the PDF pipeline", runDemo},
+		"bench":    {"run a benchmark: observe | adapt | milp | e2e", runBench},
+		"planner":  {"run one raft-replicated planner server", runPlanner},
+		"sim":      {"simulate a pipeline under one scheduler", runSim},
+		"demo":     {"run the local Nomad demo of the PDF pipeline", runDemo},
+		"operator": {"run one simulated pipeline operator (NATS in/out, Prometheus metrics)", runOperator},
+		"dataset":  {"generate an input dataset with workload regime shifts", runDataset},
 		"version": {"print the version", func(context.Context, []string, io.Writer, io.Writer) error {
 			fmt.Println("trident", version)
 			return nil
@@ -45,7 +47,7 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-9s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'trident <command> -h' for the flags of a command.")
 }
