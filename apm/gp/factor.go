@@ -1,0 +1,143 @@
+package gp
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
+)
+
+// factor is an upper-triangular Cholesky factor U (K = UᵀU) stored row-major with spare
+// capacity, so that appending a row/column and deleting one are O(n²) without reallocation.
+// Only the upper triangle of the leading n×n block is meaningful.
+//
+// gonum's mat.Cholesky offers ExtendVecSym and SymRankOne too, but every call reallocates the
+// factor and re-estimates its condition number (several extra triangular solves), which made
+// an update at window 200 an order of magnitude slower; so the incremental path lives here.
+type factor struct {
+	n, stride int
+	u         []float64
+}
+
+func (f *factor) tri() blas64.Triangular {
+	return blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: f.n, Stride: max(f.stride, 1), Data: f.u}
+}
+
+// reserve makes room for n rows and columns.
+func (f *factor) reserve(n int) {
+	if n <= f.stride {
+		return
+	}
+	s := max(2*f.stride, n, 8)
+	u := make([]float64, s*s)
+	for i := 0; i < f.n; i++ {
+		copy(u[i*s+i:i*s+f.n], f.u[i*f.stride+i:i*f.stride+f.n])
+	}
+	f.u, f.stride = u, s
+}
+
+// reset empties the factor, keeping its buffer.
+func (f *factor) reset() { f.n = 0 }
+
+// factorize sets the factor of the symmetric matrix k (O(n³)); false if k is not positive
+// definite.
+func (f *factor) factorize(k *mat.SymDense) bool {
+	var c mat.Cholesky
+	if !c.Factorize(k) {
+		return false
+	}
+	n := k.SymmetricDim()
+	f.n = 0
+	f.reserve(n)
+	f.n = n
+	r := c.RawU().(*mat.TriDense).RawTriangular()
+	for i := 0; i < n; i++ {
+		copy(f.u[i*f.stride+i:i*f.stride+n], r.Data[i*r.Stride+i:i*r.Stride+n])
+	}
+	return true
+}
+
+// extend appends a row and column to K: w holds the new off-diagonal covariances (len n) and
+// kk the new diagonal entry. It returns false, leaving f unchanged, if the extended matrix is
+// not numerically positive definite.
+func (f *factor) extend(w []float64, kk float64) bool {
+	n := f.n
+	c := append([]float64(nil), w...)
+	if n > 0 {
+		blas64.Trsv(blas.Trans, f.tri(), blas64.Vector{N: n, Data: c, Inc: 1})
+	}
+	var dot float64
+	for _, v := range c {
+		dot += v * v
+	}
+	if !(kk-dot > 0) {
+		return false
+	}
+	f.reserve(n + 1)
+	for i, v := range c {
+		f.u[i*f.stride+n] = v
+	}
+	f.u[n*f.stride+n] = math.Sqrt(kk - dot)
+	f.n = n + 1
+	return true
+}
+
+// remove deletes row and column k of K in O(n²).
+//
+// With U partitioned around row/column k as [U11 u12 U13; 0 u22 u23; 0 0 U33], the factor of
+// K without row and column k is [U11 U13; 0 U33'] where U33'ᵀU33' = U33ᵀU33 + u23ᵀu23: a
+// rank-one update, done with Givens rotations.
+func (f *factor) remove(k int) {
+	n, s := f.n, f.stride
+	x := append([]float64(nil), f.u[k*s+k+1:k*s+n]...)
+	for i := 0; i < k; i++ {
+		copy(f.u[i*s+k:i*s+n-1], f.u[i*s+k+1:i*s+n])
+	}
+	for i := k + 1; i < n; i++ {
+		copy(f.u[(i-1)*s+i-1:(i-1)*s+n-1], f.u[i*s+i:i*s+n])
+	}
+	f.n = n - 1
+	// Rank-one update of the trailing block (rows/columns k..n-2) by x.
+	m := len(x)
+	for j := 0; j < m; j++ {
+		row := f.u[(k+j)*s+k : (k+j)*s+k+m]
+		rjj := row[j]
+		r := math.Hypot(rjj, x[j])
+		c, sn := r/rjj, x[j]/rjj
+		row[j] = r
+		for l := j + 1; l < m; l++ {
+			row[l] = (row[l] + sn*x[l]) / c
+			x[l] = c*x[l] - sn*row[l]
+		}
+	}
+}
+
+// solve returns K⁻¹b (O(n²)).
+func (f *factor) solve(b []float64) []float64 {
+	z := append([]float64(nil), b...)
+	if f.n == 0 {
+		return z
+	}
+	t := f.tri()
+	v := blas64.Vector{N: f.n, Data: z, Inc: 1}
+	blas64.Trsv(blas.Trans, t, v)
+	blas64.Trsv(blas.NoTrans, t, v)
+	return z
+}
+
+// solveUT overwrites b with U⁻ᵀb (O(n²)).
+func (f *factor) solveUT(b []float64) {
+	if f.n > 0 {
+		blas64.Trsv(blas.Trans, f.tri(), blas64.Vector{N: f.n, Data: b, Inc: 1})
+	}
+}
+
+// logDet returns log|K| = 2 Σ log U_ii.
+func (f *factor) logDet() float64 {
+	var s float64
+	for i := 0; i < f.n; i++ {
+		s += math.Log(f.u[i*f.stride+i])
+	}
+	return 2 * s
+}

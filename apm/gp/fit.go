@@ -1,0 +1,248 @@
+package gp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/optimize"
+)
+
+// FitOptions controls hyperparameter fitting.
+//
+// Fit maximises the log marginal likelihood with L-BFGS over
+// θ = ((Mean−ȳ)/s_y, log SignalVar, log NoiseVar, log LengthScales...), where ȳ and s_y are
+// the sample mean and standard deviation of y. Bounds are enforced by a quadratic penalty
+// outside them and by clamping the result:
+//
+//	Mean        ȳ ± 5 s_y
+//	SignalVar   [1e-4, 1e3]·s_y²
+//	NoiseVar    [1e-6, 1e1]·s_y²
+//	LengthScale [1e-2, 1e2]·(range of feature d)   (range 1 if the feature is constant)
+//
+// The first start is the current hyperparameters (clamped), the second a data-derived default
+// (ȳ, s_y², 0.05·s_y², half the feature range), then Restarts random starts.
+type FitOptions struct {
+	// Restarts is the number of extra random starting points (default 2; negative means 0).
+	Restarts int
+	// MaxIter bounds L-BFGS major iterations per start (default 100).
+	MaxIter int
+	// Seed seeds the random starting points.
+	Seed uint64
+	// FixMean keeps Hyper.Mean at its current value instead of fitting it.
+	FixMean bool
+}
+
+func (o FitOptions) withDefaults() FitOptions {
+	if o.Restarts == 0 {
+		o.Restarts = 2
+	}
+	if o.Restarts < 0 {
+		o.Restarts = 0
+	}
+	if o.MaxIter <= 0 {
+		o.MaxIter = 100
+	}
+	return o
+}
+
+// fitSpace maps between θ and Hyper and holds the bounds.
+type fitSpace struct {
+	ybar, ys float64
+	lo, hi   []float64
+	fixMean  bool
+	mean     float64 // used when fixMean
+}
+
+func (s *fitSpace) hyper(t []float64) Hyper {
+	h := Hyper{
+		Mean:         s.ybar + s.ys*t[0],
+		SignalVar:    math.Exp(t[1]),
+		NoiseVar:     math.Exp(t[2]),
+		LengthScales: make([]float64, len(t)-3),
+	}
+	if s.fixMean {
+		h.Mean = s.mean
+	}
+	for d := range h.LengthScales {
+		h.LengthScales[d] = math.Exp(t[3+d])
+	}
+	return h
+}
+
+func (s *fitSpace) theta(h Hyper) []float64 {
+	t := make([]float64, 3+len(h.LengthScales))
+	t[0] = (h.Mean - s.ybar) / s.ys
+	t[1] = math.Log(h.SignalVar)
+	t[2] = math.Log(math.Max(h.NoiseVar, 1e-300))
+	for d, l := range h.LengthScales {
+		t[3+d] = math.Log(l)
+	}
+	return t
+}
+
+func (s *fitSpace) clamp(t []float64) []float64 {
+	out := slices.Clone(t)
+	for i := range out {
+		out[i] = math.Min(math.Max(out[i], s.lo[i]), s.hi[i])
+	}
+	return out
+}
+
+// penaltyWeight scales the quadratic penalty for leaving the bounds (θ units).
+const penaltyWeight = 1e3
+
+// Fit refits the hyperparameters to the samples held by maximising the log marginal
+// likelihood, installs the best ones found, refactorises, and returns them. It needs at least
+// two samples. Cancelling ctx stops the search and leaves the GP unchanged.
+func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
+	n := len(g.ys)
+	if n < 2 {
+		return g.Hyper(), fmt.Errorf("gp: fit needs at least 2 samples, have %d", n)
+	}
+	o = o.withDefaults()
+	sp := g.space(o.FixMean)
+	rng := rand.New(rand.NewPCG(o.Seed, 0x74726964656e74))
+
+	starts := [][]float64{sp.clamp(sp.theta(g.h))}
+	def := Hyper{Mean: sp.ybar, SignalVar: sp.ys * sp.ys, NoiseVar: 0.05 * sp.ys * sp.ys}
+	for d := 0; d < g.dim; d++ {
+		def.LengthScales = append(def.LengthScales, 0.5*math.Exp(sp.hi[3+d]-math.Log(100)))
+	}
+	starts = append(starts, sp.clamp(sp.theta(def)))
+	for r := 0; r < o.Restarts; r++ {
+		t := slices.Clone(starts[1])
+		t[0] = rng.Float64()*2 - 1
+		t[1] += math.Log(10) * (2*rng.Float64() - 1)
+		t[2] = math.Log(sp.ys*sp.ys) + math.Log(10)*(-4+3.5*rng.Float64())
+		for d := 0; d < g.dim; d++ {
+			t[3+d] += math.Log(10) * (2*rng.Float64() - 1)
+		}
+		starts = append(starts, t)
+	}
+
+	best := math.Inf(1)
+	var bestT []float64
+	var cache struct {
+		x    []float64
+		f    float64
+		grad []float64
+	}
+	eval := func(t []float64) (float64, []float64) {
+		if cache.x != nil && slices.Equal(cache.x, t) {
+			return cache.f, cache.grad
+		}
+		f, grad := math.Inf(1), make([]float64, len(t))
+		lml, lg, err := LogMarginalLikelihoodGrad(g.xs, g.ys, sp.hyper(t))
+		if err == nil && finite(lml) {
+			f = -lml
+			grad[0] = -lg[GradMean] * sp.ys
+			if o.FixMean {
+				grad[0] = 0
+			}
+			for i := 1; i < len(t); i++ {
+				grad[i] = -lg[i]
+			}
+			inBounds := true
+			for i, v := range t {
+				if i == 0 && o.FixMean {
+					continue
+				}
+				if v < sp.lo[i] {
+					f += penaltyWeight * (sp.lo[i] - v) * (sp.lo[i] - v)
+					grad[i] -= 2 * penaltyWeight * (sp.lo[i] - v)
+					inBounds = false
+				} else if v > sp.hi[i] {
+					f += penaltyWeight * (v - sp.hi[i]) * (v - sp.hi[i])
+					grad[i] += 2 * penaltyWeight * (v - sp.hi[i])
+					inBounds = false
+				}
+			}
+			if inBounds && f < best {
+				best, bestT = f, slices.Clone(t)
+			}
+		}
+		cache.x, cache.f, cache.grad = slices.Clone(t), f, grad
+		return f, grad
+	}
+	prob := optimize.Problem{
+		Func: func(t []float64) float64 { f, _ := eval(t); return f },
+		Grad: func(dst, t []float64) { _, gr := eval(t); copy(dst, gr) },
+	}
+	for _, s := range starts {
+		if err := ctx.Err(); err != nil {
+			return g.Hyper(), fmt.Errorf("gp: fit: %w", err)
+		}
+		set := &optimize.Settings{
+			MajorIterations:   o.MaxIter,
+			GradientThreshold: 1e-6,
+			Converger:         &ctxConverger{ctx: ctx, inner: &optimize.FunctionConverge{Absolute: 1e-7, Relative: 1e-9, Iterations: 10}},
+		}
+		// Errors (e.g. a failed line search) are tolerated: eval records the best point seen.
+		_, _ = optimize.Minimize(prob, s, set, &optimize.LBFGS{})
+	}
+	if err := ctx.Err(); err != nil {
+		return g.Hyper(), fmt.Errorf("gp: fit: %w", err)
+	}
+	if bestT == nil {
+		return g.Hyper(), errors.New("gp: fit: no starting point gave a finite likelihood")
+	}
+	h := sp.hyper(sp.clamp(bestT))
+	if err := g.SetHyper(h); err != nil {
+		return g.Hyper(), fmt.Errorf("gp: fit: install hyperparameters: %w", err)
+	}
+	return g.Hyper(), nil
+}
+
+// space derives the parameterisation and bounds from the data held.
+func (g *GP) space(fixMean bool) *fitSpace {
+	n := float64(len(g.ys))
+	var mean, ss float64
+	for _, y := range g.ys {
+		mean += y
+	}
+	mean /= n
+	for _, y := range g.ys {
+		ss += (y - mean) * (y - mean)
+	}
+	sd := math.Sqrt(ss / n)
+	if !(sd > 0) {
+		sd = math.Max(math.Abs(mean)*1e-3, 1e-9)
+	}
+	sp := &fitSpace{ybar: mean, ys: sd, fixMean: fixMean, mean: g.h.Mean}
+	lv := math.Log(sd * sd)
+	ln10 := math.Log(10)
+	sp.lo = []float64{-5, lv - 4*ln10, lv - 6*ln10}
+	sp.hi = []float64{5, lv + 3*ln10, lv + 1*ln10}
+	for d := 0; d < g.dim; d++ {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, x := range g.xs {
+			lo, hi = math.Min(lo, x[d]), math.Max(hi, x[d])
+		}
+		rg := hi - lo
+		if !(rg > 0) {
+			rg = 1
+		}
+		sp.lo = append(sp.lo, math.Log(rg)-2*ln10)
+		sp.hi = append(sp.hi, math.Log(rg)+2*ln10)
+	}
+	return sp
+}
+
+// ctxConverger stops the optimiser when ctx is done and otherwise defers to inner.
+type ctxConverger struct {
+	ctx   context.Context
+	inner optimize.Converger
+}
+
+func (c *ctxConverger) Init(dim int) { c.inner.Init(dim) }
+
+func (c *ctxConverger) Converged(l *optimize.Location) optimize.Status {
+	if c.ctx.Err() != nil {
+		return optimize.Failure
+	}
+	return c.inner.Converged(l)
+}
