@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -282,7 +283,8 @@ func agentHCL(c agentConfig) string {
 	if c.pluginDir != "" {
 		fmt.Fprintf(&b, "plugin_dir = %q\n", c.pluginDir)
 	}
-	b.WriteString("client {\n  enabled = true\n")
+	// network_interface = "lo": allocation ports and service addresses stay on loopback.
+	b.WriteString("client {\n  enabled = true\n  network_interface = \"lo\"\n")
 	if len(c.servers) > 0 {
 		fmt.Fprintf(&b, "  servers = [%q]\n", strings.Join(c.servers, `","`))
 	}
@@ -480,6 +482,7 @@ func (n *Nomad) stop(ctx context.Context) error {
 		}
 	}
 	if n.Dir != "" {
+		killUnder(n.Dir)
 		unmountUnder(n.Dir)
 		if n.ownsDir {
 			if err := os.RemoveAll(n.Dir); err != nil {
@@ -556,6 +559,30 @@ func unmountUnder(dir string) {
 	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	for _, p := range points {
 		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+}
+
+// killUnder SIGKILLs every process whose command line or environment mentions dir:
+// executors and tasks that left the agent's process group (raw_exec uses setsid).
+func killUnder(dir string) {
+	abs, _ := filepath.Abs(dir)
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		for _, f := range []string{"cmdline", "environ"} {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), f))
+			if err == nil && strings.Contains(string(b), abs+"/") {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+		}
 	}
 }
 

@@ -1,0 +1,59 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const sample = `# TYPE trident_records_in_total counter
+trident_records_in_total{pipeline="pdf",operator="ocr",epoch="1"} 1200
+# TYPE trident_records_out_total counter
+trident_records_out_total{pipeline="pdf",operator="ocr",epoch="1"} 1100
+# TYPE trident_useful_seconds_total counter
+trident_useful_seconds_total{pipeline="pdf",operator="ocr"} 60
+# TYPE trident_queue_length gauge
+trident_queue_length{pipeline="pdf",operator="ocr"} 37
+# TYPE trident_accelerator_utilization gauge
+trident_accelerator_utilization{pipeline="pdf",operator="ocr"} 0.8
+# TYPE trident_workload_feature gauge
+trident_workload_feature{pipeline="pdf",operator="ocr",feature="tokens_in",stat="mean"} 512
+trident_workload_feature{pipeline="pdf",operator="ocr",feature="tokens_in",stat="std"} 40
+`
+
+func TestParseMetrics(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RecordsIn != 1200 || m.RecordsOut != 1100 || m.QueueLength != 37 || m.AccelUtil != 0.8 || !m.HasAccelerator {
+		t.Errorf("parsed %+v", m)
+	}
+	if m.FeatureMean["tokens_in"] != 512 || m.FeatureStd["tokens_in"] != 40 {
+		t.Errorf("features %v %v", m.FeatureMean, m.FeatureStd)
+	}
+	if _, err := ParseMetrics(strings.NewReader("trident_queue_length NaN\n")); err == nil || !strings.Contains(err.Error(), "trident_queue_length") {
+		t.Errorf("NaN metric: err = %v, want it named", err)
+	}
+}
+
+func TestParseQuery(t *testing.T) {
+	if m, j, g, err := ParseQuery("capacity/pdf/ocr"); err != nil || m != "capacity" || j != "pdf" || g != "ocr" {
+		t.Errorf("ParseQuery = %s %s %s %v", m, j, g, err)
+	}
+	for _, q := range []string{"capacity/pdf", "latency/pdf/ocr", "//", ""} {
+		if _, _, _, err := ParseQuery(q); err == nil {
+			t.Errorf("ParseQuery(%q) accepted", q)
+		}
+	}
+}
+
+func TestGroupRateHandlesRestart(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	prev := snapshot{time: t0, instances: map[string]InstanceMetrics{"a": {RecordsOut: 100}, "b": {RecordsOut: 500}}}
+	cur := snapshot{time: t0.Add(10 * time.Second), instances: map[string]InstanceMetrics{"a": {RecordsOut: 150}, "b": {RecordsOut: 20}, "c": {RecordsOut: 99}}}
+	// a: +50; b restarted: counts 20 from zero; c is new (no baseline): ignored.
+	if got := groupRate(&prev, &cur); got != 7 {
+		t.Errorf("rate = %v, want 7 records/s", got)
+	}
+}
