@@ -3,10 +3,167 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/sim/worker"
 )
 
-// runOperator is not built yet.
+// oomExitCode is the exit status of an operator that exceeded its device memory, as if the
+// kernel had OOM-killed it (128+SIGKILL).
+const oomExitCode = 137
+
+// envOr returns the first non-empty environment variable among keys, else def.
+func envOr(def string, keys ...string) string {
+	for _, k := range keys {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return def
+}
+
+func envFloat(def float64, keys ...string) float64 {
+	if f, err := strconv.ParseFloat(envOr("", keys...), 64); err == nil {
+		return f
+	}
+	return def
+}
+
+func envInt(def int, keys ...string) int {
+	if n, err := strconv.Atoi(envOr("", keys...)); err == nil {
+		return n
+	}
+	return def
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level %q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func parseStorage(s string) (jetstream.StorageType, error) {
+	switch s {
+	case "file":
+		return jetstream.FileStorage, nil
+	case "memory":
+		return jetstream.MemoryStorage, nil
+	}
+	return 0, fmt.Errorf("-storage %q: want file or memory", s)
+}
+
+const operatorUsage = `usage: trident operator [flags]
+
+Runs one instance of a simulated pipeline operator (-role worker, the default) or the embedded
+NATS JetStream server of the example pipelines (-role nats-server). Every flag defaults to the
+environment Nomad gives a raw_exec task, so a job file only needs -pipeline/-stage:
+
+  -stage          NOMAD_GROUP_NAME          (or TRIDENT_STAGE)
+  -config         TRIDENT_CONFIG, NOMAD_META_trident_config       "k=v,k=v"
+  -epoch          TRIDENT_CONFIG_EPOCH, NOMAD_META_trident_config_epoch
+  -metrics-addr   NOMAD_ADDR_metrics        (host:port of /metrics)
+  -cpus           NOMAD_META_trident_cpu
+  -device-memory-mb TRIDENT_DEVICE_MEMORY_MB, NOMAD_META_trident_gpu_memory_mb
+  -state-dir      NOMAD_ALLOC_DIR           (the OOM counter survives task restarts)
+  -nats           TRIDENT_NATS_URL          (default nats://127.0.0.1:4222)
+  -speed          TRIDENT_SPEED             (divides every model service time)
+  -nats-port      NOMAD_PORT_nats           (-role nats-server)
+
+Exit status 137 means the operator exceeded its device memory (a simulated OOM kill).
+
+flags:
+`
+
+// runOperator runs one operator instance or the embedded nats-server until ctx ends.
 func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, operatorUsage); fs.PrintDefaults() }
+	role := fs.String("role", "worker", "worker | nats-server")
+	pipeline := fs.String("pipeline", envOr("", "TRIDENT_PIPELINE"), "pipeline: pdf, pdfmini or video")
+	stage := fs.String("stage", envOr("", "TRIDENT_STAGE", "NOMAD_GROUP_NAME"), "operator name within the pipeline")
+	natsURL := fs.String("nats", envOr("nats://127.0.0.1:4222", "TRIDENT_NATS_URL"), "NATS URL")
+	config := fs.String("config", envOr("", "TRIDENT_CONFIG", "NOMAD_META_"+opmetrics.MetaConfig), "config overrides k=v,k=v")
+	epoch := fs.Int64("epoch", int64(envInt(0, "TRIDENT_CONFIG_EPOCH", "NOMAD_META_trident_config_epoch")), "config epoch exported with the metrics")
+	speed := fs.Float64("speed", envFloat(1, "TRIDENT_SPEED"), "speed-up factor of the simulated service times")
+	cpus := fs.Float64("cpus", envFloat(0, "NOMAD_META_"+opmetrics.MetaCPU), "cores of this instance (0 = the operator's declared need)")
+	devMem := fs.Float64("device-memory-mb", envFloat(0, "TRIDENT_DEVICE_MEMORY_MB", "NOMAD_META_"+opmetrics.MetaGPUMemoryMB), "accelerator memory in MiB (0 = the operator's declared need)")
+	metricsAddr := fs.String("metrics-addr", envOr("", "NOMAD_ADDR_metrics"), "host:port serving /metrics (empty = none)")
+	stateDir := fs.String("state-dir", envOr("", "NOMAD_ALLOC_DIR"), "directory kept across restarts (OOM counter)")
+	batchWait := fs.Duration("batch-wait", 200*time.Millisecond, "how long an idle operator waits to fill a batch")
+	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream ack wait of the stage consumer")
+	storage := fs.String("storage", "file", "stream storage if this instance creates it: file | memory")
+	crash := fs.Int("crash-after-publish", 0, "fault injection: exit 137 after publishing the outputs of the n-th completion, before acking it")
+	natsPort := fs.Int("nats-port", envInt(4222, "NOMAD_PORT_nats"), "nats-server: client port on 127.0.0.1")
+	httpPort := fs.Int("nats-http-port", envInt(0, "NOMAD_PORT_nats_http"), "nats-server: monitoring port on 127.0.0.1 (0 = none)")
+	storeDir := fs.String("store-dir", "", "nats-server: JetStream store (default $NOMAD_ALLOC_DIR/jetstream or $TMPDIR/trident-jetstream)")
+	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	switch *role {
+	case "nats-server":
+		dir := *storeDir
+		if dir == "" {
+			dir = filepath.Join(envOr(os.TempDir(), "NOMAD_ALLOC_DIR"), "trident-jetstream")
+		}
+		return worker.RunNATSServer(ctx, worker.NATSOptions{Host: "127.0.0.1", Port: *natsPort, HTTPPort: *httpPort, StoreDir: dir}, log)
+	case "worker":
+	default:
+		return fmt.Errorf("-role %q: want worker or nats-server", *role)
+	}
+	if *pipeline == "" || *stage == "" {
+		return errors.New("-pipeline and -stage are required (or TRIDENT_PIPELINE and NOMAD_GROUP_NAME)")
+	}
+	p, err := worker.LookupPipeline(*pipeline)
+	if err != nil {
+		return err
+	}
+	cfg, err := worker.ParseConfig(strings.TrimSpace(*config))
+	if err != nil {
+		return fmt.Errorf("-config: %w", err)
+	}
+	st, err := parseStorage(*storage)
+	if err != nil {
+		return err
+	}
+	err = worker.Run(ctx, worker.Options{
+		Pipeline: p, Stage: *stage, NATSURL: *natsURL, Config: cfg, Epoch: *epoch,
+		Speed: *speed, CPUs: *cpus, DeviceMemoryMiB: *devMem, MetricsAddr: *metricsAddr,
+		StateDir: *stateDir, BatchWait: *batchWait, AckWait: *ackWait, Storage: st,
+		CrashAfterPublish: *crash, Log: log,
+	})
+	var oom *worker.OOMError
+	if errors.As(err, &oom) || errors.Is(err, worker.ErrInjectedCrash) {
+		log.Error("operator killed", "err", err, "exit", oomExitCode)
+		os.Exit(oomExitCode) // the CLI contract: a simulated kill exits like one
+	}
+	return err
+}
+
+// connectWithin connects to NATS, giving up after 30 s.
+func connectWithin(ctx context.Context, url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return worker.Connect(cctx, url, name, log)
 }
