@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/trident-sched/trident/internal/opmetrics"
+)
+
+// The example job files describe exactly the operators of the catalog: one group per
+// operator with the opmetrics meta keys equal to the models' values, a metrics service and a
+// scaling policy querying that group.
+func TestJobFilesMatchCatalog(t *testing.T) {
+	for _, p := range []*Pipeline{PDFPipeline(), VideoPipeline()} {
+		job := p.Name + "-curation"
+		b, err := os.ReadFile(filepath.Join("..", "..", "jobs", job+".nomad.hcl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(b)
+		groups := regexp.MustCompile(`(?m)^  group "([^"]+)" \{`).FindAllStringSubmatchIndex(src, -1)
+		if len(groups) != len(p.Operators) {
+			t.Errorf("%s: %d groups, catalog has %d operators", job, len(groups), len(p.Operators))
+		}
+		for i, g := range groups {
+			name := src[g[2]:g[3]]
+			end := len(src)
+			if i+1 < len(groups) {
+				end = groups[i+1][0]
+			}
+			body := src[g[0]:end]
+			op, err := p.Operator(name)
+			if err != nil {
+				t.Errorf("%s: %v", job, err)
+				continue
+			}
+			f := strconv.FormatFloat
+			want := map[string]string{
+				opmetrics.MetaOrder:         fmt.Sprint(op.Order),
+				opmetrics.MetaCPU:           f(op.CPU, 'f', -1, 64),
+				opmetrics.MetaMemoryMB:      fmt.Sprint(op.MemoryMB),
+				opmetrics.MetaGPUs:          fmt.Sprint(op.GPUs),
+				opmetrics.MetaGPUMemoryMB:   fmt.Sprint(op.GPUMemoryMB),
+				opmetrics.MetaOutputBytes:   f(op.OutputBytes, 'f', -1, 64),
+				opmetrics.MetaAmplification: f(op.Amplification, 'f', -1, 64),
+				opmetrics.MetaFeatures:      strings.Join(op.Features, ","),
+				opmetrics.MetaParams:        op.Params,
+				opmetrics.MetaConfig:        op.Defaults,
+				opmetrics.MetaColdStartSec:  f(op.ColdStartSec, 'f', -1, 64),
+				opmetrics.MetaMetricsPort:   "metrics",
+			}
+			for k, v := range want {
+				re := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(k) + `\s*=\s*"([^"]*)"`)
+				m := re.FindStringSubmatch(body)
+				if m == nil {
+					t.Errorf("%s/%s: meta %s missing", job, name, k)
+				} else if m[1] != v {
+					t.Errorf("%s/%s: meta %s = %q, catalog %q", job, name, k, m[1], v)
+				}
+			}
+			for _, must := range []string{
+				`name     = "` + job + "-" + name + `"`,
+				`query  = "capacity/` + job + "/" + name + `"`,
+				`"-pipeline", "` + p.Name + `", "-stage", "` + name + `"`,
+			} {
+				if !strings.Contains(body, must) {
+					t.Errorf("%s/%s: lacks %s", job, name, must)
+				}
+			}
+			if hasDev := strings.Contains(body, `labels   = ["nvidia/gpu"]`); hasDev != (op.GPUs > 0) {
+				t.Errorf("%s/%s: device request %v, operator gpus %d", job, name, hasDev, op.GPUs)
+			}
+		}
+	}
+}
