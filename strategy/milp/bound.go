@@ -1,0 +1,89 @@
+package milp
+
+import "math"
+
+// minInstances returns the smallest parallelism P_i >= K_i and the smallest number of
+// transitions delta_i that give operator i input capacity >= A_i*T (Eq. 13 with the
+// rolling-update bounds 23-26), or ok=false when no parallelism within limit suffices.
+func (q *prep) minInstances(i int, T float64, limit int) (P, delta int, ok bool) {
+	k := q.Ki[i]
+	need := q.p.Operators[i].Amplification*T - q.muC[i]*float64(k)
+	if need <= 0 {
+		return k, 0, k <= limit
+	}
+	ceil := func(v float64) int { return int(math.Ceil(v - 1e-9)) }
+	mu, muT := q.mu[i], q.muT[i]
+	if q.transitionable(i) && muT > mu {
+		dm := float64(q.dmax[i])
+		if need <= muT*dm {
+			P = k + ceil(need/muT)
+		} else {
+			P = k + q.dmax[i] + ceil((need-muT*dm)/mu)
+		}
+		// fewest transitions that still reach the target with P instances (each costs a restart)
+		rest := float64(P - k)
+		delta = max(0, ceil((need-mu*rest)/(muT-mu)))
+		delta = min(delta, q.dmax[i], P-k)
+	} else {
+		P = k + ceil(need/mu)
+	}
+	return P, delta, P <= limit
+}
+
+// aggregateFeasible reports whether throughput T passes the aggregate relaxation: every
+// operator gets its minimum integer parallelism, and the cluster's pooled CPU, memory and
+// accelerators hold them (nodes merged into one; packing and network ignored).
+func (q *prep) aggregateFeasible(T float64) bool {
+	var cpu, mem float64
+	var gpu int
+	for i := range q.p.Operators {
+		lim := 0
+		for n := range q.p.Nodes {
+			lim += q.ub[i][n]
+		}
+		P, _, ok := q.minInstances(i, T, lim)
+		if !ok {
+			return false
+		}
+		o := &q.p.Operators[i]
+		cpu += float64(P) * o.CPU
+		mem += float64(P) * o.MemMB
+		gpu += P * o.GPUs
+	}
+	var C, Mm float64
+	var G int
+	for _, nd := range q.p.Nodes {
+		C += nd.CPU
+		Mm += nd.MemMB
+		G += nd.GPUs
+	}
+	return cpu <= C+1e-9 && mem <= Mm+1e-9 && gpu <= G
+}
+
+// aggregateBound returns an upper bound on T valid for the full model: the supremum of
+// throughputs that pass aggregateFeasible, found by bisection and rounded up.
+func (q *prep) aggregateBound() float64 {
+	hi := math.Inf(1)
+	for i, o := range q.p.Operators {
+		lim := 0
+		for n := range q.p.Nodes {
+			lim += q.ub[i][n]
+		}
+		c := q.muC[i]*float64(q.Ki[i]) + math.Max(q.mu[i], q.muT[i])*float64(lim-q.Ki[i])
+		hi = math.Min(hi, c/o.Amplification)
+	}
+	if hi <= 0 || !q.aggregateFeasible(0) {
+		return 0
+	}
+	lo := 0.0
+	hi *= 1 + 1e-9
+	for it := 0; it < 200 && hi-lo > 1e-9*hi; it++ {
+		mid := (lo + hi) / 2
+		if q.aggregateFeasible(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
+}

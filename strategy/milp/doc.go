@@ -1,0 +1,83 @@
+// Package milp is Trident's scheduling layer: the joint parallelism / placement /
+// rolling-configuration-transition MILP of the Trident paper, Sec. 6 (Eqs. 10-26), with a
+// HiGHS (cgo) solver, a greedy fallback, an independent solution checker and MPS export.
+// It knows nothing about Nomad: callers translate jobs and nodes into a Problem.
+//
+// # Model
+//
+// Indices: operator i = 0..N-1 in pipeline order, node n = 0..M-1. Constants: unit rate
+// mu_i (Operator.Capacity), candidate rate mu^c_i, cold start tau_i, window W, amplification
+// A_i, output record size s_i, per-instance CPU/memory/accelerators c_i, m_i, g_i, node
+// pools C_n, M_n, G_n, egress B_n, current instances cur_in of which K_in already run the
+// candidate configuration, old instances R_i = sum_n (cur_in - K_in), batch cap delta_max.
+//
+// Columns (model.go):
+//
+//	T        throughput, original input records/s              (paper T)
+//	B        peak node egress, in units of bref bytes/s        (paper B)
+//	x_in     integer instances of i on n                       (paper x_in)
+//	P_i      integer parallelism of i                          (paper P_i)
+//	d_in     integer instances of i on n switching to the candidate this round; the
+//	         paper's delta_i = sum_n d_in. Only created when mu~_i > mu_i (Eq. 11): with
+//	         mu~_i <= mu_i a transition can only lower capacity and costs a restart, so it
+//	         is never part of an optimum and the column is left out.
+//	w_in     share of T processed by i on n (continuous; the rate is A_i * w_in)
+//	l_in     share of boundary i -> i+1 kept local on n (continuous)
+//	e_n      egress of n in units of bref (continuous)
+//	u_in     launches Delta+_in, only where cur_in > 0 (elsewhere Delta+ = x_in)
+//
+// Rows:
+//
+//	Eq. (10) objective: max T - alpha*B - beta*C, C as in Eq. (22) below. Delta-_in is
+//	         substituted (Delta- = Delta+ - x + cur), so C = sum (L_i+Tm_i) u_in - Tm_i x_in
+//	         + Tm_i cur_in where cur_in > 0, L_i x_in elsewhere, plus (L_i+Tm_i) d_in for the
+//	         restart of a transitioning instance (an extension: the paper does not charge
+//	         restarts, which would make worthless transitions free ties).
+//	Eq. (11) mu~_i = mu^c_i * max(0, 1 - tau_i/W), precomputed.
+//	Eq. (12)-(13) per node "cap_i_n": A_i w_in <= mu^c_i K_in + mu~_i d_in + mu_i (x_in - K_in - d_in);
+//	         aggregate "tput_i": A_i T <= mu^c_i K_i + mu~_i delta_i + mu_i (P_i - K_i - delta_i)
+//	         (implied by the per-node rows and flow_i; kept as a cut).
+//	Eq. (14) "place_i": sum_n x_in = P_i.
+//	Eq. (15)-(17) "cpu_n", "mem_n", "gpu_n": sum_i c_i x_in <= C_n, etc.
+//	Eq. (18)-(19) "flow_i": sum_n w_in = T: every operator processes the whole (amplified)
+//	         stream; what operator i emits on n is consumed by i+1 on n (local, l_in) or
+//	         exported. "lout_i_n": l_in <= w_in, "lin_i_n": l_in <= w_(i+1)n.
+//	Eq. (20) "egress_n": sum_i A_(i+1) s_i (w_in - l_in) / bref <= e_n <= B_n / bref and
+//	         "peak_n": e_n <= B. This per-node local/export/import form replaces the paper's
+//	         f_inm (N*M instead of N*M^2 columns) and has the same optimum: with only egress
+//	         bounded per node, keeping min(out, in) local and shipping the rest is an optimal
+//	         routing of any transportation plan.
+//	Eq. (21) "mig_i_n": u_in >= x_in - cur_in (u_in >= 0), Delta-_in substituted as above.
+//	Eq. (22) C enters the objective directly (no column).
+//	Eq. (23) no rollback: bound x_in >= K_in. This is the paper's P_i >= K_i strengthened
+//	         per node: already-transitioned instances stay where they run (a replacement
+//	         elsewhere would pay a cold start, so counting it at mu^c would be wrong).
+//	Eq. (24)-(25) "batch_i": sum_n d_in <= min(R_i, delta_max).
+//	Eq. (26) "stay_i_n": d_in <= x_in - K_in (so P_i - K_i - delta_i >= 0).
+//	Single pending transition: structural, an Operator has at most one Candidate, and
+//	         Check refuses candidate-config instances without one.
+//
+// Assumptions stated: the first operator reads its input from storage without pipeline
+// egress, the last operator's output is not pipeline traffic (s of the last operator is
+// ignored), and an instance reserves the same resources on either configuration.
+//
+// # Speed-ups (all exact)
+//
+//   - Aggregate bound: T <= Tub, the largest T for which every operator's minimum integer
+//     parallelism (Eq. 13 with the best rolling batch) fits the cluster's pooled CPU,
+//     memory and accelerators; rows "agg_cpu/mem/gpu": sum_i c_i P_i <= sum_n C_n. Both
+//     are relaxations of the per-node constraints, hence valid.
+//   - Warm start: the greedy plan (bisection on T, minimum parallelism, migration-aware
+//     first fit from the current deployment) is passed to HiGHS. When it already reaches
+//     the bound (gap <= RelGap/1000) HiGHS is not started and the greedy plan is proven
+//     within the gap by Tub.
+//   - Symmetry breaking: nodes with equal pools, bandwidth, current and pinned instances
+//     form classes; "sym_c_k" orders each class by resource load
+//     (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid because any solution can be
+//     permuted inside a class. The warm start is permuted to satisfy it.
+//   - Scaling: egress is modelled in units of the largest node bandwidth and the default
+//     alpha, beta keep each tie-breaker at 1e-4 of the throughput scale, far above the
+//     solver's tolerances (unscaled, HiGHS silently ignores the network tie-breaker).
+//
+// Every solution, from HiGHS or the greedy, passes Validate before it is returned.
+package milp

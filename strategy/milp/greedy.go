@@ -1,0 +1,275 @@
+package milp
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Greedy is the fast feasible fallback Solver: bisection on the target throughput, minimum
+// integer parallelism per operator (Eq. 13 with the cheapest rolling-update batch), then a
+// migration-aware first-fit placement that starts from the current deployment. It never
+// fails on a valid problem (T = 0 with the pinned instances is always feasible).
+type Greedy struct{}
+
+// Solve implements Solver.
+func (Greedy) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, error) {
+	start := time.Now()
+	q, err := newPrep(p)
+	if err != nil {
+		return nil, err
+	}
+	s := q.greedy(ctx)
+	s.SolveTime = time.Since(start)
+	if err := Validate(p, s); err != nil {
+		return nil, fmt.Errorf("milp: greedy produced an invalid solution: %w", err)
+	}
+	return s, nil
+}
+
+// greedy returns the best solution found; its Bound is the aggregate bound Tub.
+func (q *prep) greedy(ctx context.Context) *Solution {
+	var best *Solution
+	consider := func(s *Solution) {
+		if s != nil && (best == nil || s.Objective > best.Objective+1e-12) {
+			best = s
+		}
+	}
+	zero := q.zeros()
+	// the current deployment as it stands (no migration at all), when it fits
+	if q.p.Current != nil && q.fits(q.cur) {
+		consider(q.assemble(q.cur, zero, nil, math.Inf(1)))
+	}
+	try := func(T float64) bool {
+		x, d, ok := q.place(T, false)
+		if !ok {
+			x, d, ok = q.place(T, true)
+		}
+		if ok {
+			consider(q.assemble(x, d, nil, math.Inf(1))) // the placement's own maximum T
+		}
+		return ok
+	}
+	if !try(q.Tub) {
+		lo, hi := 0.0, q.Tub
+		for it := 0; it < 30 && hi-lo > 1e-5*q.Tub && (it < 12 || ctx.Err() == nil); it++ {
+			mid := (lo + hi) / 2
+			if try(mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+	}
+	if best == nil { // only the pinned instances
+		x := make([][]int, q.N)
+		for i := range x {
+			x[i] = append([]int(nil), q.K[i]...)
+		}
+		consider(q.assemble(x, zero, nil, 0))
+	}
+	best.Status, best.Source = StatusHeuristic, "greedy"
+	best.Bound = q.Tub
+	best.Gap = relGap(best.Bound, best.Objective)
+	return best
+}
+
+// relGap is (bound - obj) / |bound|, clamped at 0.
+func relGap(bound, obj float64) float64 {
+	if math.IsInf(bound, 1) {
+		return math.Inf(1)
+	}
+	g := (bound - obj) / math.Max(math.Abs(bound), 1e-9)
+	return math.Max(g, 0)
+}
+
+func (q *prep) zeros() [][]int {
+	z := make([][]int, q.N)
+	for i := range z {
+		z[i] = make([]int, q.M)
+	}
+	return z
+}
+
+// fits reports whether x respects every node's resource pools.
+func (q *prep) fits(x [][]int) bool {
+	for n, nd := range q.p.Nodes {
+		var c, m float64
+		var g int
+		for i, o := range q.p.Operators {
+			c += float64(x[i][n]) * o.CPU
+			m += float64(x[i][n]) * o.MemMB
+			g += x[i][n] * o.GPUs
+		}
+		if c > nd.CPU+1e-9 || m > nd.MemMB+1e-9 || g > nd.GPUs {
+			return false
+		}
+	}
+	return true
+}
+
+// place builds an integer placement with capacity for throughput T. With scratch=false it
+// starts from the current deployment (fewest launches and terminations); with scratch=true
+// only the pinned instances are kept and everything else is packed anew.
+func (q *prep) place(T float64, scratch bool) (x, d [][]int, ok bool) {
+	p := q.p
+	N, M := q.N, q.M
+	P := make([]int, N)
+	delta := make([]int, N)
+	for i := range N {
+		lim := 0
+		for n := range M {
+			lim += q.ub[i][n]
+		}
+		var fine bool
+		P[i], delta[i], fine = q.minInstances(i, T, lim)
+		if !fine {
+			return nil, nil, false
+		}
+	}
+	x = make([][]int, N)
+	removed := q.zeros()
+	freeC, freeM, freeG := make([]float64, M), make([]float64, M), make([]int, M)
+	for n, nd := range p.Nodes {
+		freeC[n], freeM[n], freeG[n] = nd.CPU, nd.MemMB, nd.GPUs
+	}
+	take := func(i, n, k int) {
+		o := &p.Operators[i]
+		x[i][n] += k
+		freeC[n] -= float64(k) * o.CPU
+		freeM[n] -= float64(k) * o.MemMB
+		freeG[n] -= k * o.GPUs
+	}
+	for i := range N {
+		x[i] = make([]int, M)
+		for n := range M {
+			k := q.K[i][n]
+			if !scratch {
+				k = q.cur[i][n]
+			}
+			take(i, n, k)
+		}
+	}
+	// drop surplus instances (never pinned ones), most crowded nodes first
+	for i := range N {
+		sur := -P[i]
+		for n := range M {
+			sur += x[i][n]
+		}
+		if sur <= 0 {
+			continue
+		}
+		order := q.nodeOrder(func(a, b int) bool { return freeC[a]/(p.Nodes[a].CPU+1) < freeC[b]/(p.Nodes[b].CPU+1) })
+		for _, n := range order {
+			k := min(sur, x[i][n]-q.K[i][n])
+			if k > 0 {
+				take(i, n, -k)
+				removed[i][n] += k
+				sur -= k
+			}
+		}
+	}
+	// nodes over-committed by the current deployment (e.g. shrunk nodes): shed unpinned instances
+	for n := range M {
+		for i := N - 1; i >= 0 && (freeC[n] < -1e-9 || freeM[n] < -1e-9 || freeG[n] < 0); i-- {
+			for x[i][n] > q.K[i][n] && (freeC[n] < -1e-9 || freeM[n] < -1e-9 || freeG[n] < 0) {
+				take(i, n, -1)
+			}
+		}
+		if freeC[n] < -1e-9 || freeM[n] < -1e-9 || freeG[n] < 0 {
+			return nil, nil, false
+		}
+	}
+	// add missing instances: accelerator operators first, then the largest
+	ops := make([]int, N)
+	for i := range ops {
+		ops[i] = i
+	}
+	sort.SliceStable(ops, func(a, b int) bool {
+		oa, ob := &p.Operators[ops[a]], &p.Operators[ops[b]]
+		if oa.GPUs != ob.GPUs {
+			return oa.GPUs > ob.GPUs
+		}
+		return oa.CPU > ob.CPU
+	})
+	for _, i := range ops {
+		o := &p.Operators[i]
+		def := P[i]
+		for n := range M {
+			def -= x[i][n]
+		}
+		for def > 0 {
+			bestN, bestFit, bestScore := -1, 0, math.Inf(-1)
+			for n := range M {
+				f := fit(o, freeC[n], freeM[n], freeG[n])
+				if f == 0 {
+					continue
+				}
+				score := float64(min(f, def))
+				if removed[i][n] > 0 {
+					score += 1e6 // undo our own removal before launching elsewhere
+				}
+				if (i > 0 && x[i-1][n] > 0) || (i+1 < N && x[i+1][n] > 0) {
+					score += 0.5 // co-locate neighbours (less egress)
+				}
+				if o.GPUs == 0 && p.Nodes[n].GPUs > 0 {
+					score -= 0.25 // keep accelerator nodes' cores for accelerator operators
+				}
+				if score > bestScore {
+					bestN, bestFit, bestScore = n, f, score
+				}
+			}
+			if bestN < 0 {
+				return nil, nil, false
+			}
+			k := min(def, bestFit)
+			take(i, bestN, k)
+			if removed[i][bestN] > 0 {
+				removed[i][bestN] -= min(k, removed[i][bestN])
+			}
+			def -= k
+		}
+	}
+	// keep removed surplus instances where they still fit: no termination cost, more capacity
+	for i := range N {
+		o := &p.Operators[i]
+		for n := range M {
+			if k := min(removed[i][n], fit(o, freeC[n], freeM[n], freeG[n])); k > 0 {
+				take(i, n, k)
+			}
+		}
+	}
+	// transitions: restart old instances that stay where they are first
+	d = q.zeros()
+	for i := range N {
+		left := delta[i]
+		for pass := 0; pass < 2 && left > 0; pass++ {
+			for n := 0; n < M && left > 0; n++ {
+				room := x[i][n] - q.K[i][n] - d[i][n]
+				if pass == 0 {
+					room = min(x[i][n], q.cur[i][n]) - q.K[i][n] - d[i][n]
+				}
+				if k := min(left, room); k > 0 {
+					d[i][n] += k
+					left -= k
+				}
+			}
+		}
+		if left > 0 {
+			return nil, nil, false
+		}
+	}
+	return x, d, true
+}
+
+// nodeOrder returns node indices sorted by less.
+func (q *prep) nodeOrder(less func(a, b int) bool) []int {
+	o := make([]int, q.M)
+	for n := range o {
+		o[n] = n
+	}
+	sort.SliceStable(o, func(a, b int) bool { return less(o[a], o[b]) })
+	return o
+}

@@ -1,0 +1,401 @@
+package milp
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// lp is a maximisation MILP in row-wise sparse form, independent of any solver.
+type lp struct {
+	colName            []string
+	cost, colLo, colUp []float64
+	integer            []bool
+	offset             float64 // constant added to the objective
+	rowName            []string
+	rowLo, rowUp       []float64
+	start              []int // CSR: row r has entries start[r]..start[r+1]
+	index              []int
+	value              []float64
+}
+
+func (m *lp) addCol(name string, cost, lo, up float64, integer bool) int {
+	m.colName = append(m.colName, name)
+	m.cost = append(m.cost, cost)
+	m.colLo = append(m.colLo, lo)
+	m.colUp = append(m.colUp, up)
+	m.integer = append(m.integer, integer)
+	return len(m.cost) - 1
+}
+
+func (m *lp) addRow(name string, lo, up float64, idx []int, val []float64) {
+	if len(m.start) == 0 {
+		m.start = append(m.start, 0)
+	}
+	m.rowName = append(m.rowName, name)
+	m.rowLo = append(m.rowLo, lo)
+	m.rowUp = append(m.rowUp, up)
+	for k, j := range idx {
+		if val[k] != 0 {
+			m.index = append(m.index, j)
+			m.value = append(m.value, val[k])
+		}
+	}
+	m.start = append(m.start, len(m.index))
+}
+
+func (m *lp) numRows() int { return len(m.rowLo) }
+
+// model is the Trident MILP of one Problem plus the column map back to decisions.
+type model struct {
+	lp
+	q       *prep
+	T, B    int     // throughput T and peak egress B columns
+	x       [][]int // x_in instances (integer)
+	P       []int   // P_i parallelism (integer, Eq. 14)
+	d       [][]int // d_in transitions this round (integer), -1 when absent
+	w       [][]int // w_in share of T processed by operator i on node n
+	l       [][]int // l_in local part of boundary i -> i+1 on node n, -1 when absent
+	u       [][]int // u_in launches where cur_in > 0 (Delta+), -1 when absent
+	e       []int   // e_n egress of node n, -1 when absent
+	classes [][]int // identical-node classes (size >= 2) used for symmetry breaking
+}
+
+var inf = math.Inf(1)
+
+// buildModel writes the complete model of Sec. 6 (Eqs. 10-26) in the per-node
+// local/export/import network form; see doc.go for the variable and row map.
+func buildModel(q *prep, opts Options) *model {
+	p := q.p
+	N, M := q.N, q.M
+	m := &model{q: q}
+	Tup := inf
+	if !opts.NoBound {
+		Tup = q.Tub
+	}
+	m.T = m.addCol("T", 1, 0, Tup, false)
+	m.B = m.addCol("B", -q.alpha*q.bref, 0, inf, false) // in units of bref
+	m.x, m.P, m.d, m.w, m.l, m.u = make([][]int, N), make([]int, N), make([][]int, N), make([][]int, N), make([][]int, N), make([][]int, N)
+	beta := q.beta
+	for i, o := range p.Operators {
+		m.x[i], m.d[i], m.w[i], m.l[i], m.u[i] = make([]int, M), make([]int, M), make([]int, M), make([]int, M), make([]int, M)
+		tot := 0
+		for n := range M {
+			// launches are charged through x directly when nothing runs there now
+			c := -beta * o.LaunchSec
+			if q.cur[i][n] > 0 {
+				c = beta * o.TerminateSec // cost (L+Tm)u - Tm x + Tm cur, see u below
+				m.offset -= beta * o.TerminateSec * float64(q.cur[i][n])
+			}
+			m.x[i][n] = m.addCol(fmt.Sprintf("x_%d_%d", i, n), c, float64(q.K[i][n]), float64(q.ub[i][n]), true)
+			tot += q.ub[i][n]
+		}
+		m.P[i] = m.addCol(fmt.Sprintf("P_%d", i), 0, float64(q.Ki[i]), float64(tot), true)
+		useD := q.transitionable(i) && q.muT[i] > q.mu[i]
+		for n := range M {
+			m.d[i][n], m.l[i][n], m.u[i][n] = -1, -1, -1
+			if useD && q.ub[i][n] > q.K[i][n] {
+				up := min(q.dmax[i], q.ub[i][n]-q.K[i][n])
+				m.d[i][n] = m.addCol(fmt.Sprintf("d_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0, float64(up), true)
+			}
+			wup := q.nodeCap(i, n, q.ub[i][n], 0) / o.Amplification
+			if useD {
+				wup = math.Max(wup, q.nodeCap(i, n, q.ub[i][n], min(q.dmax[i], q.ub[i][n]-q.K[i][n]))/o.Amplification)
+			}
+			m.w[i][n] = m.addCol(fmt.Sprintf("w_%d_%d", i, n), 0, 0, wup, false)
+			if q.cur[i][n] > 0 {
+				m.u[i][n] = m.addCol(fmt.Sprintf("u_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0,
+					float64(max(0, q.ub[i][n]-q.cur[i][n])), false)
+			}
+		}
+	}
+	flowF := make([]float64, N) // bytes per unit of T crossing boundary i -> i+1
+	network := false
+	for i := 0; i+1 < N; i++ {
+		flowF[i] = p.Operators[i+1].Amplification * p.Operators[i].OutputBytes
+		if flowF[i] > 0 {
+			network = true
+			for n := range M {
+				m.l[i][n] = m.addCol(fmt.Sprintf("l_%d_%d", i, n), 0, 0, inf, false)
+			}
+		}
+	}
+	m.e = make([]int, M)
+	for n, nd := range p.Nodes {
+		m.e[n] = -1
+		if network {
+			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, nd.EgressBps/q.bref, false)
+		}
+	}
+
+	var idx []int
+	var val []float64
+	row := func(name string, lo, up float64) {
+		m.addRow(name, lo, up, idx, val)
+		idx, val = idx[:0], val[:0]
+	}
+	put := func(j int, v float64) {
+		if j >= 0 {
+			idx = append(idx, j)
+			val = append(val, v)
+		}
+	}
+	for i, o := range p.Operators {
+		// (14) placement consistency
+		for n := range M {
+			put(m.x[i][n], 1)
+		}
+		put(m.P[i], -1)
+		row(fmt.Sprintf("place_%d", i), 0, 0)
+		// (13) aggregate throughput constraint (implied by the per-node rows; kept as a cut)
+		put(m.T, o.Amplification)
+		put(m.P[i], -q.mu[i])
+		for n := range M {
+			put(m.d[i][n], -(q.muT[i] - q.mu[i]))
+		}
+		row(fmt.Sprintf("tput_%d", i), -inf, (q.muC[i]-q.mu[i])*float64(q.Ki[i]))
+		// (13) per node, (18)-(19) conservation: sum_n w_in = T
+		for n := range M {
+			put(m.w[i][n], o.Amplification)
+			put(m.x[i][n], -q.mu[i])
+			put(m.d[i][n], -(q.muT[i] - q.mu[i]))
+			row(fmt.Sprintf("cap_%d_%d", i, n), -inf, (q.muC[i]-q.mu[i])*float64(q.K[i][n]))
+		}
+		for n := range M {
+			put(m.w[i][n], 1)
+		}
+		put(m.T, -1)
+		row(fmt.Sprintf("flow_%d", i), 0, 0)
+		// (24)-(25) batch size, (26) staying instances non-negative
+		any := false
+		for n := range M {
+			if m.d[i][n] >= 0 {
+				put(m.d[i][n], 1)
+				any = true
+			}
+		}
+		if any {
+			row(fmt.Sprintf("batch_%d", i), -inf, float64(q.dmax[i]))
+			for n := range M {
+				if m.d[i][n] >= 0 {
+					put(m.d[i][n], 1)
+					put(m.x[i][n], -1)
+					row(fmt.Sprintf("stay_%d_%d", i, n), -inf, -float64(q.K[i][n]))
+				}
+			}
+		}
+		// (21) Delta+ >= x - cur where something runs now
+		for n := range M {
+			if m.u[i][n] >= 0 {
+				put(m.u[i][n], 1)
+				put(m.x[i][n], -1)
+				row(fmt.Sprintf("mig_%d_%d", i, n), -float64(q.cur[i][n]), inf)
+			}
+		}
+	}
+	// (15)-(17) node resource pools
+	for n, nd := range p.Nodes {
+		for r, res := range []string{"cpu", "mem", "gpu"} {
+			if r == 2 && !q.gpu {
+				continue
+			}
+			capR := []float64{nd.CPU, nd.MemMB, float64(nd.GPUs)}[r]
+			for i, o := range p.Operators {
+				put(m.x[i][n], []float64{o.CPU, o.MemMB, float64(o.GPUs)}[r])
+			}
+			row(fmt.Sprintf("%s_%d", res, n), -inf, capR)
+		}
+	}
+	// (20) egress in local/export/import form
+	if network {
+		for n := range M {
+			for i := 0; i+1 < N; i++ {
+				if m.l[i][n] < 0 {
+					continue
+				}
+				put(m.l[i][n], 1)
+				put(m.w[i][n], -1)
+				row(fmt.Sprintf("lout_%d_%d", i, n), -inf, 0)
+				put(m.l[i][n], 1)
+				put(m.w[i+1][n], -1)
+				row(fmt.Sprintf("lin_%d_%d", i, n), -inf, 0)
+			}
+			for i := 0; i+1 < N; i++ {
+				if m.l[i][n] >= 0 {
+					put(m.w[i][n], flowF[i]/q.bref)
+					put(m.l[i][n], -flowF[i]/q.bref)
+				}
+			}
+			put(m.e[n], -1)
+			row(fmt.Sprintf("egress_%d", n), -inf, 0)
+			put(m.e[n], 1)
+			put(m.B, -1)
+			row(fmt.Sprintf("peak_%d", n), -inf, 0)
+		}
+	}
+	if !opts.NoBound {
+		// aggregate pools: valid, redundant for the LP, give the MIP knapsack structure on P
+		var C, Mm, G float64
+		for _, nd := range p.Nodes {
+			C, Mm, G = C+nd.CPU, Mm+nd.MemMB, G+float64(nd.GPUs)
+		}
+		for r, res := range []string{"cpu", "mem", "gpu"} {
+			if r == 2 && !q.gpu {
+				continue
+			}
+			for i, o := range p.Operators {
+				put(m.P[i], []float64{o.CPU, o.MemMB, float64(o.GPUs)}[r])
+			}
+			row("agg_"+res, -inf, []float64{C, Mm, G}[r])
+		}
+	}
+	if !opts.NoSymmetryBreaking {
+		m.classes = q.identicalClasses()
+		key := q.loadKey()
+		for c, cls := range m.classes {
+			for k := 0; k+1 < len(cls); k++ {
+				for i := range N {
+					put(m.x[i][cls[k]], key[i])
+					put(m.x[i][cls[k+1]], -key[i])
+				}
+				row(fmt.Sprintf("sym_%d_%d", c, k), 0, inf)
+			}
+		}
+	}
+	return m
+}
+
+// loadKey is the positive per-operator weight of the symmetry-breaking order: an instance's
+// share of an average node's pools.
+func (q *prep) loadKey() []float64 {
+	var C, Mm, G float64
+	for _, nd := range q.p.Nodes {
+		C, Mm, G = C+nd.CPU, Mm+nd.MemMB, G+float64(nd.GPUs)
+	}
+	M := float64(q.M)
+	key := make([]float64, q.N)
+	for i, o := range q.p.Operators {
+		if C > 0 {
+			key[i] += o.CPU / (C / M)
+		}
+		if Mm > 0 {
+			key[i] += o.MemMB / (Mm / M)
+		}
+		if G > 0 {
+			key[i] += float64(o.GPUs) / (G / M)
+		}
+		key[i] = math.Round(key[i]*1e6) / 1e6
+	}
+	return key
+}
+
+// identicalClasses groups nodes that are interchangeable in the model: equal pools and
+// bandwidth, and the same current and pinned instances of every operator. Any solution
+// can be permuted within a class, so ordering the class by loadKey is a valid cut.
+func (q *prep) identicalClasses() [][]int {
+	sig := func(n int) string {
+		nd := q.p.Nodes[n]
+		s := fmt.Sprintf("%g|%g|%d|%g", nd.CPU, nd.MemMB, nd.GPUs, nd.EgressBps)
+		for i := range q.N {
+			s += fmt.Sprintf("|%d,%d", q.cur[i][n], q.K[i][n])
+		}
+		return s
+	}
+	groups := map[string][]int{}
+	var keys []string
+	for n := range q.M {
+		k := sig(n)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], n)
+	}
+	sort.Strings(keys)
+	var out [][]int
+	for _, k := range keys {
+		if len(groups[k]) > 1 {
+			out = append(out, groups[k])
+		}
+	}
+	return out
+}
+
+// startVector maps a feasible Solution to column values, permuting nodes inside each
+// identical class so that the symmetry-breaking order holds.
+func (m *model) startVector(s *Solution) []float64 {
+	q := m.q
+	N, M := q.N, q.M
+	perm := make([]int, M) // model node -> solution node
+	for n := range perm {
+		perm[n] = n
+	}
+	key := q.loadKey()
+	load := func(n int) float64 {
+		v := 0.0
+		for i := range N {
+			v += key[i] * float64(s.PerNode[i][n].Total())
+		}
+		return v
+	}
+	for _, cls := range m.classes {
+		src := append([]int(nil), cls...)
+		sort.SliceStable(src, func(a, b int) bool { return load(src[a]) > load(src[b]) })
+		for k, n := range cls {
+			perm[n] = src[k]
+		}
+	}
+	v := make([]float64, len(m.cost))
+	v[m.T] = s.Throughput
+	v[m.B] = s.PeakEgress / q.bref
+	w := make([][]float64, N)
+	for i, o := range q.p.Operators {
+		w[i] = make([]float64, M)
+		tot := 0
+		for n := range M {
+			pl := s.PerNode[i][perm[n]]
+			x := pl.Total()
+			tot += x
+			v[m.x[i][n]] = float64(x)
+			if m.d[i][n] >= 0 {
+				v[m.d[i][n]] = float64(pl.Candidate - q.K[i][n])
+			}
+			w[i][n] = s.Rate[i][perm[n]] / o.Amplification
+			v[m.w[i][n]] = w[i][n]
+			if m.u[i][n] >= 0 {
+				v[m.u[i][n]] = float64(max(0, x-q.cur[i][n]))
+			}
+		}
+		v[m.P[i]] = float64(tot)
+	}
+	for i := 0; i+1 < N; i++ {
+		for n := range M {
+			if m.l[i][n] >= 0 {
+				v[m.l[i][n]] = math.Min(w[i][n], w[i+1][n])
+			}
+		}
+	}
+	for n := range M {
+		if m.e[n] >= 0 {
+			v[m.e[n]] = s.Egress[perm[n]] / q.bref
+		}
+	}
+	return v
+}
+
+// decode turns solver column values into a Solution via assemble.
+func (m *model) decode(v []float64) *Solution {
+	q := m.q
+	x, d := q.zeros(), q.zeros()
+	w := make([][]float64, q.N)
+	for i := range q.N {
+		w[i] = make([]float64, q.M)
+		for n := range q.M {
+			x[i][n] = int(math.Round(v[m.x[i][n]]))
+			if m.d[i][n] >= 0 {
+				d[i][n] = int(math.Round(v[m.d[i][n]]))
+			}
+			w[i][n] = v[m.w[i][n]]
+		}
+	}
+	return q.assemble(x, d, w, v[m.T])
+}

@@ -1,0 +1,247 @@
+package milp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// DefaultTimeLimit is the solve time limit when Options.TimeLimit is 0.
+const DefaultTimeLimit = 10 * time.Second
+
+// Defaults of Params and Options.
+const (
+	DefaultWindowSec = 300.0
+	DefaultRelGap    = 0.01
+	// tieBreakShare bounds each secondary objective term relative to the throughput scale
+	// when Params leaves its weight at 0.
+	tieBreakShare = 1e-4
+)
+
+// Check reports the first problem with p's input, naming the field.
+func (p *Problem) Check() error {
+	if p == nil {
+		return errors.New("milp: nil problem")
+	}
+	if len(p.Operators) == 0 {
+		return errors.New("milp: problem has no operators")
+	}
+	if len(p.Nodes) == 0 {
+		return errors.New("milp: problem has no nodes")
+	}
+	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for i, o := range p.Operators {
+		switch {
+		case !fin(o.CPU) || o.CPU < 0:
+			return fmt.Errorf("milp: operator %d (%s): CPU %v must be finite and >= 0", i, o.Name, o.CPU)
+		case !fin(o.MemMB) || o.MemMB < 0:
+			return fmt.Errorf("milp: operator %d (%s): MemMB %v must be finite and >= 0", i, o.Name, o.MemMB)
+		case o.GPUs < 0:
+			return fmt.Errorf("milp: operator %d (%s): GPUs %d must be >= 0", i, o.Name, o.GPUs)
+		case o.CPU == 0 && o.MemMB == 0 && o.GPUs == 0:
+			return fmt.Errorf("milp: operator %d (%s): needs at least one resource (CPU, MemMB or GPUs)", i, o.Name)
+		case !fin(o.Capacity) || o.Capacity <= 0:
+			return fmt.Errorf("milp: operator %d (%s): Capacity %v must be finite and > 0", i, o.Name, o.Capacity)
+		case !fin(o.Amplification) || o.Amplification <= 0:
+			return fmt.Errorf("milp: operator %d (%s): Amplification %v must be finite and > 0", i, o.Name, o.Amplification)
+		case !fin(o.OutputBytes) || o.OutputBytes < 0:
+			return fmt.Errorf("milp: operator %d (%s): OutputBytes %v must be finite and >= 0", i, o.Name, o.OutputBytes)
+		case !fin(o.LaunchSec) || o.LaunchSec < 0 || !fin(o.TerminateSec) || o.TerminateSec < 0:
+			return fmt.Errorf("milp: operator %d (%s): LaunchSec/TerminateSec must be finite and >= 0", i, o.Name)
+		}
+		if c := o.Candidate; c != nil {
+			if !fin(c.Capacity) || c.Capacity <= 0 {
+				return fmt.Errorf("milp: operator %d (%s): Candidate.Capacity %v must be finite and > 0", i, o.Name, c.Capacity)
+			}
+			if !fin(c.ColdStartSec) || c.ColdStartSec < 0 {
+				return fmt.Errorf("milp: operator %d (%s): Candidate.ColdStartSec %v must be finite and >= 0", i, o.Name, c.ColdStartSec)
+			}
+		}
+	}
+	for n, nd := range p.Nodes {
+		if !fin(nd.CPU) || nd.CPU < 0 || !fin(nd.MemMB) || nd.MemMB < 0 || nd.GPUs < 0 {
+			return fmt.Errorf("milp: node %d (%s): CPU, MemMB and GPUs must be finite and >= 0", n, nd.Name)
+		}
+		if math.IsNaN(nd.EgressBps) || nd.EgressBps < 0 {
+			return fmt.Errorf("milp: node %d (%s): EgressBps %v must be >= 0 (+Inf for unlimited)", n, nd.Name, nd.EgressBps)
+		}
+	}
+	pr := p.Params
+	if !fin(pr.WindowSec) || pr.WindowSec < 0 || pr.MaxBatch < 0 || !fin(pr.NetWeight) || pr.NetWeight < 0 ||
+		!fin(pr.MigrationWeight) || pr.MigrationWeight < 0 {
+		return errors.New("milp: Params: WindowSec, MaxBatch, NetWeight and MigrationWeight must be finite and >= 0")
+	}
+	if p.Current == nil {
+		return nil
+	}
+	if len(p.Current) != len(p.Operators) {
+		return fmt.Errorf("milp: Current has %d operator rows, want %d", len(p.Current), len(p.Operators))
+	}
+	for i, row := range p.Current {
+		if len(row) != len(p.Nodes) {
+			return fmt.Errorf("milp: Current[%d] (%s) has %d node entries, want %d", i, p.Operators[i].Name, len(row), len(p.Nodes))
+		}
+		for n, pl := range row {
+			if pl.Current < 0 || pl.Candidate < 0 {
+				return fmt.Errorf("milp: Current[%d][%d] (%s on %s): negative count", i, n, p.Operators[i].Name, p.Nodes[n].Name)
+			}
+			if pl.Candidate > 0 && p.Operators[i].Candidate == nil {
+				return fmt.Errorf("milp: Current[%d][%d] (%s on %s): %d instances on a candidate configuration but Operator.Candidate is nil (an in-flight transition needs its candidate)",
+					i, n, p.Operators[i].Name, p.Nodes[n].Name, pl.Candidate)
+			}
+		}
+	}
+	// Already-transitioned instances are pinned (no rollback): they must still fit.
+	for n, nd := range p.Nodes {
+		var c, m float64
+		var g int
+		for i, o := range p.Operators {
+			k := float64(p.Current[i][n].Candidate)
+			c += k * o.CPU
+			m += k * o.MemMB
+			g += p.Current[i][n].Candidate * o.GPUs
+		}
+		if c > nd.CPU+1e-9 || m > nd.MemMB+1e-9 || g > nd.GPUs {
+			return fmt.Errorf("milp: node %d (%s): the already-transitioned (pinned) instances exceed its resources", n, nd.Name)
+		}
+	}
+	return nil
+}
+
+// prep holds the constants derived from a Problem that every part of the package uses.
+type prep struct {
+	p    *Problem
+	N, M int
+	mu   []float64 // current-config unit rate
+	muC  []float64 // candidate unit rate (0 without candidate)
+	muT  []float64 // Eq. (11): cold-start-discounted rate of a transitioning instance
+	K    [][]int   // pinned already-transitioned instances per node
+	Ki   []int     // sum_n K
+	cur  [][]int   // current total instances per node
+	R    []int     // old (current-config) instances at round start
+	dmax []int     // min(R, MaxBatch): Eqs. (24)-(25)
+	ub   [][]int   // max instances of op i that fit node n alone
+	gpu  bool      // any operator uses accelerators
+	// objective weights (Eq. 10)
+	alpha, beta float64
+	// Tub is the aggregate-relaxation upper bound on T (see bound.go).
+	Tub float64
+	// bref is the unit (bytes/s) of the egress columns of the model.
+	bref float64
+}
+
+// transitionable reports whether operator i may start transitions this round.
+func (q *prep) transitionable(i int) bool { return q.dmax[i] > 0 && q.muT[i] > 0 }
+
+// fit returns how many instances of operator o fit in the given free resources.
+func fit(o *Operator, cpu, mem float64, gpus int) int {
+	best := math.MaxInt32
+	if o.CPU > 0 {
+		best = min(best, int(math.Floor(cpu/o.CPU+1e-9)))
+	}
+	if o.MemMB > 0 {
+		best = min(best, int(math.Floor(mem/o.MemMB+1e-9)))
+	}
+	if o.GPUs > 0 {
+		best = min(best, gpus/o.GPUs)
+	}
+	return max(best, 0)
+}
+
+func newPrep(p *Problem) (*prep, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	N, M := len(p.Operators), len(p.Nodes)
+	q := &prep{p: p, N: N, M: M,
+		mu: make([]float64, N), muC: make([]float64, N), muT: make([]float64, N),
+		K: make([][]int, N), Ki: make([]int, N), cur: make([][]int, N), R: make([]int, N),
+		dmax: make([]int, N), ub: make([][]int, N)}
+	W := p.Params.WindowSec
+	if W == 0 {
+		W = DefaultWindowSec
+	}
+	for i := range p.Operators {
+		o := &p.Operators[i]
+		q.mu[i] = o.Capacity
+		if o.Candidate != nil {
+			q.muC[i] = o.Candidate.Capacity
+			q.muT[i] = o.Candidate.Capacity * math.Max(0, 1-o.Candidate.ColdStartSec/W)
+		}
+		if o.GPUs > 0 {
+			q.gpu = true
+		}
+		q.K[i], q.cur[i], q.ub[i] = make([]int, M), make([]int, M), make([]int, M)
+		old := 0
+		for n := range p.Nodes {
+			if p.Current != nil {
+				pl := p.Current[i][n]
+				q.K[i][n] = pl.Candidate
+				q.cur[i][n] = pl.Total()
+				q.Ki[i] += pl.Candidate
+				old += pl.Current
+			}
+			nd := &p.Nodes[n]
+			q.ub[i][n] = max(fit(o, nd.CPU, nd.MemMB, nd.GPUs), q.K[i][n])
+		}
+		q.R[i] = old
+		if o.Candidate != nil {
+			q.dmax[i] = old
+			if p.Params.MaxBatch > 0 {
+				q.dmax[i] = min(old, p.Params.MaxBatch)
+			}
+		}
+	}
+	q.Tub = q.aggregateBound()
+	q.alpha, q.beta = p.Params.NetWeight, p.Params.MigrationWeight
+	scale := q.Tub
+	if scale <= 0 {
+		scale = 1
+	}
+	// egress is modelled in units of bref so that the tie-breaking costs stay well above
+	// the solver's optimality tolerances (a cost of 1e-10 per byte/s would be ignored)
+	for _, nd := range p.Nodes {
+		if !math.IsInf(nd.EgressBps, 1) {
+			q.bref = math.Max(q.bref, nd.EgressBps)
+		}
+	}
+	if q.bref == 0 {
+		q.bref = q.trafficScale()
+	}
+	if q.bref == 0 {
+		q.bref = 1
+	}
+	if q.alpha == 0 {
+		q.alpha = tieBreakShare * scale / q.bref
+	}
+	if q.beta == 0 {
+		// redeploying a whole Tub-sized plan once costs tieBreakShare of the throughput
+		cfull := 0.0
+		for i, o := range p.Operators {
+			P, _, _ := q.minInstances(i, q.Tub, math.MaxInt32)
+			cfull += (o.LaunchSec + o.TerminateSec) * float64(max(P, 1))
+		}
+		if cfull > 0 {
+			q.beta = tieBreakShare * scale / cfull
+		}
+	}
+	return q, nil
+}
+
+// trafficScale is the total inter-operator traffic at T = Tub, used when no node has a
+// finite egress bound.
+func (q *prep) trafficScale() float64 {
+	s := 0.0
+	for i := 0; i+1 < q.N; i++ {
+		s += q.p.Operators[i+1].Amplification * q.p.Operators[i].OutputBytes * q.Tub
+	}
+	return s
+}
+
+// nodeCap is the input rate operator i can sustain on node n with x instances of which d
+// transition this round (the per-node form of Eq. 13).
+func (q *prep) nodeCap(i, n, x, d int) float64 {
+	k := q.K[i][n]
+	return q.muC[i]*float64(k) + q.muT[i]*float64(d) + q.mu[i]*float64(x-k-d)
+}

@@ -1,0 +1,178 @@
+package milp
+
+import (
+	"context"
+	"time"
+)
+
+// Operator is one stage of the linear pipeline, as seen by the scheduling layer.
+// Rates are in records per second of the operator's own input.
+type Operator struct {
+	// Name identifies the operator (the Nomad task group name, but no Nomad type leaks here).
+	Name string
+	// CPU is the number of cores one instance reserves (c_i, Eq. 15).
+	CPU float64
+	// MemMB is the memory one instance reserves, in MiB (m_i, Eq. 16).
+	MemMB float64
+	// GPUs is the number of accelerator devices one instance reserves (g_i, Eq. 17).
+	GPUs int
+	// Capacity is the unit throughput of one instance on the current configuration (mu_i),
+	// in input records per second.
+	Capacity float64
+	// Candidate is the single pending configuration of this operator, or nil. At most one
+	// candidate exists per operator (single-transition invariant, Sec. 6.5).
+	Candidate *Candidate
+	// Amplification is A_i: records entering this operator per record of original pipeline
+	// input (1 for the first operator). Must be > 0.
+	Amplification float64
+	// OutputBytes is s_i: the size in bytes of one record this operator emits.
+	OutputBytes float64
+	// LaunchSec is the migration cost in seconds of starting one new instance (Eq. 22).
+	LaunchSec float64
+	// TerminateSec is the migration cost in seconds of stopping one instance (Eq. 22).
+	TerminateSec float64
+}
+
+// Candidate is a configuration proposed by the adaptation layer for one operator.
+type Candidate struct {
+	// Capacity is the candidate configuration's unit throughput (mu_i^c), records/s.
+	Capacity float64
+	// ColdStartSec is tau_i: restart plus observation warm-up time of one transitioning
+	// instance, in seconds. Eq. (11) discounts Capacity by it over Params.WindowSec.
+	ColdStartSec float64
+}
+
+// Node is one Nomad client node with fixed resource pools.
+type Node struct {
+	// Name identifies the node.
+	Name string
+	// CPU is the number of schedulable cores (C_n).
+	CPU float64
+	// MemMB is the schedulable memory in MiB (M_n).
+	MemMB float64
+	// GPUs is the number of accelerator devices (G_n).
+	GPUs int
+	// EgressBps is the egress bandwidth available to pipeline traffic, in BYTES per second
+	// (B_n, Eq. 20); 100 Gbit/s is 12.5e9.
+	EgressBps float64
+	// Class is an optional label for hardware of the same kind; informational only (the
+	// symmetry detection compares the actual capacities and deployments).
+	Class string
+}
+
+// Placement is the number of instances of one operator on one node, split by configuration.
+type Placement struct {
+	// Current counts instances running the operator's current configuration.
+	Current int
+	// Candidate counts instances running (or switching to) the candidate configuration.
+	Candidate int
+}
+
+// Total returns Current + Candidate.
+func (p Placement) Total() int { return p.Current + p.Candidate }
+
+// Deployment is the running placement: Deployment[i][n] for operator i on node n. In the
+// current deployment Candidate counts instances already transitioned in earlier rounds
+// (k_i^c summed over nodes); they are never rolled back. A nil Deployment is the initial
+// startup (no instance anywhere).
+type Deployment [][]Placement
+
+// Params are the scheduling-round parameters of the model.
+type Params struct {
+	// WindowSec is the scheduling window W over which a transitioning instance's cold start
+	// is amortised: mu~ = mu^c * max(0, 1 - tau/W) (Eq. 11). Default 300 s.
+	WindowSec float64
+	// MaxBatch caps the number of transitions per operator in one round (delta_max, Eq. 25).
+	// 0 means no cap beyond the remaining old instances.
+	MaxBatch int
+	// NetWeight is alpha in Eq. (10), per byte/s of peak node egress. 0 selects a default
+	// that keeps the term below 1e-4 of the throughput scale.
+	NetWeight float64
+	// MigrationWeight is beta in Eq. (10), per second of migration cost. 0 selects a
+	// default that keeps the term below 1e-4 of the throughput scale.
+	MigrationWeight float64
+}
+
+// Problem is one scheduling round: the pipeline, the cluster and what runs now.
+type Problem struct {
+	// Operators in pipeline order: operator i feeds operator i+1.
+	Operators []Operator
+	// Nodes of the cluster.
+	Nodes []Node
+	// Current is the running deployment ([len(Operators)][len(Nodes)]) or nil at startup.
+	Current Deployment
+	// Params of the round.
+	Params Params
+}
+
+// Status says how a Solution was obtained.
+type Status string
+
+const (
+	// StatusOptimal means the solver proved the requested relative gap (or optimality).
+	StatusOptimal Status = "optimal"
+	// StatusFeasible means the solver stopped (time limit, watchdog, cancellation) with a
+	// feasible incumbent whose gap is reported in Solution.Gap.
+	StatusFeasible Status = "feasible"
+	// StatusHeuristic means the greedy fallback produced the solution.
+	StatusHeuristic Status = "heuristic"
+)
+
+// Solution is a validated target deployment for one round.
+type Solution struct {
+	// Throughput is T, pipeline throughput in original input records per second.
+	Throughput float64
+	// PerNode[i][n] is the target placement of operator i on node n. Candidate includes the
+	// already-transitioned instances and the ones transitioning this round.
+	PerNode Deployment
+	// Transitions[i] is delta_i, instances switching to the candidate configuration now.
+	Transitions []int
+	// Launches[i] and Terminations[i] count instance starts and stops of operator i against
+	// the current deployment (Delta+ and Delta-, Eq. 21), summed over nodes.
+	Launches, Terminations []int
+	// Rate[i][n] is the input rate (records/s) routed to operator i on node n.
+	Rate [][]float64
+	// Egress[n] is the cross-node pipeline traffic leaving node n, bytes/s (Eq. 20).
+	Egress []float64
+	// PeakEgress is B, the maximum of Egress.
+	PeakEgress float64
+	// MigrationCost is C in seconds (Eq. 22, plus restarts of transitioning instances).
+	MigrationCost float64
+	// Objective is T - alpha*B - beta*C (Eq. 10).
+	Objective float64
+	// Bound is a proven upper bound on Objective (math.Inf(1) when none is known).
+	Bound float64
+	// Gap is (Bound - Objective) / max(|Bound|, tiny); 0 when proven optimal.
+	Gap float64
+	// Status says how the solution was obtained.
+	Status Status
+	// SolveTime is the wall-clock time of Solve.
+	SolveTime time.Duration
+	// Source is "highs" or "greedy".
+	Source string
+}
+
+// Options control one solve.
+type Options struct {
+	// RelGap is the relative MIP gap at which the solver stops. Default 0.01.
+	RelGap float64
+	// TimeLimit bounds the whole solve including the watchdog grace. Default 10 s.
+	TimeLimit time.Duration
+	// Threads for HiGHS. Default 1.
+	Threads int
+	// NoWarmStart disables passing the greedy / current deployment as a start.
+	NoWarmStart bool
+	// NoSymmetryBreaking disables the ordering constraints on identical nodes.
+	NoSymmetryBreaking bool
+	// NoBound disables the aggregate-relaxation bound on T and the aggregate rows.
+	NoBound bool
+	// Verbose enables the HiGHS log on stderr.
+	Verbose bool
+}
+
+// Solver computes a target deployment for a Problem. Implementations must return only
+// solutions that pass Validate.
+type Solver interface {
+	// Solve blocks until a solution is found, ctx is done or opts.TimeLimit passes.
+	Solve(ctx context.Context, p *Problem, opts Options) (*Solution, error)
+}

@@ -1,0 +1,143 @@
+package milp
+
+import (
+	"fmt"
+	"math"
+)
+
+// Validation tolerances: rates and bandwidths are compared with a relative tolerance of
+// relTol plus an absolute slack of absTol.
+const (
+	relTol = 1e-6
+	absTol = 1e-6
+)
+
+// Validate checks s against every constraint of p, independently of how s was computed
+// (it re-derives Eq. 11 and all sums from p): integrality and non-negativity, no rollback
+// of already-transitioned instances (23), transition bounds (24)-(26), node CPU, memory and
+// accelerator pools (15)-(17), per-node capacity of the routed rates (13), flow
+// conservation (18)-(19: every operator processes A_i*T in total), egress bandwidth (20),
+// migration accounting (21)-(22) and the reported objective (10).
+func Validate(p *Problem, s *Solution) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	if s == nil {
+		return fmt.Errorf("milp: validate: nil solution")
+	}
+	N, M := len(p.Operators), len(p.Nodes)
+	if len(s.PerNode) != N || len(s.Rate) != N || len(s.Transitions) != N || len(s.Launches) != N ||
+		len(s.Terminations) != N || len(s.Egress) != M {
+		return fmt.Errorf("milp: validate: solution dimensions do not match %d operators x %d nodes", N, M)
+	}
+	T := s.Throughput
+	if math.IsNaN(T) || math.IsInf(T, 0) || T < 0 {
+		return fmt.Errorf("milp: validate: throughput %v is not finite and >= 0", T)
+	}
+	W := p.Params.WindowSec
+	if W == 0 {
+		W = DefaultWindowSec
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= relTol*math.Max(math.Abs(a), math.Abs(b))+absTol }
+	usedC, usedM, usedG := make([]float64, M), make([]float64, M), make([]int, M)
+	cost := 0.0
+	rates := make([][]float64, N)
+	for i, o := range p.Operators {
+		if len(s.PerNode[i]) != M || len(s.Rate[i]) != M {
+			return fmt.Errorf("milp: validate: operator %s: row length mismatch", o.Name)
+		}
+		var muT float64
+		if o.Candidate != nil {
+			muT = o.Candidate.Capacity * math.Max(0, 1-o.Candidate.ColdStartSec/W)
+		}
+		old, trans, launch, term, total := 0, 0, 0, 0, 0.0
+		for n := range M {
+			pl := s.PerNode[i][n]
+			var cur Placement
+			if p.Current != nil {
+				cur = p.Current[i][n]
+			}
+			old += cur.Current
+			if pl.Current < 0 || pl.Candidate < 0 {
+				return fmt.Errorf("milp: validate: %s on %s: negative count", o.Name, p.Nodes[n].Name)
+			}
+			d := pl.Candidate - cur.Candidate
+			if d < 0 {
+				return fmt.Errorf("milp: validate: %s on %s: %d already-transitioned instances rolled back or stopped (Eq. 23)",
+					o.Name, p.Nodes[n].Name, -d)
+			}
+			if d > 0 && o.Candidate == nil {
+				return fmt.Errorf("milp: validate: %s on %s: transition without a candidate configuration", o.Name, p.Nodes[n].Name)
+			}
+			trans += d
+			x := pl.Total()
+			if dx := x - cur.Total(); dx > 0 {
+				launch += dx
+			} else {
+				term -= dx
+			}
+			usedC[n] += float64(x) * o.CPU
+			usedM[n] += float64(x) * o.MemMB
+			usedG[n] += x * o.GPUs
+			capn := float64(pl.Current)*o.Capacity + float64(d)*muT
+			if cur.Candidate > 0 {
+				capn += float64(cur.Candidate) * o.Candidate.Capacity
+			}
+			r := s.Rate[i][n]
+			if math.IsNaN(r) || r < -absTol {
+				return fmt.Errorf("milp: validate: %s on %s: rate %v", o.Name, p.Nodes[n].Name, r)
+			}
+			if r > capn*(1+relTol)+absTol {
+				return fmt.Errorf("milp: validate: %s on %s: rate %.6g exceeds capacity %.6g (Eq. 13)", o.Name, p.Nodes[n].Name, r, capn)
+			}
+			total += r
+		}
+		if trans != s.Transitions[i] {
+			return fmt.Errorf("milp: validate: %s: Transitions %d, placements imply %d", o.Name, s.Transitions[i], trans)
+		}
+		if trans > old {
+			return fmt.Errorf("milp: validate: %s: %d transitions exceed the %d old instances (Eq. 24)", o.Name, trans, old)
+		}
+		if p.Params.MaxBatch > 0 && trans > p.Params.MaxBatch {
+			return fmt.Errorf("milp: validate: %s: %d transitions exceed MaxBatch %d (Eq. 25)", o.Name, trans, p.Params.MaxBatch)
+		}
+		if launch != s.Launches[i] || term != s.Terminations[i] {
+			return fmt.Errorf("milp: validate: %s: launches/terminations %d/%d, placements imply %d/%d (Eq. 21)",
+				o.Name, s.Launches[i], s.Terminations[i], launch, term)
+		}
+		if !near(total, o.Amplification*T) {
+			return fmt.Errorf("milp: validate: %s: routed rate %.9g != A_i*T = %.9g (flow conservation)", o.Name, total, o.Amplification*T)
+		}
+		cost += o.LaunchSec*float64(launch) + o.TerminateSec*float64(term) + (o.LaunchSec+o.TerminateSec)*float64(trans)
+		rates[i] = s.Rate[i]
+	}
+	peak := 0.0
+	for n, nd := range p.Nodes {
+		if usedC[n] > nd.CPU+1e-9 || usedM[n] > nd.MemMB+1e-9 || usedG[n] > nd.GPUs {
+			return fmt.Errorf("milp: validate: node %s over-committed: cpu %.6g/%.6g mem %.6g/%.6g gpu %d/%d (Eqs. 15-17)",
+				nd.Name, usedC[n], nd.CPU, usedM[n], nd.MemMB, usedG[n], nd.GPUs)
+		}
+		e := 0.0
+		for i := 0; i+1 < N; i++ {
+			// output records of operator i on n, in records of operator i+1's input
+			out := rates[i][n] / p.Operators[i].Amplification * p.Operators[i+1].Amplification
+			if ex := out - rates[i+1][n]; ex > 0 {
+				e += ex * p.Operators[i].OutputBytes
+			}
+		}
+		if e > nd.EgressBps*(1+relTol)+absTol {
+			return fmt.Errorf("milp: validate: node %s egress %.6g B/s exceeds %.6g (Eq. 20)", nd.Name, e, nd.EgressBps)
+		}
+		if !near(e, s.Egress[n]) {
+			return fmt.Errorf("milp: validate: node %s: reported egress %.9g, rates imply %.9g", nd.Name, s.Egress[n], e)
+		}
+		peak = math.Max(peak, e)
+	}
+	if !near(peak, s.PeakEgress) {
+		return fmt.Errorf("milp: validate: PeakEgress %.9g, egress implies %.9g", s.PeakEgress, peak)
+	}
+	if !near(cost, s.MigrationCost) {
+		return fmt.Errorf("milp: validate: MigrationCost %.9g, placements imply %.9g (Eq. 22)", s.MigrationCost, cost)
+	}
+	return nil
+}
