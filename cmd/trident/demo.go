@@ -2,11 +2,42 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/trident-sched/trident/internal/demo"
 )
 
-// runDemo is not built yet.
+// runDemo runs the local demo: static allocation first, then Trident.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pipeline := fs.String("pipeline", "pdf", "simulated pipeline: pdf, pdfmini or video")
+	docs := fs.Int("docs", 300, "input documents per phase")
+	speed := fs.Float64("speed", 20, "speed-up factor of simulated service times")
+	timeout := fs.Duration("phase-timeout", 0, "bound on each phase (default 8m)")
+	out := fs.String("out", "demo-out", "directory for report.txt, throughput.csv, throughput.svg")
+	binDir := fs.String("bin-dir", "", "directory with nomad, nomad-autoscaler and the plugin dirs (default ./bin)")
+	phases := fs.String("phases", "static,trident", "phases to run, in order")
+	verbose := fs.Bool("v", false, "log diagnostics to stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: trident demo [flags]\n\nStarts a loopback Nomad cluster (fake GPUs), NATS, runs the pipeline with its static\nallocation and then under Trident, and writes a report. Ctrl-C stops everything.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	_, err := demo.Run(ctx, demo.Options{
+		Pipeline: *pipeline, Docs: *docs, Speed: *speed, PhaseTimeout: *timeout, OutDir: *out,
+		BinDir: *binDir, Phases: strings.Split(*phases, ","), Out: stdout,
+		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	})
+	return err
 }

@@ -1,0 +1,358 @@
+// Package demo runs the local end-to-end demo: a loopback Nomad cluster with several
+// clients and fake GPUs, NATS JetStream, a simulated pipeline run first with its static
+// allocation and then under Trident (planner cluster + autoscaler with Trident's plugins),
+// with live progress and a final report (text table and SVG throughput plot), and a check
+// by record IDs that no record was lost or duplicated.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/sim/worker"
+)
+
+// Options configures a demo run.
+type Options struct {
+	// Pipeline is the simulated pipeline (pdf, pdfmini, video).
+	Pipeline string
+	// Docs is the number of input records per phase.
+	Docs int
+	// Speed is the speed-up of simulated service times.
+	Speed float64
+	// PhaseTimeout bounds each phase.
+	PhaseTimeout time.Duration
+	// OutDir receives report.txt, throughput.csv and throughput.svg.
+	OutDir string
+	// TridentBin is the trident binary run by the operator tasks and the planners.
+	TridentBin string
+	// BinDir holds nomad, nomad-autoscaler, autoscaler-plugins/ and nomad-plugins/.
+	BinDir string
+	// Phases to run, in order: "static", "trident" (default both).
+	Phases []string
+	// Out receives progress and the report; Log receives diagnostics.
+	Out io.Writer
+	Log *slog.Logger
+}
+
+// Phase is the measured outcome of one phase.
+type Phase struct {
+	Name       string
+	Elapsed    time.Duration
+	Records    int     // final records that reached the sink
+	Throughput float64 // final records per second over the phase
+	Verify     worker.Report
+	Series     []Point
+	FinalCount map[string]int // running instances per operator at the end
+	Notes      []string
+}
+
+// Point is one progress sample.
+type Point struct {
+	T         float64 // seconds since the phase started
+	SinkTotal int
+	Rate      float64 // sink records/s over the last interval
+	Counts    map[string]int
+	Backlog   map[string]int
+}
+
+// Report is the whole demo's outcome.
+type Report struct {
+	Pipeline string
+	Docs     int
+	Phases   []Phase
+}
+
+func (o *Options) defaults() error {
+	if o.Pipeline == "" {
+		o.Pipeline = "pdf"
+	}
+	if o.Docs <= 0 {
+		o.Docs = 300
+	}
+	if o.Speed <= 0 {
+		o.Speed = 20
+	}
+	if o.PhaseTimeout <= 0 {
+		o.PhaseTimeout = 8 * time.Minute
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if len(o.Phases) == 0 {
+		o.Phases = []string{"static", "trident"}
+	}
+	if o.OutDir == "" {
+		o.OutDir = "demo-out"
+	}
+	for _, p := range o.Phases {
+		if p != "static" && p != "trident" {
+			return fmt.Errorf("unknown phase %q (want static or trident)", p)
+		}
+	}
+	if o.TridentBin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("locate the trident binary: %w", err)
+		}
+		o.TridentBin = exe
+	}
+	if o.BinDir == "" {
+		root, err := harness.ModuleRoot()
+		if err != nil {
+			return fmt.Errorf("locate ./bin: %w (run from the checkout or pass -bin-dir)", err)
+		}
+		o.BinDir = filepath.Join(root, "bin")
+	}
+	for _, f := range []string{"nomad", "nomad-autoscaler", "autoscaler-plugins/trident", "autoscaler-plugins/trident-apm", "autoscaler-plugins/trident-target", "nomad-plugins/trident-gpu"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, f)); err != nil {
+			return fmt.Errorf("%s missing in %s: run `make tools build` (or `make demo`)", f, o.BinDir)
+		}
+	}
+	return nil
+}
+
+// Run executes the demo. Everything it starts is stopped before it returns, including
+// when ctx is cancelled (Ctrl-C).
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	pl, err := worker.LookupPipeline(o.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", o.OutDir, err)
+	}
+	fmt.Fprintf(o.Out, "==> starting a loopback Nomad cluster (server + cpu1 + cpu2 + gpu1 with 4 fake GPUs)\n")
+	n, err := harness.Launch(ctx, harness.NomadOptions{
+		Binary:          filepath.Join(o.BinDir, "nomad"),
+		DevicePluginDir: filepath.Join(o.BinDir, "nomad-plugins"),
+		Logger:          o.Log,
+		Clients: []harness.ClientSpec{
+			{Name: "cpu1", NodeClass: "cpu"},
+			{Name: "cpu2", NodeClass: "cpu"},
+			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start nomad: %w", err)
+	}
+	defer func() {
+		fmt.Fprintf(o.Out, "==> stopping everything\n")
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := n.Stop(sctx); err != nil {
+			fmt.Fprintf(o.Out, "warning: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(o.Out, "    nomad UI/API at %s  (export NOMAD_ADDR=%s to use the nomad CLI meanwhile)\n", n.Addr, n.Addr)
+
+	natsPort, err := harness.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	if err := registerJobFile(ctx, n.API(), "nats.nomad.hcl", map[string]string{
+		"trident_bin": o.TridentBin, "nats_port": fmt.Sprint(natsPort),
+	}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "==> NATS JetStream job submitted (%s)\n", natsURL)
+	nc, js, err := worker.Connect(ctx, natsURL, "trident-demo", o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	defer nc.Close()
+
+	rep := &Report{Pipeline: o.Pipeline, Docs: o.Docs}
+	for _, phase := range o.Phases {
+		ph, err := runPhase(ctx, o, n, js, pl, natsURL, phase)
+		if ph != nil {
+			rep.Phases = append(rep.Phases, *ph)
+		}
+		if err != nil {
+			_ = writeReport(o, rep)
+			return rep, fmt.Errorf("phase %s: %w", phase, err)
+		}
+	}
+	if err := writeReport(o, rep); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// jobName is the Nomad job of a pipeline.
+func jobName(pipeline string) string {
+	if pipeline == "pdfmini" {
+		return "pdf-curation"
+	}
+	return pipeline + "-curation"
+}
+
+func jobFile(pipeline string) string {
+	if pipeline == "video" {
+		return "video-curation.nomad.hcl"
+	}
+	return "pdf-curation.nomad.hcl"
+}
+
+// registerJobFile parses jobs/<file> on the Nomad server with the given variables and
+// registers it.
+func registerJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) error {
+	job, err := parseJobFile(ctx, cl, file, vars)
+	if err != nil {
+		return err
+	}
+	if _, _, err := cl.Jobs().Register(job, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return fmt.Errorf("register %s: %w", file, err)
+	}
+	return nil
+}
+
+func parseJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) (*api.Job, error) {
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "jobs", file))
+	if err != nil {
+		return nil, fmt.Errorf("read job file: %w", err)
+	}
+	var vb strings.Builder
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&vb, "%s = %q\n", k, vars[k])
+	}
+	job, err := cl.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(b), Variables: vb.String(), Canonicalize: true})
+	if err != nil {
+		return nil, fmt.Errorf("parse jobs/%s: %w", file, err)
+	}
+	return job, nil
+}
+
+// runPhase runs one phase to completion (every expected record at the sink) or timeout.
+func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string) (*Phase, error) {
+	fmt.Fprintf(o.Out, "\n==> phase %q: %d %s documents\n", phase, o.Docs, o.Pipeline)
+	ph := &Phase{Name: phase}
+	// A clean stream per phase.
+	if err := js.DeleteStream(ctx, pl.StreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("reset stream: %w", err)
+	}
+	vars := map[string]string{"trident_bin": o.TridentBin, "nats_url": natsURL, "speed": fmt.Sprint(o.Speed)}
+	var stop func()
+	if phase == "trident" {
+		s, err := startTrident(ctx, o, n, ph)
+		if err != nil {
+			return ph, err
+		}
+		stop = s
+		defer stop()
+	}
+	if err := registerJobFile(ctx, n.API(), jobFile(o.Pipeline), vars); err != nil {
+		return ph, err
+	}
+	defer func() {
+		_, _, _ = n.API().Jobs().Deregister(jobName(o.Pipeline), true, nil)
+		time.Sleep(2 * time.Second)
+	}()
+	spec := worker.Spec{Pipeline: pl.Name, Docs: o.Docs, Regimes: len(pl.Regimes), Seed: 1}
+	want, err := worker.Expected(pl, spec)
+	if err != nil {
+		return ph, err
+	}
+	start := time.Now()
+	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
+		return ph, fmt.Errorf("publish dataset: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, o.PhaseTimeout)
+	defer cancel()
+	err = watch(pctx, o, n, js, pl, ph, start, len(want))
+	ph.Elapsed = time.Since(start)
+	vctx, vcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer vcancel()
+	rep, verr := worker.Verify(vctx, js, pl)
+	ph.Verify = rep
+	ph.Records = rep.Unique
+	if ph.Elapsed > 0 {
+		ph.Throughput = float64(rep.Unique) / ph.Elapsed.Seconds()
+	}
+	fmt.Fprintf(o.Out, "    verify: %s\n", rep.String())
+	if err != nil {
+		return ph, err
+	}
+	return ph, verr
+}
+
+// watch prints progress every few seconds until all expected records reached the sink.
+func watch(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, ph *Phase, start time.Time, expected int) error {
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	lastT, lastN := 0.0, 0
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not finished after %s: %w", time.Since(start).Round(time.Second), ctx.Err())
+		case <-tick.C:
+		}
+		p := Point{T: time.Since(start).Seconds(), Counts: map[string]int{}, Backlog: map[string]int{}}
+		p.SinkTotal = sinkCount(ctx, js, pl)
+		if dt := p.T - lastT; dt > 0 {
+			p.Rate = float64(p.SinkTotal-lastN) / dt
+		}
+		lastT, lastN = p.T, p.SinkTotal
+		if s, _, err := n.API().Jobs().Summary(jobName(o.Pipeline), nil); err == nil {
+			for g, ts := range s.Summary {
+				p.Counts[g] = ts.Running
+			}
+		}
+		var parts []string
+		for _, op := range pl.Operators {
+			if c, err := js.Consumer(ctx, pl.StreamName(), op.Name); err == nil {
+				if info, err := c.Info(ctx); err == nil {
+					p.Backlog[op.Name] = int(info.NumPending + uint64(info.NumAckPending))
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s×%d[q%d]", op.Name, p.Counts[op.Name], p.Backlog[op.Name]))
+		}
+		ph.Series = append(ph.Series, p)
+		ph.FinalCount = p.Counts
+		fmt.Fprintf(o.Out, "    t=%4.0fs sink %5d/%d (%6.1f rec/s)  %s\n", p.T, p.SinkTotal, expected, p.Rate, strings.Join(parts, " "))
+		if p.SinkTotal >= expected {
+			return nil
+		}
+	}
+}
+
+// sinkCount is the number of messages on the sink subject.
+func sinkCount(ctx context.Context, js jetstream.JetStream, pl *worker.Pipeline) int {
+	s, err := js.Stream(ctx, pl.StreamName())
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(pl.SinkSubject()))
+	if err != nil {
+		return 0
+	}
+	return int(info.State.Subjects[pl.SinkSubject()])
+}
