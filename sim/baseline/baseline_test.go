@@ -1,0 +1,157 @@
+package baseline
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/trident-sched/trident/sim"
+)
+
+// Cases from nomad-autoscaler v0.4.7 plugins/builtin/strategy/target-value semantics.
+func TestTargetValueCount(t *testing.T) {
+	cases := []struct {
+		count          int
+		metric, target float64
+		want           int
+	}{
+		{10, 70, 70, 10},      // on target
+		{10, 70.5, 70, 10},    // within 1 % threshold
+		{10, 100, 70, 15},     // ceil(10*100/70) = 15
+		{10, 35, 70, 5},       // scale down
+		{3, 10, 70, 1},        // ceil(3*10/70) = 1
+		{0, 140, 70, 2},       // from zero: ceil(factor)
+		{0, 0, 70, 0},         // no action from zero
+		{4, 1.5, 0, 6},        // target 0: factor = metric
+		{100, 70.69, 70, 100}, // factor 1.00986 within [0.99, 1.01]
+	}
+	for _, c := range cases {
+		if got := TargetValueCount(c.count, c.metric, c.target, 0.01); got != c.want {
+			t.Errorf("TargetValueCount(%d, %v, %v) = %d, want %d", c.count, c.metric, c.target, got, c.want)
+		}
+	}
+}
+
+func TestThresholdCount(t *testing.T) {
+	pts := []float64{80, 90, 75, 60, 85, 95}
+	if got := ThresholdCount(4, pts, 70, math.Inf(1), 5, 1); got != 5 {
+		t.Errorf("5 of 6 points >= 70 with trigger 5: got %d, want 5", got)
+	}
+	if got := ThresholdCount(4, pts, 80, math.Inf(1), 5, 1); got != 4 {
+		t.Errorf("4 of 6 points >= 80 with trigger 5: got %d, want 4 (no action)", got)
+	}
+	// Bounds are [lower, upper): 30 is not below an upper bound of 30.
+	if got := ThresholdCount(4, []float64{30, 30, 30, 30, 30}, math.Inf(-1), 30, 5, -1); got != 4 {
+		t.Errorf("points equal to upper bound: got %d, want 4", got)
+	}
+	if got := ThresholdCount(0, []float64{1, 1, 1, 1, 1}, math.Inf(-1), 30, 5, -1); got != 0 {
+		t.Errorf("count never negative: got %d", got)
+	}
+}
+
+// The Static allocation must be a sensible tuned-once deployment: it fits the cluster,
+// uses every accelerator, and no other split of the accelerators among the accelerator
+// operators (CPU operators as chosen) has a shorter profiled processing time of the
+// dataset (3 % tolerance: the profiling sample is proportional to records, so short regimes are
+// sampled thinly). It also logs how far a fixed allocation is
+// from re-balancing per regime.
+func TestStaticIsTuned(t *testing.T) {
+	for _, p := range []*sim.Pipeline{sim.PDFPipeline(1), sim.VideoPipeline(1)} {
+		c := sim.PaperCluster(8)
+		env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
+		per, err := TunedAllocation(env, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cnt := make([]int, len(per))
+		acc := 0
+		var accOps []int
+		for i := range per {
+			cnt[i] = sumInts(per[i])
+			acc += cnt[i] * p.Ops[i].Need.Acc
+			if p.Ops[i].Need.Acc > 0 {
+				accOps = append(accOps, i)
+			}
+		}
+		if acc != c.Total().Acc {
+			t.Errorf("%s: static uses %d of %d accelerators", p.Name, acc, c.Total().Acc)
+		}
+		prof := sim.NewProfiler(p, c, 2)
+		demands := make([][]float64, len(p.Regimes))
+		for ri, r := range p.Regimes {
+			d := make([]float64, len(p.Ops))
+			const n = 100
+			rng := rngFor(7)
+			for range n {
+				a := r.Sample(rng)
+				dd := sim.Demand(p, a, func(op int, a sim.Attrs) float64 { return prof.Capacity(op, a, nil) })
+				for i := range d {
+					d[i] += dd[i] / n
+				}
+			}
+			demands[ri] = d
+		}
+		timeOf := func(cnt []int) float64 {
+			var tt float64
+			for ri, r := range p.Regimes {
+				m := math.Inf(1)
+				for i, d := range demands[ri] {
+					m = math.Min(m, float64(cnt[i])/d)
+				}
+				tt += r.Records / m
+			}
+			return tt
+		}
+		tStatic := timeOf(cnt)
+		if len(accOps) != 3 {
+			t.Fatalf("%s: want 3 accelerator operators, have %d", p.Name, len(accOps))
+		}
+		best := math.Inf(1)
+		alt := append([]int(nil), cnt...)
+		total := c.Total().Acc
+		for a := 1; a < total-1; a++ {
+			for b := 1; a+b < total; b++ {
+				alt[accOps[0]], alt[accOps[1]], alt[accOps[2]] = a, b, total-a-b
+				best = math.Min(best, timeOf(alt))
+			}
+		}
+		if tStatic > best*1.03 {
+			t.Errorf("%s: static profiled time %.0f s, best accelerator split %.0f s", p.Name, tStatic, best)
+		}
+		var tOpt float64
+		for ri, r := range p.Regimes {
+			n := sim.Balance(c, p, demands[ri])
+			m := math.Inf(1)
+			for i, d := range demands[ri] {
+				m = math.Min(m, float64(n[i])/d)
+			}
+			tOpt += r.Records / m
+		}
+		t.Logf("%s: static %.0f s, best fixed split %.0f s, per-regime rebalanced %.0f s (x%.2f)", p.Name, tStatic, best, tOpt, tStatic/tOpt)
+	}
+}
+
+func TestBaselinesRunDeterministically(t *testing.T) {
+	p := sim.VideoPipeline(0.05)
+	for _, mk := range []func() sim.Scheduler{
+		func() sim.Scheduler { return &Nomad{} },
+		func() sim.Scheduler { return &Nomad{Strategy: Threshold} },
+		func() sim.Scheduler { return &RayData{} },
+		func() sim.Scheduler { return &DS2{} },
+	} {
+		a, err := sim.Run(context.Background(), p, sim.PaperCluster(8), mk(), sim.RunConfig{Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := sim.Run(context.Background(), p, sim.PaperCluster(8), mk(), sim.RunConfig{Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.Done || a.SimSeconds != b.SimSeconds || a.Completed != b.Completed {
+			t.Errorf("%s: runs differ or unfinished: %v/%v vs %v/%v", a.Scheduler, a.SimSeconds, a.Done, b.SimSeconds, b.Done)
+		}
+	}
+}
+
+func rngFor(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 1)) }

@@ -1,0 +1,1002 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+)
+
+// instance states.
+type instState uint8
+
+const (
+	stStarting instState = iota
+	stRunning
+	stRestarting
+	stStopping
+)
+
+type instance struct {
+	node  int
+	cfg   OpConfig
+	state instState
+	// timer counts down the remaining seconds of the current non-running state.
+	timer float64
+	probe bool
+}
+
+type cohort struct {
+	amount float64
+	attrs  Attrs
+	// srcPer is source records per unit of this cohort.
+	srcPer float64
+}
+
+type opState struct {
+	spec      *OpSpec
+	insts     []*instance
+	queue     []cohort
+	target    OpConfig
+	unplaced  int
+	lastStats OpStats
+	// accumulated for the run summary
+	processed, busy, runningSec float64
+	ooms                        int
+	oomDowntime                 float64
+	restarts                    int
+	launches                    int
+}
+
+func (o *opState) queueLen() float64 {
+	var q float64
+	for _, c := range o.queue {
+		q += c.amount
+	}
+	return q
+}
+
+// RunConfig controls one simulation.
+type RunConfig struct {
+	// Seed makes the run deterministic.
+	Seed uint64
+	// Tick is the time step in seconds (default 1).
+	Tick float64
+	// Duration bounds simulated time in seconds; 0 means until the dataset is done (with a
+	// safety limit of 48 h).
+	Duration float64
+	// Cycle restarts the dataset when it ends (for fixed-duration runs).
+	Cycle bool
+	// OOMRestartS is the downtime of an instance after an OOM (default 33 s: the paper's
+	// Table 6 averages 462 s / 14 events).
+	OOMRestartS float64
+	// NoiseCV is the coefficient of variation of per-tick service-rate noise (default 0.05).
+	NoiseCV float64
+	// DisturbProb is the per-tick probability that an operator suffers a transient
+	// slowdown (GC pause, contention) of 30-70 % for that tick (default 0.01).
+	DisturbProb float64
+	// TimelineStep is the bucket width in seconds of Result.Timeline (default 60).
+	TimelineStep float64
+}
+
+func (c *RunConfig) defaults() {
+	if c.Tick <= 0 {
+		c.Tick = 1
+	}
+	if c.OOMRestartS <= 0 {
+		c.OOMRestartS = 33
+	}
+	if c.NoiseCV == 0 {
+		c.NoiseCV = 0.05
+	}
+	if c.DisturbProb == 0 {
+		c.DisturbProb = 0.01
+	}
+	if c.TimelineStep <= 0 {
+		c.TimelineStep = 60
+	}
+}
+
+// OpSummary summarises one operator over a run.
+type OpSummary struct {
+	Name string
+	// MeanInstances is the time-averaged number of running instances.
+	MeanInstances float64
+	// FinalPerNode is the last placement.
+	FinalPerNode []int
+	// Processed is the total number of records processed.
+	Processed float64
+	// Busy is the mean useful-time fraction of running instances.
+	Busy float64
+	// OOMs and OOMDowntimeS count OOM restarts and their downtime.
+	OOMs         int
+	OOMDowntimeS float64
+	// Restarts counts configuration restarts; Launches counts new instances.
+	Restarts, Launches int
+	// FinalConfig is the target configuration at the end.
+	FinalConfig string
+}
+
+// Result is the outcome of one simulation.
+type Result struct {
+	Scheduler string
+	// Completed is the number of source records fully processed.
+	Completed float64
+	// SimSeconds is the simulated time; Done reports that the dataset was finished.
+	SimSeconds float64
+	Done       bool
+	// Throughput is Completed/SimSeconds in source records per second.
+	Throughput float64
+	// OOMs and OOMDowntimeS total all operators.
+	OOMs         int
+	OOMDowntimeS float64
+	// Decisions counts Decide calls; DecideWall is their total wall time.
+	Decisions  int
+	DecideWall time.Duration
+	// Timeline holds source records/s per TimelineStep bucket.
+	Timeline []float64
+	// RegimeEnd holds the simulated time at which the source finished each regime.
+	RegimeEnd []float64
+	// Ops summarises every operator.
+	Ops []OpSummary
+	// MeanEgressMBps is the mean per-node cross-node traffic.
+	MeanEgressMBps float64
+}
+
+// Engine simulates one pipeline on one cluster.
+type Engine struct {
+	cfg     RunConfig
+	cluster Cluster
+	pipe    *Pipeline
+	rng     *rand.Rand
+	ops     []*opState
+	alloc   []Resources
+	now     float64
+
+	// source position
+	regime    int
+	regimePos float64
+	srcDone   bool
+	regimeEnd []float64
+
+	completed float64
+	egress    []float64
+	egressSum float64
+}
+
+// NewEngine builds an engine; it validates the pipeline and cluster.
+func NewEngine(p *Pipeline, c Cluster, cfg RunConfig) (*Engine, error) {
+	cfg.defaults()
+	if len(p.Ops) < 2 {
+		return nil, fmt.Errorf("sim: pipeline %q needs at least 2 operators", p.Name)
+	}
+	if len(c.Nodes) == 0 {
+		return nil, errors.New("sim: cluster has no nodes")
+	}
+	if len(p.Regimes) == 0 {
+		return nil, fmt.Errorf("sim: pipeline %q has no workload regimes", p.Name)
+	}
+	e := &Engine{
+		cfg:     cfg,
+		cluster: c,
+		pipe:    p,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		alloc:   make([]Resources, len(c.Nodes)),
+		egress:  make([]float64, len(c.Nodes)),
+	}
+	for i := range p.Ops {
+		op := &p.Ops[i]
+		if op.Model == nil {
+			return nil, fmt.Errorf("sim: operator %q has no model", op.Name)
+		}
+		if op.QueueCap <= 0 {
+			return nil, fmt.Errorf("sim: operator %q: queue capacity must be positive", op.Name)
+		}
+		e.ops = append(e.ops, &opState{spec: op, target: op.Space.Default()})
+	}
+	return e, nil
+}
+
+// free returns the unallocated resources of node n.
+func (e *Engine) free(n int) Resources { return e.cluster.Nodes[n].Cap.Sub(e.alloc[n]) }
+
+// Apply applies a plan: it stops surplus instances, launches missing ones where they fit,
+// starts configuration transitions and probes.
+func (e *Engine) Apply(p *Plan) error {
+	if p == nil {
+		return nil
+	}
+	if len(p.Ops) != len(e.ops) {
+		return fmt.Errorf("sim: plan has %d operators, pipeline has %d", len(p.Ops), len(e.ops))
+	}
+	// Stops first so that freed resources can host launches of other operators.
+	for i, op := range e.ops {
+		pl := p.Ops[i]
+		if len(pl.PerNode) != len(e.cluster.Nodes) {
+			return fmt.Errorf("sim: plan for %q has %d nodes, cluster has %d", op.spec.Name, len(pl.PerNode), len(e.cluster.Nodes))
+		}
+		if pl.Config != nil && len(pl.Config) != len(op.spec.Space) {
+			return fmt.Errorf("sim: plan config for %q has %d values, space has %d", op.spec.Name, len(pl.Config), len(op.spec.Space))
+		}
+		if pl.Config != nil && !pl.Config.Equal(op.target) {
+			op.target = append(OpConfig(nil), pl.Config...)
+		}
+		for n := range e.cluster.Nodes {
+			cur := op.countOn(n)
+			for k := cur - pl.PerNode[n]; k > 0; k-- {
+				e.stopOne(op, n)
+			}
+		}
+	}
+	for i, op := range e.ops {
+		pl := p.Ops[i]
+		op.unplaced = 0
+		for n := range e.cluster.Nodes {
+			cur := op.countOn(n)
+			for k := pl.PerNode[n] - cur; k > 0; k-- {
+				if !e.free(n).Fits(op.spec.Need) {
+					op.unplaced += k
+					break
+				}
+				e.alloc[n] = e.alloc[n].Add(op.spec.Need)
+				op.insts = append(op.insts, &instance{node: n, cfg: op.target, state: stStarting, timer: op.spec.ColdStartS})
+				op.launches++
+			}
+		}
+		e.applyConfig(op, pl)
+	}
+	return nil
+}
+
+func (o *opState) countOn(n int) int {
+	c := 0
+	for _, in := range o.insts {
+		if in.node == n && in.state != stStopping {
+			c++
+		}
+	}
+	return c
+}
+
+// stopOne stops one instance of op on node n, preferring starting, then off-target,
+// then non-probe instances.
+func (e *Engine) stopOne(op *opState, n int) {
+	var best *instance
+	score := func(in *instance) int {
+		s := 0
+		if in.state == stStarting || in.state == stRestarting {
+			s += 4
+		}
+		if !in.cfg.Equal(op.target) {
+			s += 2
+		}
+		if !in.probe {
+			s++
+		}
+		return s
+	}
+	for _, in := range op.insts {
+		if in.node != n || in.state == stStopping {
+			continue
+		}
+		if best == nil || score(in) > score(best) {
+			best = in
+		}
+	}
+	if best == nil {
+		return
+	}
+	best.state = stStopping
+	best.timer = op.spec.StopS
+	best.probe = false
+}
+
+func (e *Engine) applyConfig(op *opState, pl OpPlan) {
+	if !op.spec.Tunable() {
+		return
+	}
+	// Probe handling.
+	var probe *instance
+	for _, in := range op.insts {
+		if in.probe && in.state != stStopping {
+			probe = in
+		}
+	}
+	restart := func(in *instance, cfg OpConfig) {
+		in.cfg = cfg
+		if in.state != stStarting {
+			in.state = stRestarting
+			in.timer = e.cfg.OOMRestartS
+			op.restarts++
+		}
+	}
+	switch {
+	case pl.Probe == nil && probe != nil:
+		probe.probe = false
+		restart(probe, op.target)
+	case pl.Probe != nil && probe != nil && !probe.cfg.Equal(pl.Probe):
+		restart(probe, append(OpConfig(nil), pl.Probe...))
+	case pl.Probe != nil && probe == nil:
+		// Take an on-target running instance if possible.
+		var pick *instance
+		for _, in := range op.insts {
+			if in.state == stRunning && in.cfg.Equal(op.target) {
+				pick = in
+				break
+			}
+		}
+		if pick == nil {
+			for _, in := range op.insts {
+				if in.state != stStopping {
+					pick = in
+					break
+				}
+			}
+		}
+		if pick != nil {
+			pick.probe = true
+			restart(pick, append(OpConfig(nil), pl.Probe...))
+		}
+	}
+	// Transition.
+	k := pl.Transition
+	if k == 0 {
+		return
+	}
+	for _, in := range op.insts {
+		if k == 0 {
+			break
+		}
+		if in.probe || in.state == stStopping || in.cfg.Equal(op.target) {
+			continue
+		}
+		restart(in, op.target)
+		if k > 0 {
+			k--
+		}
+	}
+}
+
+// group is a set of running instances of one operator sharing a node and configuration.
+type group struct {
+	node  int
+	cfg   OpConfig
+	n     int
+	probe bool
+}
+
+func (o *opState) groups() []group {
+	var gs []group
+outer:
+	for _, in := range o.insts {
+		if in.state != stRunning {
+			continue
+		}
+		for i := range gs {
+			if gs[i].node == in.node && gs[i].probe == in.probe && gs[i].cfg.Equal(in.cfg) {
+				gs[i].n++
+				continue outer
+			}
+		}
+		gs = append(gs, group{node: in.node, cfg: in.cfg, n: 1, probe: in.probe})
+	}
+	return gs
+}
+
+// lifecycle advances instance timers by dt.
+func (e *Engine) lifecycle(dt float64) {
+	for _, op := range e.ops {
+		kept := op.insts[:0]
+		for _, in := range op.insts {
+			if in.state != stRunning {
+				in.timer -= dt
+				if in.timer <= 1e-9 {
+					if in.state == stStopping {
+						e.alloc[in.node] = e.alloc[in.node].Sub(op.spec.Need)
+						continue
+					}
+					in.state = stRunning
+				}
+			}
+			kept = append(kept, in)
+		}
+		op.insts = kept
+	}
+}
+
+// refillSource tops up the first operator's queue from the dataset.
+func (e *Engine) refillSource(need float64) {
+	src := e.ops[0]
+	q := src.queueLen()
+	batch := float64(max(1, e.pipe.BatchDocs))
+	for q < need && !e.srcDone {
+		r := &e.pipe.Regimes[e.regime]
+		amt := math.Min(batch, r.Records-e.regimePos)
+		attrs := e.sampleAttrs(r)
+		src.queue = append(src.queue, cohort{amount: amt, attrs: attrs, srcPer: 1})
+		q += amt
+		e.regimePos += amt
+		if e.regimePos >= r.Records-1e-9 {
+			e.regimeEnd = append(e.regimeEnd, e.now)
+			e.regimePos = 0
+			e.regime++
+			if e.regime == len(e.pipe.Regimes) {
+				if e.cfg.Cycle {
+					e.regime = 0
+				} else {
+					e.srcDone = true
+					e.regime--
+				}
+			}
+		}
+	}
+}
+
+// sampleAttrs averages a few sampled records: one cohort is a small batch of documents.
+func (e *Engine) sampleAttrs(r *Regime) Attrs {
+	const k = 4
+	var sum Attrs
+	for range k {
+		a := r.Sample(e.rng)
+		if sum == nil {
+			sum = make(Attrs, len(a))
+		}
+		for i, v := range a {
+			sum[i] += v / k
+		}
+	}
+	return sum
+}
+
+// inFlight returns the per-instance in-flight requests of an async operator.
+func inFlightPer(spec *OpSpec, cfg OpConfig, queue float64, running int) float64 {
+	if !spec.Async || running == 0 {
+		return 1
+	}
+	return math.Min(spec.inFlightLimit(cfg), queue/float64(running))
+}
+
+// step advances the simulation by one tick and returns its snapshot.
+func (e *Engine) step(dt float64) *Snapshot {
+	e.lifecycle(dt)
+	nN := len(e.cluster.Nodes)
+	budget := make([]float64, nN)
+	for n := range budget {
+		budget[n] = e.cluster.Nodes[n].EgressMBps * dt
+		e.egress[n] = 0
+	}
+	snap := &Snapshot{Time: e.now + dt, Tick: dt, Ops: make([]OpStats, len(e.ops)), Regime: e.regime, EgressMBps: make([]float64, nN)}
+
+	// Source supply: enough for the source operator's full capacity this tick.
+	{
+		src := e.ops[0]
+		var capRate float64
+		for _, g := range src.groups() {
+			a := e.pipe.Regimes[e.regime].Sample(e.rng)
+			capRate += float64(g.n) * src.spec.Model.Rate(a, g.cfg, 1)
+		}
+		e.refillSource(2*capRate*dt + 1)
+	}
+
+	arrived := make([]float64, len(e.ops))
+	// Downstream first: consumption frees queue space for upstream output in the same tick.
+	for i := len(e.ops) - 1; i >= 0; i-- {
+		e.processOp(i, dt, budget, arrived, snap)
+	}
+	for i := range e.ops {
+		snap.Ops[i].Arrived = arrived[i]
+	}
+	for n := range e.egress {
+		snap.EgressMBps[n] = e.egress[n] / dt
+		e.egressSum += e.egress[n] / dt
+	}
+	snap.Free = make([]Resources, nN)
+	for n := range snap.Free {
+		snap.Free[n] = e.free(n)
+	}
+	e.now += dt
+	snap.TotalCompleted = e.completed
+	return snap
+}
+
+// processOp runs operator i for one tick.
+func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *Snapshot) {
+	op := e.ops[i]
+	spec := op.spec
+	m := spec.Model
+	st := &snap.Ops[i]
+	st.QueueCap = spec.QueueCap
+	st.PerNode = make([]int, len(e.cluster.Nodes))
+	st.Unplaced = op.unplaced
+	st.Config = op.target
+	for _, in := range op.insts {
+		if in.state != stStopping {
+			st.PerNode[in.node]++
+		}
+		switch in.state {
+		case stRunning:
+			st.Running++
+		case stStarting:
+			st.Starting++
+		case stRestarting:
+			st.Restarting++
+		}
+		if in.state != stStopping && !in.probe && in.cfg.Equal(op.target) {
+			st.OnTarget++
+		}
+	}
+	gs := op.groups()
+	queue0 := op.queueLen()
+	running := st.Running
+	op.runningSec += float64(running) * dt
+
+	// Noise shared by the operator this tick (service jitter and occasional disturbance).
+	noise := math.Max(0.2, 1+e.cfg.NoiseCV*e.rng.NormFloat64())
+	if e.rng.Float64() < e.cfg.DisturbProb {
+		noise *= 0.3 + 0.4*e.rng.Float64()
+	}
+
+	// Routing shares toward the next operator: locality first.
+	last := i == len(e.ops)-1
+	var crossFrac []float64 // per node: fraction of this node's output leaving the node
+	var next *opState
+	if !last {
+		next = e.ops[i+1]
+	}
+
+	// Per-group rates at the head cohort determine shares; the loop below recomputes the
+	// total rate per cohort.
+	perInst := make([]float64, len(gs))
+	cIn := make([]float64, len(gs))
+	for gi, g := range gs {
+		cIn[gi] = inFlightPer(spec, g.cfg, queue0, running)
+	}
+	rateAt := func(a Attrs) (total float64, nodeRate []float64) {
+		nodeRate = make([]float64, len(e.cluster.Nodes))
+		for gi, g := range gs {
+			r := m.Rate(a, g.cfg, cIn[gi]) * noise
+			perInst[gi] = r
+			nodeRate[g.node] += float64(g.n) * r
+			total += float64(g.n) * r
+		}
+		return total, nodeRate
+	}
+
+	if len(op.queue) > 0 && len(gs) > 0 {
+		_, nodeRate0 := rateAt(op.queue[0].attrs)
+		if !last {
+			crossFrac = e.crossFractions(nodeRate0, next)
+		}
+	}
+
+	space := math.Inf(1)
+	if !last {
+		space = next.spec.QueueCap - next.queueLen()
+		if space < 0 {
+			space = 0
+		}
+	}
+	timeLeft := dt
+	var processed, emitted, srcRecs, outMBsum float64
+	featSum := make([]float64, len(spec.FeatureNames))
+	nodeProcessed := make([]float64, len(e.cluster.Nodes))
+	var out []cohort
+	blocked := false
+	for len(op.queue) > 0 && timeLeft > 1e-9 && len(gs) > 0 {
+		c := &op.queue[0]
+		total, nodeRate := rateAt(c.attrs)
+		if total <= 0 {
+			break
+		}
+		amp := m.Amplification(c.attrs)
+		outMB := m.OutMB(c.attrs)
+		// Egress limit: node n can ship budget_n MB cross-node.
+		eff := total
+		if !last && crossFrac != nil && outMB > 0 {
+			eff = 0
+			for n, r := range nodeRate {
+				if r <= 0 {
+					continue
+				}
+				lim := r
+				if cf := crossFrac[n]; cf > 0 {
+					bw := budget[n] / (cf * amp * outMB * timeLeft)
+					lim = math.Min(r, bw)
+				}
+				eff += lim
+			}
+		}
+		x := math.Min(c.amount, eff*timeLeft)
+		if amp > 0 && !last {
+			x = math.Min(x, space/amp)
+		}
+		if x <= 1e-12 {
+			blocked = !last && space <= 1e-9
+			break
+		}
+		if !last && amp > 0 && x >= space/amp-1e-9 && x < c.amount-1e-9 {
+			blocked = true
+		}
+		timeLeft -= x / eff
+		// Attribute processed work to nodes and ship bytes.
+		for n, r := range nodeRate {
+			if r <= 0 {
+				continue
+			}
+			xn := x * r / total
+			nodeProcessed[n] += xn
+			if !last && crossFrac != nil {
+				mb := xn * crossFrac[n] * amp * outMB
+				budget[n] = math.Max(0, budget[n]-mb)
+				e.egress[n] += mb
+			}
+		}
+		processed += x
+		srcRecs += x * c.srcPer
+		for k, f := range m.Features(c.attrs) {
+			featSum[k] += f * x
+		}
+		o := x * amp
+		emitted += o
+		outMBsum += o * outMB
+		if !last {
+			space -= o
+			if o > 0 {
+				out = append(out, cohort{amount: o, attrs: c.attrs, srcPer: c.srcPer / amp})
+			}
+		}
+		c.amount -= x
+		if c.amount <= 1e-9 {
+			op.queue = op.queue[1:]
+		}
+	}
+	if last {
+		e.completed += srcRecs
+		snap.Completed += srcRecs
+	} else {
+		for _, c := range out {
+			next.push(c)
+		}
+		arrived[i+1] += emitted
+	}
+
+	// Metrics.
+	st.Queue = op.queueLen()
+	st.Processed = processed
+	st.Emitted = emitted
+	st.SrcRecords = srcRecs
+	if emitted > 0 {
+		st.OutMB = outMBsum / emitted
+	}
+	if processed > 0 {
+		for k := range featSum {
+			featSum[k] /= processed
+		}
+		st.Features = featSum
+	} else if len(op.queue) > 0 {
+		st.Features = m.Features(op.queue[0].attrs)
+	} else {
+		st.Features = append([]float64(nil), op.lastStats.Features...)
+	}
+	// A backpressured operator stops dispatching once its output is blocked: its devices
+	// idle for the rest of the tick.
+	active := 1.0
+	if blocked {
+		active = (dt - timeLeft) / dt
+	}
+	var capSum float64
+	var busy float64
+	for gi, g := range gs {
+		capSum += float64(g.n) * perInst[gi]
+	}
+	if running > 0 {
+		if spec.Async {
+			// Any request in flight makes the device (and the instance) busy.
+			var u float64
+			for gi, g := range gs {
+				u += float64(g.n) * math.Min(1, cIn[gi])
+				st.InFlight += float64(g.n) * cIn[gi] * active
+			}
+			busy = u * dt * active
+		} else if capSum > 0 {
+			busy = math.Min(1, processed/(capSum*dt)) * float64(running) * dt
+			st.InFlight = math.Min(float64(running), processed/math.Max(1e-9, capSum*dt)*float64(running))
+		}
+		st.BusySec = busy
+		st.Util = busy / (float64(running) * dt)
+	}
+	op.processed += processed
+	op.busy += busy
+
+	// Probe metrics: its share of work follows its rate.
+	for gi, g := range gs {
+		if !g.probe || capSum <= 0 {
+			continue
+		}
+		st.ProbeRunning = true
+		st.ProbeProcessed = processed * perInst[gi] / capSum
+		if spec.Async {
+			st.ProbeBusySec = math.Min(1, cIn[gi]) * dt
+		} else {
+			st.ProbeBusySec = math.Min(1, processed/(capSum*dt)) * dt
+		}
+	}
+
+	// Device memory and OOM restarts.
+	if spec.Need.Acc > 0 && len(gs) > 0 {
+		var a Attrs
+		if len(op.queue) > 0 {
+			a = op.queue[0].attrs
+		} else if len(out) > 0 {
+			a = out[len(out)-1].attrs
+		}
+		if a != nil {
+			e.deviceMemory(op, gs, cIn, a, st, dt)
+		}
+	}
+	op.lastStats = *st
+}
+
+// deviceMemory samples per-instance peak memory and triggers OOM restarts.
+func (e *Engine) deviceMemory(op *opState, gs []group, cIn []float64, a Attrs, st *OpStats, dt float64) {
+	for gi, g := range gs {
+		mean, sd := op.spec.Model.PeakMem(a, g.cfg, cIn[gi])
+		limit := e.cluster.Nodes[g.node].AccMemGB
+		pOOM := 0.0
+		if sd > 0 {
+			pOOM = 1 - normCDF((limit-mean)/sd)
+		} else if mean > limit {
+			pOOM = 1
+		}
+		// Per-tick peak of the group: the max of n draws, approximated by one draw shifted
+		// by the expected maximum.
+		peak := mean + sd*(e.rng.NormFloat64()*0.5+expMaxNormal(g.n))
+		if peak > limit {
+			peak = limit
+		}
+		if g.probe {
+			st.ProbePeakMemGB = math.Max(st.ProbePeakMemGB, math.Min(limit, mean+sd*math.Abs(e.rng.NormFloat64())))
+		}
+		st.PeakMemGB = math.Max(st.PeakMemGB, peak)
+		if pOOM < 1e-12 {
+			continue
+		}
+		// Scale the hazard to the tick length (pOOM is per second).
+		p := 1 - math.Pow(1-pOOM, dt)
+		hit := 0
+		for range g.n {
+			if e.rng.Float64() < p {
+				hit++
+			}
+		}
+		if hit == 0 {
+			continue
+		}
+		for _, in := range op.insts {
+			if hit == 0 {
+				break
+			}
+			if in.state == stRunning && in.node == g.node && in.probe == g.probe && in.cfg.Equal(g.cfg) {
+				in.state = stRestarting
+				in.timer = e.cfg.OOMRestartS
+				hit--
+				st.OOMs++
+				op.ooms++
+				op.oomDowntime += e.cfg.OOMRestartS
+				if g.probe {
+					st.ProbeOOM = true
+					st.ProbePeakMemGB = limit
+				}
+			}
+		}
+	}
+}
+
+// expMaxNormal approximates the expected maximum of n standard normals.
+func expMaxNormal(n int) float64 {
+	if n <= 1 {
+		return 0
+	}
+	return math.Sqrt(2 * math.Log(float64(n)))
+}
+
+func normCDF(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
+
+// crossFractions returns, per node, the fraction of the node's output that must cross the
+// network given the next operator's placement: output is consumed locally up to the local
+// downstream share, the rest is spread over other nodes.
+func (e *Engine) crossFractions(nodeRate []float64, next *opState) []float64 {
+	nN := len(e.cluster.Nodes)
+	down := make([]float64, nN)
+	var dt, ut float64
+	for _, in := range next.insts {
+		if in.state == stRunning {
+			down[in.node]++
+			dt++
+		}
+	}
+	if dt == 0 { // nothing running downstream: weigh by placement
+		for _, in := range next.insts {
+			if in.state != stStopping {
+				down[in.node]++
+				dt++
+			}
+		}
+	}
+	for _, r := range nodeRate {
+		ut += r
+	}
+	cf := make([]float64, nN)
+	if dt == 0 || ut == 0 {
+		return cf
+	}
+	for n := range cf {
+		p := nodeRate[n] / ut
+		if p <= 0 {
+			continue
+		}
+		q := down[n] / dt
+		cf[n] = math.Max(0, p-q) / p
+	}
+	return cf
+}
+
+// push appends a cohort, merging identical or excess tail cohorts.
+func (o *opState) push(c cohort) {
+	if k := len(o.queue); k > 0 {
+		t := &o.queue[k-1]
+		if sameAttrs(t.attrs, c.attrs) && t.srcPer == c.srcPer {
+			t.amount += c.amount
+			return
+		}
+	}
+	o.queue = append(o.queue, c)
+	const maxCohorts = 48
+	if k := len(o.queue); k > maxCohorts {
+		a, b := o.queue[k-2], o.queue[k-1]
+		w := a.amount + b.amount
+		if w > 0 {
+			m := make(Attrs, len(a.attrs))
+			for j := range m {
+				m[j] = (a.attrs[j]*a.amount + b.attrs[j]*b.amount) / w
+			}
+			o.queue[k-2] = cohort{amount: w, attrs: m, srcPer: (a.srcPer*a.amount + b.srcPer*b.amount) / w}
+		}
+		o.queue = o.queue[:k-1]
+	}
+}
+
+func sameAttrs(a, b Attrs) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) > 0 && &a[0] == &b[0] {
+		return true
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Run simulates the pipeline under the scheduler until the dataset is done or the
+// duration elapses.
+func Run(ctx context.Context, p *Pipeline, c Cluster, s Scheduler, cfg RunConfig) (*Result, error) {
+	e, err := NewEngine(p, c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e.Run(ctx, s)
+}
+
+// Run drives the engine with scheduler s.
+func (e *Engine) Run(ctx context.Context, s Scheduler) (*Result, error) {
+	cfg := e.cfg
+	env := &Env{Cluster: e.cluster, Pipeline: e.pipe, Tick: cfg.Tick, Profiler: NewProfiler(e.pipe, e.cluster, cfg.Seed^0xabcdef)}
+	plan, err := s.Init(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %s init: %w", s.Name(), err)
+	}
+	if err := e.Apply(plan); err != nil {
+		return nil, fmt.Errorf("sim: %s initial plan: %w", s.Name(), err)
+	}
+	limit := cfg.Duration
+	if limit <= 0 {
+		limit = 48 * 3600
+	}
+	res := &Result{Scheduler: s.Name()}
+	interval := s.Interval()
+	nextDecide := interval
+	bucket, bucketEnd := 0.0, cfg.TimelineStep
+	ticks := 0
+	for e.now < limit-1e-9 {
+		if ticks%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("sim: %s at t=%.0fs: %w", s.Name(), e.now, err)
+			}
+		}
+		ticks++
+		snap := e.step(cfg.Tick)
+		bucket += snap.Completed
+		if e.now >= bucketEnd-1e-9 {
+			res.Timeline = append(res.Timeline, bucket/cfg.TimelineStep)
+			bucket, bucketEnd = 0, bucketEnd+cfg.TimelineStep
+		}
+		s.Observe(snap)
+		if e.srcDone && e.pipelineEmpty() {
+			res.Done = true
+			break
+		}
+		if e.now >= nextDecide-1e-9 {
+			t0 := time.Now()
+			pl, err := s.Decide(ctx, snap)
+			res.DecideWall += time.Since(t0)
+			res.Decisions++
+			if err != nil {
+				return nil, fmt.Errorf("sim: %s decide at t=%.0fs: %w", s.Name(), e.now, err)
+			}
+			if err := e.Apply(pl); err != nil {
+				return nil, fmt.Errorf("sim: %s plan at t=%.0fs: %w", s.Name(), e.now, err)
+			}
+			nextDecide += interval
+		}
+	}
+	if bucket > 0 {
+		res.Timeline = append(res.Timeline, bucket/cfg.TimelineStep)
+	}
+	res.Completed = e.completed
+	res.SimSeconds = e.now
+	if e.now > 0 {
+		res.Throughput = e.completed / e.now
+		res.MeanEgressMBps = e.egressSum / float64(ticks) / float64(len(e.cluster.Nodes))
+	}
+	res.RegimeEnd = append([]float64(nil), e.regimeEnd...)
+	for _, op := range e.ops {
+		sum := OpSummary{
+			Name:         op.spec.Name,
+			Processed:    op.processed,
+			OOMs:         op.ooms,
+			OOMDowntimeS: op.oomDowntime,
+			Restarts:     op.restarts,
+			Launches:     op.launches,
+			FinalPerNode: append([]int(nil), op.lastStats.PerNode...),
+		}
+		if e.now > 0 {
+			sum.MeanInstances = op.runningSec / e.now
+		}
+		if op.runningSec > 0 {
+			sum.Busy = op.busy / op.runningSec
+		}
+		if op.spec.Tunable() {
+			sum.FinalConfig = op.target.Format(op.spec.Space)
+		}
+		res.OOMs += op.ooms
+		res.OOMDowntimeS += op.oomDowntime
+		res.Ops = append(res.Ops, sum)
+	}
+	return res, nil
+}
+
+func (e *Engine) pipelineEmpty() bool {
+	for _, op := range e.ops {
+		if op.queueLen() > 1e-6 {
+			return false
+		}
+	}
+	return true
+}
+
+// sortedKeys is a small helper for deterministic map iteration.
+func sortedKeys[M ~map[K]V, K ~string, V any](m M) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}

@@ -1,0 +1,287 @@
+// Package sim is a deterministic, fixed-time-step simulator of a linear multimodal data
+// pipeline on a fixed heterogeneous cluster, used to compare Trident with baseline
+// schedulers (see sim/baseline, sim/tridentsched and sim/experiment).
+//
+// Time step. The simulator advances in ticks of Config.Tick seconds (1 s by default). Work
+// is fluid within a tick: each operator consumes a FIFO of record cohorts (amount, workload
+// attributes, source records per unit) with the per-instance service rate its performance
+// model gives for the cohort's attributes, its configuration and its in-flight concurrency.
+// A per-record discrete-event simulation would cost millions of events per simulated
+// minute at the CPU stages (thousands of records/s); the scheduling decisions under study
+// act on minute scales and service times are at most tens of seconds, so a 1 s step keeps
+// the quantities that matter (capacity, queueing, backpressure, cold starts, OOM restarts,
+// egress saturation) while simulating hours of pipeline time in about a second.
+package sim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Resources is an amount of the three resource pools of a node.
+type Resources struct {
+	// CPU is in cores.
+	CPU float64
+	// MemGB is host memory in GB.
+	MemGB float64
+	// Acc is the number of accelerator devices (NPUs/GPUs).
+	Acc int
+}
+
+// Add returns r+o.
+func (r Resources) Add(o Resources) Resources {
+	return Resources{CPU: r.CPU + o.CPU, MemGB: r.MemGB + o.MemGB, Acc: r.Acc + o.Acc}
+}
+
+// Scale returns r*k (accelerators multiplied by k, which must be an integer count).
+func (r Resources) Scale(k int) Resources {
+	return Resources{CPU: r.CPU * float64(k), MemGB: r.MemGB * float64(k), Acc: r.Acc * k}
+}
+
+// Fits reports whether need fits into r.
+func (r Resources) Fits(need Resources) bool {
+	const eps = 1e-9
+	return need.CPU <= r.CPU+eps && need.MemGB <= r.MemGB+eps && need.Acc <= r.Acc
+}
+
+// Sub returns r-o.
+func (r Resources) Sub(o Resources) Resources {
+	return Resources{CPU: r.CPU - o.CPU, MemGB: r.MemGB - o.MemGB, Acc: r.Acc - o.Acc}
+}
+
+// Node is one server of the cluster.
+type Node struct {
+	Name string
+	// Cap is the node's capacity.
+	Cap Resources
+	// AccMemGB is the device memory of one accelerator.
+	AccMemGB float64
+	// EgressMBps is the node's network egress bandwidth in MB/s.
+	EgressMBps float64
+}
+
+// Cluster is a fixed set of nodes.
+type Cluster struct {
+	Nodes []Node
+}
+
+// TransferEfficiency is the fraction of the 100 Gbps line rate that cross-node transfers
+// of pipeline objects achieve (object-store pulls of many mid-sized objects, with
+// serialisation); a calibration assumption of this simulator, not a figure of the paper.
+const TransferEfficiency = 0.35
+
+// PaperCluster returns the evaluation cluster of the Trident paper (§8.1): n servers with
+// 8 accelerators (64 GB HBM, as an Ascend 910B), 256 cores and 1 TB of memory each,
+// connected by 100 Gbps links (usable at TransferEfficiency).
+func PaperCluster(n int) Cluster {
+	c := Cluster{}
+	for i := range n {
+		c.Nodes = append(c.Nodes, Node{
+			Name:       fmt.Sprintf("node%d", i),
+			Cap:        Resources{CPU: 256, MemGB: 1024, Acc: 8},
+			AccMemGB:   64,
+			EgressMBps: 100e3 / 8 * TransferEfficiency,
+		})
+	}
+	return c
+}
+
+// Total returns the summed capacity of all nodes.
+func (c Cluster) Total() Resources {
+	var t Resources
+	for _, n := range c.Nodes {
+		t = t.Add(n.Cap)
+	}
+	return t
+}
+
+// Param is one tunable parameter of an operator configuration.
+type Param struct {
+	Name string
+	// Lo and Hi bound the value; Log searches on a log scale; Int rounds.
+	Lo, Hi   float64
+	Log, Int bool
+	// Default is the value an untuned deployment uses.
+	Default float64
+}
+
+// Space is the tunable configuration space of an operator (empty if not tunable).
+type Space []Param
+
+// Default returns the default configuration.
+func (s Space) Default() OpConfig {
+	c := make(OpConfig, len(s))
+	for i, p := range s {
+		c[i] = p.Default
+	}
+	return c
+}
+
+// FromUnit maps a point of [0,1]^d to a configuration (clamped, rounded for integers).
+func (s Space) FromUnit(u []float64) OpConfig {
+	c := make(OpConfig, len(s))
+	for i, p := range s {
+		x := math.Min(1, math.Max(0, u[i]))
+		var v float64
+		if p.Log {
+			v = math.Exp(math.Log(p.Lo) + x*(math.Log(p.Hi)-math.Log(p.Lo)))
+		} else {
+			v = p.Lo + x*(p.Hi-p.Lo)
+		}
+		if p.Int {
+			v = math.Round(v)
+		}
+		c[i] = math.Min(p.Hi, math.Max(p.Lo, v))
+	}
+	return c
+}
+
+// ToUnit maps a configuration to [0,1]^d.
+func (s Space) ToUnit(c OpConfig) []float64 {
+	u := make([]float64, len(s))
+	for i, p := range s {
+		if p.Log {
+			u[i] = (math.Log(c[i]) - math.Log(p.Lo)) / (math.Log(p.Hi) - math.Log(p.Lo))
+		} else {
+			u[i] = (c[i] - p.Lo) / (p.Hi - p.Lo)
+		}
+	}
+	return u
+}
+
+// OpConfig is one configuration: values in the order of the operator's Space.
+type OpConfig []float64
+
+// Equal reports whether two configurations are identical.
+func (c OpConfig) Equal(o OpConfig) bool {
+	if len(c) != len(o) {
+		return false
+	}
+	for i := range c {
+		if c[i] != o[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Format renders the configuration as "name=value,...".
+func (c OpConfig) Format(s Space) string {
+	parts := make([]string, len(c))
+	for i, v := range c {
+		parts[i] = fmt.Sprintf("%s=%g", s[i].Name, v)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Attrs are the workload attributes of a cohort of records (pipeline specific, e.g.
+// pages per document or video resolution), carried from the source through the pipeline.
+type Attrs []float64
+
+// Model is the ground-truth behaviour of one operator. It is hidden from schedulers, which
+// see only metrics (and, for offline-profiling baselines, an explicit Profile call).
+type Model interface {
+	// Rate returns the records/s one instance sustains on records with attributes a under
+	// configuration cfg with c records in flight (c is ignored by synchronous operators).
+	Rate(a Attrs, cfg OpConfig, c float64) float64
+	// Amplification returns output records per input record.
+	Amplification(a Attrs) float64
+	// OutMB returns the size of one output record in MB.
+	OutMB(a Attrs) float64
+	// PeakMem returns the mean and standard deviation of one instance's per-second peak
+	// device memory in GB (0, 0 for CPU operators).
+	PeakMem(a Attrs, cfg OpConfig, c float64) (mean, sd float64)
+	// Features returns the per-request workload features the operator reports as metrics.
+	Features(a Attrs) []float64
+}
+
+// OpSpec describes one operator of a pipeline.
+type OpSpec struct {
+	Name string
+	// Need is the resource request of one instance.
+	Need Resources
+	// Async marks operators with internal (continuous) batching: they overlap requests,
+	// so useful time is not proportional to work done.
+	Async bool
+	// MaxInFlight is the most requests one async instance admits (from its config when the
+	// operator is tunable: see InFlightParam).
+	MaxInFlight float64
+	// InFlightParam names the config parameter that bounds in-flight requests ("" if none).
+	InFlightParam string
+	// ColdStartS is the launch time of an instance (image pull, model load, warm-up).
+	ColdStartS float64
+	// StopS is the time to drain and stop an instance.
+	StopS float64
+	// Space is the tunable configuration space (nil if the operator is not tunable).
+	Space Space
+	// FeatureNames names Model.Features.
+	FeatureNames []string
+	// QueueCap bounds the input queue in records of this operator.
+	QueueCap float64
+	// Model is the hidden ground truth.
+	Model Model
+}
+
+// Tunable reports whether the operator has a configuration space.
+func (o *OpSpec) Tunable() bool { return len(o.Space) > 0 }
+
+// inFlightLimit returns the in-flight bound under cfg.
+func (o *OpSpec) inFlightLimit(cfg OpConfig) float64 {
+	if o.InFlightParam != "" {
+		for i, p := range o.Space {
+			if p.Name == o.InFlightParam {
+				return cfg[i]
+			}
+		}
+	}
+	if o.MaxInFlight > 0 {
+		return o.MaxInFlight
+	}
+	return 1
+}
+
+// Regime is one contiguous part of the input dataset (e.g. one document type).
+type Regime struct {
+	Name string
+	// Records is the number of source records in this part.
+	Records float64
+	// Sample draws the attributes of one source record.
+	Sample func(r RandSource) Attrs
+}
+
+// RandSource is the subset of *rand.Rand the workload samplers use.
+type RandSource interface {
+	Float64() float64
+	NormFloat64() float64
+}
+
+// Pipeline is a linear chain of operators and the dataset it processes.
+type Pipeline struct {
+	Name      string
+	Ops       []OpSpec
+	AttrNames []string
+	// Regimes are processed in order; the dataset ends after the last one unless Cycle.
+	Regimes []Regime
+	// BatchDocs is how many source records one tick's cohort averages over (sampling noise).
+	BatchDocs int
+}
+
+// TotalRecords returns the number of source records of one pass over the dataset.
+func (p *Pipeline) TotalRecords() float64 {
+	var t float64
+	for _, r := range p.Regimes {
+		t += r.Records
+	}
+	return t
+}
+
+// OpIndex returns the index of the operator called name, or -1.
+func (p *Pipeline) OpIndex(name string) int {
+	for i := range p.Ops {
+		if p.Ops[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}

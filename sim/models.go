@@ -1,0 +1,235 @@
+package sim
+
+import "math"
+
+// CPUModel is a synchronous operator: one instance spends Cost(a) seconds per input record.
+type CPUModel struct {
+	// Cost returns the service time of one record in seconds on one instance.
+	Cost func(a Attrs) float64
+	// Amp returns output records per input record (nil: 1).
+	Amp func(a Attrs) float64
+	// Out returns the output record size in MB.
+	Out func(a Attrs) float64
+	// Feat returns the reported workload features (nil: none).
+	Feat func(a Attrs) []float64
+}
+
+// Rate implements Model.
+func (m *CPUModel) Rate(a Attrs, _ OpConfig, _ float64) float64 { return 1 / m.Cost(a) }
+
+// Amplification implements Model.
+func (m *CPUModel) Amplification(a Attrs) float64 {
+	if m.Amp == nil {
+		return 1
+	}
+	return m.Amp(a)
+}
+
+// OutMB implements Model.
+func (m *CPUModel) OutMB(a Attrs) float64 {
+	if m.Out == nil {
+		return 0.01
+	}
+	return m.Out(a)
+}
+
+// PeakMem implements Model: CPU operators use no device memory.
+func (m *CPUModel) PeakMem(Attrs, OpConfig, float64) (float64, float64) { return 0, 0 }
+
+// Features implements Model.
+func (m *CPUModel) Features(a Attrs) []float64 {
+	if m.Feat == nil {
+		return nil
+	}
+	return m.Feat(a)
+}
+
+// LLM engine configuration parameter indexes (see LLMSpace).
+const (
+	LLMMaxNumSeqs = iota
+	LLMMaxBatchedTokens
+	LLMBlockSize
+	LLMChunkedPrefill
+)
+
+// LLMSpace is the tunable space of a vLLM-style inference engine: max-num-seqs,
+// max-num-batched-tokens, block-size and enable-chunked-prefill (0/1).
+func LLMSpace(defSeqs, defTokens float64) Space {
+	return Space{
+		{Name: "max_num_seqs", Lo: 8, Hi: 512, Log: true, Int: true, Default: defSeqs},
+		{Name: "max_num_batched_tokens", Lo: 1024, Hi: 32768, Log: true, Int: true, Default: defTokens},
+		{Name: "block_size", Lo: 8, Hi: 128, Log: true, Int: true, Default: 16},
+		{Name: "enable_chunked_prefill", Lo: 0, Hi: 1, Int: true, Default: 1},
+	}
+}
+
+// LLMModel is an asynchronous accelerator operator running a continuous-batching LLM/VLM
+// engine on the share Frac(a) of its input records (the rest passes through at PassCost).
+type LLMModel struct {
+	// Frac returns the fraction of records the engine processes (nil: 1).
+	Frac func(a Attrs) float64
+	// Tokens returns mean prompt (incl. visual) and output tokens per engine request, and
+	// the coefficient of variation of the request length.
+	Tokens func(a Attrs) (in, out, cv float64)
+	// T0 is the fixed per-iteration cost, T1 the per-sequence decode cost (s).
+	T0, T1 float64
+	// P1 is the prefill cost per token, P0 the fixed cost per prefill chunk (s).
+	P1, P0 float64
+	// PassCost is the service time of a passed-through record (s).
+	PassCost float64
+	// WeightsGB, KVGBPerTok and ActGBPerTok define the peak-memory model.
+	WeightsGB, KVGBPerTok, ActGBPerTok float64
+	// Amp, Out and Feat as in CPUModel.
+	Amp  func(a Attrs) float64
+	Out  func(a Attrs) float64
+	Feat func(a Attrs) []float64
+}
+
+func (m *LLMModel) frac(a Attrs) float64 {
+	if m.Frac == nil {
+		return 1
+	}
+	return math.Min(1, math.Max(0, m.Frac(a)))
+}
+
+// batch returns the effective running batch for in-flight c under cfg.
+func (m *LLMModel) batch(cfg OpConfig, c float64) float64 {
+	b := math.Min(c, cfg[LLMMaxNumSeqs])
+	return math.Max(1, b)
+}
+
+// EngineRate returns engine requests/s at batch b (exported for tests and calibration).
+func (m *LLMModel) EngineRate(a Attrs, cfg OpConfig, b float64) float64 {
+	in, out, _ := m.Tokens(a)
+	B := cfg[LLMMaxBatchedTokens]
+	chunk := math.Min(B, b*in)
+	decode := out * (m.T0/b + m.T1)
+	prefill := in * (m.P1 + m.P0/math.Max(chunk, 1))
+	if cfg[LLMChunkedPrefill] < 0.5 {
+		// Without chunked prefill long prompts stall the decode batch.
+		prefill *= 1.25
+	}
+	// Larger KV blocks waste memory but cut block-table overhead slightly.
+	bs := cfg[LLMBlockSize]
+	decode *= 1 + 0.02*math.Log2(32/bs)
+	return 1 / (decode + prefill)
+}
+
+// Rate implements Model.
+func (m *LLMModel) Rate(a Attrs, cfg OpConfig, c float64) float64 {
+	f := m.frac(a)
+	b := m.batch(cfg, c*math.Max(f, 0.05))
+	r := m.EngineRate(a, cfg, b)
+	return 1 / (f/r + (1-f)*m.PassCost)
+}
+
+// PeakMem implements Model: weights + KV cache of the running batch (with block-size
+// fragmentation) + prefill activations of one chunk.
+func (m *LLMModel) PeakMem(a Attrs, cfg OpConfig, c float64) (float64, float64) {
+	in, out, cv := m.Tokens(a)
+	f := m.frac(a)
+	b := m.batch(cfg, c*math.Max(f, 0.05))
+	bs := cfg[LLMBlockSize]
+	perSeq := (in + out + bs/2) * m.KVGBPerTok
+	kv := b * perSeq
+	act := math.Min(cfg[LLMMaxBatchedTokens], b*in) * m.ActGBPerTok
+	mean := m.WeightsGB + kv + act
+	// Request lengths vary: the KV of a full batch has sd ~ cv*kv/sqrt(b) plus bursts of
+	// long requests that arrive together (correlated within a cohort).
+	sd := kv*cv*(0.15+0.5/math.Sqrt(b)) + 0.05*act
+	return mean, sd
+}
+
+// Amplification implements Model.
+func (m *LLMModel) Amplification(a Attrs) float64 {
+	if m.Amp == nil {
+		return 1
+	}
+	return m.Amp(a)
+}
+
+// OutMB implements Model.
+func (m *LLMModel) OutMB(a Attrs) float64 {
+	if m.Out == nil {
+		return 0.01
+	}
+	return m.Out(a)
+}
+
+// Features implements Model.
+func (m *LLMModel) Features(a Attrs) []float64 {
+	if m.Feat == nil {
+		in, out, cv := m.Tokens(a)
+		return []float64{in, in * cv, out, out * cv}
+	}
+	return m.Feat(a)
+}
+
+// VisionModel is a batched accelerator vision model (e.g. CLIP, CRAFT) whose batch size
+// is tunable: larger batches amortise launch overhead but need more device memory.
+type VisionModel struct {
+	// PerItem returns the device seconds of one record at full batch efficiency.
+	PerItem func(a Attrs) float64
+	// Overhead is the fixed cost per batch (s).
+	Overhead float64
+	// MemPerItem returns device GB per batched record.
+	MemPerItem func(a Attrs) float64
+	WeightsGB  float64
+	// CV is the variation of per-record memory (resolution mix).
+	CV   float64
+	Amp  func(a Attrs) float64
+	Out  func(a Attrs) float64
+	Feat func(a Attrs) []float64
+}
+
+// VisionSpace is the tunable space of a VisionModel: batch_size and num_workers
+// (pre-processing threads feeding the device).
+func VisionSpace(defBatch float64) Space {
+	return Space{
+		{Name: "batch_size", Lo: 1, Hi: 128, Log: true, Int: true, Default: defBatch},
+		{Name: "num_workers", Lo: 1, Hi: 16, Int: true, Default: 4},
+	}
+}
+
+// Rate implements Model.
+func (m *VisionModel) Rate(a Attrs, cfg OpConfig, c float64) float64 {
+	b := math.Max(1, math.Min(c, cfg[0]))
+	w := cfg[1]
+	// Too few loader workers starve the device; each worker feeds ~3 records/s of
+	// per-item device time 0.05 s.
+	feed := 1 + 0.5*math.Min(1, w/8)
+	per := m.PerItem(a)*(1.5/feed) + m.Overhead/b
+	return 1 / per
+}
+
+// PeakMem implements Model.
+func (m *VisionModel) PeakMem(a Attrs, cfg OpConfig, c float64) (float64, float64) {
+	b := math.Max(1, math.Min(c, cfg[0]))
+	per := m.MemPerItem(a)
+	mean := m.WeightsGB + b*per + 0.15*cfg[1]
+	return mean, b * per * m.CV
+}
+
+// Amplification implements Model.
+func (m *VisionModel) Amplification(a Attrs) float64 {
+	if m.Amp == nil {
+		return 1
+	}
+	return m.Amp(a)
+}
+
+// OutMB implements Model.
+func (m *VisionModel) OutMB(a Attrs) float64 {
+	if m.Out == nil {
+		return 0.01
+	}
+	return m.Out(a)
+}
+
+// Features implements Model.
+func (m *VisionModel) Features(a Attrs) []float64 {
+	if m.Feat == nil {
+		return nil
+	}
+	return m.Feat(a)
+}

@@ -1,0 +1,125 @@
+package sim
+
+import "context"
+
+// TransitionAll as OpPlan.Transition restarts every instance not on the target
+// configuration at once (all-at-once switching).
+const TransitionAll = -1
+
+// OpPlan is a scheduler's target for one operator.
+type OpPlan struct {
+	// PerNode is the target number of instances on each node (all states counted).
+	PerNode []int
+	// Config is the target configuration (nil keeps the current target). Setting a new
+	// target starts a transition: instances on another configuration keep running until
+	// restarted by Transition.
+	Config OpConfig
+	// Transition is how many instances not on the target configuration to restart onto it
+	// this round (TransitionAll: all of them).
+	Transition int
+	// Probe, if non-nil, runs one instance with this configuration for online evaluation
+	// (the adaptation layer's BO trial); nil ends any running probe.
+	Probe OpConfig
+}
+
+// Total returns the summed instance count of p.
+func (p OpPlan) Total() int {
+	t := 0
+	for _, n := range p.PerNode {
+		t += n
+	}
+	return t
+}
+
+// Plan is a scheduler's decision for the whole pipeline; Ops is indexed like Pipeline.Ops.
+type Plan struct {
+	Ops []OpPlan
+}
+
+// Env is what a scheduler knows before the run: the cluster, the operators' declared
+// resource needs, cold starts and configuration spaces (ground-truth models are hidden;
+// see Profiler for explicit offline profiling).
+type Env struct {
+	Cluster  Cluster
+	Pipeline *Pipeline
+	// Tick is the simulator time step in seconds.
+	Tick float64
+	// Profiler measures operators in isolation, as an offline profiling run would.
+	Profiler *Profiler
+}
+
+// Scheduler decides parallelism, placement and configurations from observed metrics.
+type Scheduler interface {
+	// Name identifies the scheduler in reports.
+	Name() string
+	// Init returns the initial deployment.
+	Init(ctx context.Context, env *Env) (*Plan, error)
+	// Observe receives the metrics of every tick.
+	Observe(s *Snapshot)
+	// Interval is the decision period in seconds.
+	Interval() float64
+	// Decide returns a new plan, or nil to keep the current one.
+	Decide(ctx context.Context, s *Snapshot) (*Plan, error)
+}
+
+// OpStats are one operator's metrics over one tick, as a metrics collector reports them.
+type OpStats struct {
+	// Running, Starting and Restarting count instances by state (Starting: cold start of a
+	// new instance; Restarting: OOM or configuration restart).
+	Running, Starting, Restarting int
+	// PerNode counts non-stopping instances per node.
+	PerNode []int
+	// Unplaced counts instances of the last plan that did not fit on their node.
+	Unplaced int
+	// Queue and QueueCap are the input queue length and bound in records.
+	Queue, QueueCap float64
+	// Arrived, Processed and Emitted are records in, done and out during the tick.
+	Arrived, Processed, Emitted float64
+	// BusySec is the summed useful (busy) time of running instances in seconds.
+	BusySec float64
+	// Util is the mean device (accelerator or CPU) utilisation of running instances, as
+	// NVML or cgroup accounting reports it: for async operators, the fraction of time any
+	// request is in flight.
+	Util float64
+	// InFlight is the number of requests in flight over all running instances.
+	InFlight float64
+	// PeakMemGB is the largest per-instance peak device memory during the tick.
+	PeakMemGB float64
+	// OOMs counts out-of-memory restarts during the tick.
+	OOMs int
+	// Features are the mean workload features of the processed records.
+	Features []float64
+	// SrcRecords is Processed expressed in source records (Processed / cumulative
+	// amplification), so Processed/SrcRecords is the amplification factor.
+	SrcRecords float64
+	// OutMB is the mean size of an output record.
+	OutMB float64
+	// Config is the operator's target configuration and OnTarget how many instances run it.
+	Config   OpConfig
+	OnTarget int
+	// ProbeRunning reports a running probe instance; ProbeProcessed, ProbeBusySec,
+	// ProbePeakMemGB and ProbeOOM are its metrics.
+	ProbeRunning   bool
+	ProbeProcessed float64
+	ProbeBusySec   float64
+	ProbePeakMemGB float64
+	ProbeOOM       bool
+}
+
+// Snapshot is the whole pipeline's metrics at the end of one tick.
+type Snapshot struct {
+	// Time is the simulated time in seconds at the end of the tick.
+	Time float64
+	Tick float64
+	Ops  []OpStats
+	// Completed is the number of source records fully processed during the tick.
+	Completed float64
+	// TotalCompleted counts source records completed since the start.
+	TotalCompleted float64
+	// Regime is the index of the dataset part the source is reading.
+	Regime int
+	// EgressMBps is each node's cross-node traffic during the tick.
+	EgressMBps []float64
+	// Free is each node's unallocated resources.
+	Free []Resources
+}
