@@ -97,12 +97,11 @@ type Plugin struct {
 	// newNVML builds the NVML backend from the config; replaceable in tests.
 	newNVML func(Config) nvml.Interface
 
-	mu      sync.Mutex
-	cfg     Config
-	lib     nvml.Interface
-	period  time.Duration
-	known   map[string]bool // UUID -> healthy, from the last fingerprint
-	started bool
+	mu     sync.Mutex
+	cfg    Config
+	lib    nvml.Interface
+	period time.Duration
+	known  map[string]bool // UUID -> healthy, from the last fingerprint
 }
 
 var _ device.DevicePlugin = (*Plugin)(nil)
