@@ -1,0 +1,279 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/trident-sched/trident/apm/gp"
+)
+
+// Mode selects which filter stages a GPEstimator applies.
+type Mode int
+
+const (
+	// FilterNone feeds every valid sample to the model ("GP w/o filtering").
+	FilterNone Mode = iota
+	// FilterSignal applies only the stage-1 signal filter ("GP + signal filtering").
+	FilterSignal
+	// FilterTwoStage applies the signal filter and the GP residual filter (Trident).
+	FilterTwoStage
+)
+
+// String returns the estimator name of the mode.
+func (m Mode) String() string {
+	switch m {
+	case FilterNone:
+		return "gp"
+	case FilterSignal:
+		return "gp+signal"
+	case FilterTwoStage:
+		return "gp+two-stage"
+	}
+	return fmt.Sprintf("mode(%d)", int(m))
+}
+
+// Config configures a GPEstimator. A zero field takes its default.
+type Config struct {
+	// NMin is the number of accepted samples below which the EMA is reported and the
+	// residual filter is off (default 10).
+	NMin int
+	// EMAAlpha is the EMA weight of the newest accepted rate (default 0.3).
+	EMAAlpha float64
+	// Window bounds the GP's samples (default 200; see gp.WithWindow).
+	Window int
+	// RefitEvery bounds the number of accepted samples between hyperparameter refits
+	// (default 100). The first fit happens at NMin accepted samples, the next ones whenever
+	// the count doubles (2·NMin, 4·NMin, ...) until the gap reaches RefitEvery. A refit costs
+	// O(window³) per likelihood evaluation, so this keeps the amortised cost per sample low.
+	RefitEvery int
+	// ResidualK rejects samples whose standardised residual |y−μ|/√(σ²+σ_n²) exceeds it
+	// (default 3).
+	ResidualK float64
+	// MaxResidualRejects accepts a sample after this many consecutive residual rejections
+	// (default 10), so that a genuine shift of capacity cannot lock the model out. At K=3 a
+	// well-specified model rejects 0.3% of samples, so ten in a row signal a stale model.
+	MaxResidualRejects int
+	// Signal configures the stage-1 filter.
+	Signal SignalConfig
+	// Fit controls the first hyperparameter fit; refits warm-start from the current
+	// hyperparameters without random restarts.
+	Fit gp.FitOptions
+	// Logger receives fit failures and resets (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.NMin == 0 {
+		c.NMin = 10
+	}
+	if c.EMAAlpha == 0 {
+		c.EMAAlpha = 0.3
+	}
+	if c.Window == 0 {
+		c.Window = 200
+	}
+	if c.RefitEvery == 0 {
+		c.RefitEvery = 100
+	}
+	if c.ResidualK == 0 {
+		c.ResidualK = 3
+	}
+	if c.MaxResidualRejects == 0 {
+		c.MaxResidualRejects = 10
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Signal = c.Signal.withDefaults()
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.NMin < 2:
+		return fmt.Errorf("observe: NMin %d must be at least 2", c.NMin)
+	case !(c.EMAAlpha > 0 && c.EMAAlpha <= 1):
+		return fmt.Errorf("observe: EMA alpha %v outside (0, 1]", c.EMAAlpha)
+	case c.Window < c.NMin:
+		return fmt.Errorf("observe: window %d smaller than NMin %d", c.Window, c.NMin)
+	case c.RefitEvery < 1:
+		return fmt.Errorf("observe: refit interval %d must be positive", c.RefitEvery)
+	case !(c.ResidualK > 0):
+		return fmt.Errorf("observe: residual threshold %v must be positive", c.ResidualK)
+	}
+	return c.Signal.validate()
+}
+
+// ema is an exponentially weighted mean and variance.
+type ema struct {
+	alpha, mean, vr float64
+	n               int
+}
+
+func (e *ema) add(x float64) {
+	if e.n == 0 {
+		e.mean, e.vr = x, 0
+	} else {
+		d := x - e.mean
+		e.mean += e.alpha * d
+		e.vr = (1 - e.alpha) * (e.vr + e.alpha*d*d)
+	}
+	e.n++
+}
+
+func (e *ema) reset() { e.mean, e.vr, e.n = 0, 0, 0 }
+
+// GPEstimator is the GP capacity estimator of one operator with a configurable filter
+// (Trident's is FilterTwoStage): it reports an EMA of accepted rates until NMin samples are
+// accepted, then the GP prediction at the requested features. It is not safe for concurrent
+// use (Layer serialises access).
+//
+// The GP models the logarithm of the observed rate. Throughput noise is multiplicative (a
+// 4% jitter is 4 records/s at 100 records/s and 40 at 1000), so in log space the noise is
+// homoscedastic, as the GP assumes, and the residual filter's threshold means the same
+// relative deviation everywhere in feature space. The reported capacity is exp(μ) (the
+// predictive median) and its standard deviation exp(μ)·σ (delta method).
+type GPEstimator struct {
+	dim      int
+	mode     Mode
+	cfg      Config
+	sig      *signalFilter
+	ema      ema
+	model    *gp.GP
+	fitted   bool
+	accepted int
+	nextFit  int // accepted count of the next hyperparameter fit
+	rejects  int // consecutive residual rejections
+}
+
+// NewGPEstimator returns an estimator over dim workload features.
+func NewGPEstimator(dim int, mode Mode, cfg Config) (*GPEstimator, error) {
+	if mode < FilterNone || mode > FilterTwoStage {
+		return nil, fmt.Errorf("observe: unknown filter mode %d", int(mode))
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	model, err := gp.New(dim, gp.DefaultHyper(dim), gp.WithWindow(cfg.Window))
+	if err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
+	return &GPEstimator{
+		dim: dim, mode: mode, cfg: cfg,
+		sig:     newSignalFilter(cfg.Signal),
+		ema:     ema{alpha: cfg.EMAAlpha},
+		model:   model,
+		nextFit: cfg.NMin,
+	}, nil
+}
+
+// Name returns "gp", "gp+signal" or "gp+two-stage".
+func (e *GPEstimator) Name() string { return e.mode.String() }
+
+// Accepted returns the number of samples accepted since the last reset.
+func (e *GPEstimator) Accepted() int { return e.accepted }
+
+// Hyper returns the GP hyperparameters currently in use.
+func (e *GPEstimator) Hyper() gp.Hyper { return e.model.Hyper() }
+
+// Observe applies the filters to s and, if it passes, adds its rate to the EMA and the GP.
+// On the refit schedule (see Config.RefitEvery) it refits the GP's hyperparameters.
+func (e *GPEstimator) Observe(s Sample) (bool, string) {
+	if err := s.validate(e.dim); err != nil {
+		return false, ReasonInvalid + ": " + err.Error()
+	}
+	if e.mode >= FilterSignal {
+		if r := e.sig.check(s); r != "" {
+			return false, r
+		}
+	}
+	rate := s.Rate()
+	if !(rate > 0) {
+		return false, ReasonInvalid + ": no records completed"
+	}
+	y := math.Log(rate)
+	if e.mode == FilterTwoStage && e.fitted {
+		m, v := e.model.Predict(s.Features)
+		z := (y - m) / math.Sqrt(v+e.model.Hyper().NoiseVar)
+		if math.Abs(z) > e.cfg.ResidualK {
+			e.rejects++
+			if e.rejects < e.cfg.MaxResidualRejects {
+				return false, ReasonResidual
+			}
+			e.cfg.Logger.Debug("observe: residual filter rejected too many samples in a row; accepting",
+				"estimator", e.Name(), "rejects", e.rejects)
+		}
+	}
+	e.rejects = 0
+	if err := e.model.Add(s.Features, y); err != nil {
+		return false, ReasonInvalid + ": " + err.Error()
+	}
+	e.ema.add(rate)
+	e.accepted++
+	if e.accepted == e.nextFit {
+		o := e.cfg.Fit
+		if e.fitted {
+			o.Restarts, o.MaxIter = -1, 30
+		}
+		e.fit(o)
+		e.nextFit += min(e.nextFit, e.cfg.RefitEvery)
+	}
+	return true, ""
+}
+
+func (e *GPEstimator) fit(o gp.FitOptions) {
+	if e.accepted == e.cfg.NMin {
+		// First fit: start from a hyperparameter guess scaled to the data, not unit values.
+		if err := e.model.SetHyper(e.initialHyper()); err != nil {
+			e.cfg.Logger.Warn("observe: initial hyperparameters rejected", "estimator", e.Name(), "err", err)
+		}
+	}
+	if _, err := e.model.Fit(context.Background(), o); err != nil {
+		e.cfg.Logger.Warn("observe: GP fit failed; keeping previous hyperparameters", "estimator", e.Name(), "err", err)
+		return
+	}
+	e.fitted = true
+}
+
+// initialHyper guesses hyperparameters (log space) from the accepted samples: the log of
+// the EMA level, a 20% signal and 5% noise standard deviation, and the spread of each
+// feature as length scale.
+func (e *GPEstimator) initialHyper() gp.Hyper {
+	xs, _ := e.model.Data()
+	h := gp.Hyper{Mean: math.Log(e.ema.mean), SignalVar: 0.04, NoiseVar: 0.0025}
+	for d := 0; d < e.dim; d++ {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, x := range xs {
+			lo, hi = math.Min(lo, x[d]), math.Max(hi, x[d])
+		}
+		h.LengthScales = append(h.LengthScales, math.Max(hi-lo, 1e-6))
+	}
+	return h
+}
+
+// Estimate returns the capacity at features: the EMA during cold start, the GP afterwards.
+func (e *GPEstimator) Estimate(features []float64) (Estimate, error) {
+	if e.accepted == 0 {
+		return Estimate{}, ErrNoData
+	}
+	if len(features) != e.dim {
+		return Estimate{}, fmt.Errorf("observe: %d features, want %d", len(features), e.dim)
+	}
+	if !e.fitted || e.accepted < e.cfg.NMin {
+		return Estimate{Capacity: e.ema.mean, StdDev: math.Sqrt(e.ema.vr), Samples: e.accepted, Source: SourceEMA}, nil
+	}
+	m, v := e.model.Predict(features)
+	c := math.Exp(m)
+	return Estimate{Capacity: c, StdDev: c * math.Sqrt(v), Samples: e.model.Len(), Source: SourceGP}, nil
+}
+
+// Reset drops all samples and returns to the EMA cold start.
+func (e *GPEstimator) Reset() {
+	e.sig.reset()
+	e.ema.reset()
+	e.model.Reset()
+	e.fitted, e.accepted, e.rejects, e.nextFit = false, 0, 0, e.cfg.NMin
+}

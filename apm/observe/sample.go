@@ -1,0 +1,119 @@
+// Package observe is Trident's observation layer (paper §4): per-operator capacity
+// estimation from runtime samples with a two-stage anomaly filter — a signal filter on
+// utilisation and input-queue trends, then a model filter on the GP's standardised residual —
+// an EMA estimate during cold start, and sample invalidation after a committed configuration
+// change. It also holds the baseline estimators the paper compares against (Table 3), all
+// behind the Estimator interface.
+package observe
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Sample is one observation interval of one operator (aggregated over its instances).
+type Sample struct {
+	// Time is the end of the interval.
+	Time time.Time
+	// Interval is the interval length.
+	Interval time.Duration
+	// Records is the number of records the operator completed in the interval.
+	Records float64
+	// BusySeconds is the wall time with at least one record in service.
+	BusySeconds float64
+	// UsefulSeconds is the per-record processing time summed over records, as DS2-style
+	// instrumentation reports it; for asynchronous operators overlapping records make it
+	// exceed the wall time.
+	UsefulSeconds float64
+	// QueueStart and QueueEnd are the input queue lengths at the start and end.
+	QueueStart, QueueEnd float64
+	// Utilization is the accelerator utilisation (CPU utilisation for CPU operators), 0..1.
+	Utilization float64
+	// Features is the workload feature vector, in the order the operator declared.
+	Features []float64
+	// Epoch is the configuration epoch the sample was collected under.
+	Epoch uint64
+}
+
+// Rate returns the observed throughput in records per second.
+func (s Sample) Rate() float64 { return s.Records / s.Interval.Seconds() }
+
+// validate checks that s is usable by an operator with dim features.
+func (s Sample) validate(dim int) error {
+	if !(s.Interval > 0) {
+		return fmt.Errorf("interval %v must be positive", s.Interval)
+	}
+	if !(s.Records >= 0) || math.IsInf(s.Records, 0) {
+		return fmt.Errorf("records %v must be finite and non-negative", s.Records)
+	}
+	for name, v := range map[string]float64{
+		"busy seconds": s.BusySeconds, "useful seconds": s.UsefulSeconds,
+		"queue start": s.QueueStart, "queue end": s.QueueEnd, "utilization": s.Utilization,
+	} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("%s %v must be finite and non-negative", name, v)
+		}
+	}
+	if len(s.Features) != dim {
+		return fmt.Errorf("%d features, want %d", len(s.Features), dim)
+	}
+	for i, v := range s.Features {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("feature %d is %v", i, v)
+		}
+	}
+	return nil
+}
+
+// Reasons an estimator gives for rejecting a sample (the reason is empty when accepted).
+const (
+	ReasonInvalid         = "invalid sample"
+	ReasonStaleEpoch      = "stale epoch"
+	ReasonLowUtilization  = "low utilization"
+	ReasonQueueDraining   = "queue draining"
+	ReasonQueueGrowing    = "queue growing"
+	ReasonQueueEmpty      = "queue empty"
+	ReasonResidual        = "model residual"
+	ReasonUnknownOperator = "unknown operator"
+)
+
+// Sources of an Estimate.
+const (
+	SourceEMA  = "ema"  // cold start: exponential moving average of accepted rates
+	SourceGP   = "gp"   // GP predictive mean at the requested features
+	SourceRate = "rate" // a baseline's direct rate statistic (DS2)
+)
+
+// Estimate is a capacity estimate for one operator at one feature vector.
+type Estimate struct {
+	// Capacity is the sustainable throughput in records per second.
+	Capacity float64
+	// StdDev is the estimate's standard deviation (GP predictive or EMA spread).
+	StdDev float64
+	// Samples is the number of samples the estimate rests on.
+	Samples int
+	// Source tells which model produced the estimate (SourceEMA, SourceGP or SourceRate).
+	Source string
+	// Epoch is the configuration epoch of the samples.
+	Epoch uint64
+}
+
+// ErrNoData is returned when an estimator has not accepted any sample yet.
+var ErrNoData = errors.New("no accepted samples yet")
+
+// ErrUnknownOperator is returned for an operator the Layer does not know.
+var ErrUnknownOperator = errors.New("unknown operator")
+
+// Estimator estimates one operator's capacity from its samples.
+type Estimator interface {
+	// Name identifies the method, e.g. "gp+two-stage".
+	Name() string
+	// Observe offers a sample; it reports whether the sample was accepted and, if not, why.
+	Observe(s Sample) (accepted bool, reason string)
+	// Estimate returns the capacity at the given features; ErrNoData before any sample.
+	Estimate(features []float64) (Estimate, error)
+	// Reset drops all samples (after a configuration change).
+	Reset()
+}
