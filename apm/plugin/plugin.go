@@ -14,7 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +30,8 @@ import (
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 	nomadHelper "github.com/hashicorp/nomad-autoscaler/sdk/helper/nomad"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/internal/opmetrics"
 )
 
 // Name is the plugin's name in the autoscaler's `apm` block.
@@ -74,7 +78,7 @@ func New(log hclog.Logger) *Plugin {
 		stale:    2 * time.Minute,
 		history:  15 * time.Minute,
 		groups:   map[string]*groupState{},
-		capacity: NewObservationEstimator(),
+		capacity: NewObservationEstimator(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}
 }
 
@@ -161,7 +165,32 @@ func ParseQuery(q string) (metric, job, group string, err error) {
 // groupState is the scrape history of one job/group.
 type groupState struct {
 	job, group string
+	declared   bool
 	snaps      []snapshot
+}
+
+// groupFeatures reads the group's declared workload features (trident_features meta).
+func groupFeatures(ctx context.Context, cl *api.Client, job, group string) ([]string, error) {
+	j, _, err := cl.Jobs().Info(job, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		if strings.Contains(err.Error(), "404") {
+			return nil, fmt.Errorf("trident-apm: unknown job %q", job)
+		}
+		return nil, fmt.Errorf("trident-apm: read job %q: %w", job, err)
+	}
+	for _, tg := range j.TaskGroups {
+		if tg.Name == nil || *tg.Name != group {
+			continue
+		}
+		var out []string
+		for _, f := range strings.Split(tg.Meta[opmetrics.MetaFeatures], ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, f)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("trident-apm: job %q has no group %q", job, group)
 }
 
 // snapshot is one scrape of every instance of a group.
@@ -195,13 +224,23 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 		}
 		snap.instances[t.AllocID] = m
 	}
-	key := job + "/" + group
+	k := key(job, group)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	gs, ok := p.groups[key]
+	gs, ok := p.groups[k]
 	if !ok {
 		gs = &groupState{job: job, group: group}
-		p.groups[key] = gs
+		p.groups[k] = gs
+	}
+	if !gs.declared {
+		feats, err := groupFeatures(ctx, cl, job, group)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.capacity.Declare(job, group, feats); err != nil {
+			return nil, fmt.Errorf("trident-apm: %s/%s: %w", job, group, err)
+		}
+		gs.declared = true
 	}
 	if len(snap.instances) == 0 {
 		// Keep the history; stale data is reported by series().

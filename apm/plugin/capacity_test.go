@@ -1,0 +1,70 @@
+package plugin
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// steady builds snapshots of one instance processing rate records/s with noise, a stable
+// queue and high utilisation: the conditions under which the filter accepts samples.
+func steady(n int, rate float64, epoch float64, rng *rand.Rand) []snapshot {
+	t0 := time.Unix(1_000_000, 0)
+	var out []snapshot
+	in, busy, useful := 0.0, 0.0, 0.0
+	for i := 0; i < n; i++ {
+		out = append(out, snapshot{time: t0.Add(time.Duration(i) * 5 * time.Second), instances: map[string]InstanceMetrics{
+			"a1": {RecordsIn: in, BusySeconds: busy, UsefulSeconds: useful, QueueLength: 100, AccelUtil: 0.9, HasAccelerator: true,
+				FeatureMean: map[string]float64{"tokens": 512}, Epoch: epoch},
+		}})
+		in += rate * 5 * (1 + 0.02*rng.NormFloat64())
+		busy += 5
+		useful += 5
+	}
+	return out
+}
+
+func TestObservationEstimatorConverges(t *testing.T) {
+	e := NewObservationEstimator(nil)
+	if err := e.Declare("pdf", "ocr", []string{"tokens"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Capacity("pdf", "ocr"); err == nil {
+		t.Fatal("capacity before any scrape should be an error")
+	}
+	snaps := steady(40, 12, 0, rand.New(rand.NewPCG(1, 2)))
+	for i := 1; i < len(snaps); i++ {
+		e.Observe("pdf", "ocr", snaps[i-1], snaps[i])
+	}
+	got, err := e.Capacity("pdf", "ocr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2% per-interval noise averaged over 39 samples: 5% is > 10 standard errors of slack.
+	if math.Abs(got-12)/12 > 0.05 {
+		t.Errorf("capacity = %.3f, want 12 ± 5%%", got)
+	}
+	if st := e.Stats("pdf", "ocr"); st.Accepted < 30 {
+		t.Errorf("accepted %d of 39 clean samples (rejections %v)", st.Accepted, st.Rejected)
+	}
+	// A committed config change starts a new epoch: old-epoch samples are then rejected.
+	e.Invalidate("pdf", "ocr")
+	old := steady(3, 30, 0, rand.New(rand.NewPCG(3, 4)))
+	before := e.Stats("pdf", "ocr").Rejected["stale epoch"]
+	e.Observe("pdf", "ocr", old[0], old[1])
+	if after := e.Stats("pdf", "ocr").Rejected["stale epoch"]; after != before+1 {
+		t.Errorf("stale-epoch rejections %d -> %d, want +1", before, after)
+	}
+}
+
+func TestFeatureVector(t *testing.T) {
+	m := InstanceMetrics{FeatureMean: map[string]float64{"in": 3}, FeatureStd: map[string]float64{"in": 0.5}}
+	got := featureVector([]string{"in", "in_std", "in_mean", "missing", "const"}, m)
+	want := []float64{3, 0.5, 3, 0, 1}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("feature %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+}
