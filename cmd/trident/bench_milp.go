@@ -2,11 +2,63 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+
+	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/strategy/milp/milpbench"
 )
 
-// runBenchMILP is not built yet.
+// runBenchMILP measures the scheduling-layer MILP: median and p95 solve time and final gap
+// per pipeline and cluster size (logic in strategy/milp/milpbench).
 func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	cfg := milpbench.DefaultConfig()
+	fs := flag.NewFlagSet("bench milp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizes := fs.String("sizes", "8,16,32,64", "comma-separated cluster sizes (nodes)")
+	pipelines := fs.String("pipelines", "pdf,video", "comma-separated pipelines: pdf, video")
+	mixes := fs.String("mixes", "uniform,hetero,hetero-net", "comma-separated node mixes: uniform, hetero, hetero-net")
+	scenarios := fs.String("scenarios", "startup,resched", "comma-separated scenarios: startup, resched")
+	modes := fs.String("modes", "trident,mip,plain", "comma-separated modes: trident, mip, plain")
+	fs.IntVar(&cfg.Seeds, "seeds", cfg.Seeds, "seeds per pipeline, size, mix and scenario")
+	fs.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "time limit per solve")
+	fs.Float64Var(&cfg.RelGap, "gap", cfg.RelGap, "requested relative MIP gap")
+	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the plain-HiGHS ablation only up to this many nodes")
+	verbose := fs.Bool("v", false, "print one line per solve on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.Sizes, err = milpbench.ParseInts(*sizes); err != nil {
+		return fmt.Errorf("-sizes: %w", err)
+	}
+	if cfg.Pipelines, err = milpbench.ParseList(*pipelines, "pdf", "video"); err != nil {
+		return fmt.Errorf("-pipelines: %w", err)
+	}
+	if cfg.Mixes, err = milpbench.ParseList(*mixes, "uniform", "hetero", "hetero-net"); err != nil {
+		return fmt.Errorf("-mixes: %w", err)
+	}
+	if cfg.Scenarios, err = milpbench.ParseList(*scenarios, "startup", "resched"); err != nil {
+		return fmt.Errorf("-scenarios: %w", err)
+	}
+	ms, err := milpbench.ParseList(*modes, "trident", "mip", "plain")
+	if err != nil {
+		return fmt.Errorf("-modes: %w", err)
+	}
+	cfg.Modes = nil
+	for _, m := range ms {
+		cfg.Modes = append(cfg.Modes, milpbench.Mode(m))
+	}
+	if cfg.Seeds <= 0 || cfg.TimeLimit <= 0 || cfg.RelGap < 0 {
+		return fmt.Errorf("-seeds and -time-limit must be > 0 and -gap >= 0")
+	}
+	if *verbose {
+		cfg.Progress = stderr
+	}
+	res, err := milpbench.Run(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	return benchfmt.WriteResult(stdout, res)
 }

@@ -68,9 +68,10 @@
 //     memory and accelerators; rows "agg_cpu/mem/gpu": sum_i c_i P_i <= sum_n C_n. Both
 //     are relaxations of the per-node constraints, hence valid.
 //   - Warm start: the greedy plan (bisection on T, minimum parallelism, migration-aware
-//     first fit from the current deployment) is passed to HiGHS. When it already reaches
-//     the bound (gap <= RelGap/1000) HiGHS is not started and the greedy plan is proven
-//     within the gap by Tub.
+//     spread placement from the current deployment) is passed to HiGHS. When it is already
+//     within RelGap of Tub, HiGHS is not started (it would stop at its first gap check):
+//     the greedy plan is returned with Status optimal, Source "greedy" and the proven gap.
+//     Options.AlwaysMIP forces the HiGHS run.
 //   - Symmetry breaking: nodes with equal pools, bandwidth, current and pinned instances
 //     form classes; "sym_c_k" orders each class by resource load
 //     (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid because any solution can be

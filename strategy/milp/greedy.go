@@ -200,36 +200,33 @@ func (q *prep) place(T float64, scratch bool) (x, d [][]int, ok bool) {
 		for n := range M {
 			def -= x[i][n]
 		}
-		for def > 0 {
-			bestN, bestFit, bestScore := -1, 0, math.Inf(-1)
-			for n := range M {
-				f := fit(o, freeC[n], freeM[n], freeG[n])
-				if f == 0 {
-					continue
-				}
-				score := float64(min(f, def))
-				if removed[i][n] > 0 {
-					score += 1e6 // undo our own removal before launching elsewhere
-				}
-				if (i > 0 && x[i-1][n] > 0) || (i+1 < N && x[i+1][n] > 0) {
-					score += 0.5 // co-locate neighbours (less egress)
-				}
-				if o.GPUs == 0 && p.Nodes[n].GPUs > 0 {
-					score -= 0.25 // keep accelerator nodes' cores for accelerator operators
-				}
-				if score > bestScore {
-					bestN, bestFit, bestScore = n, f, score
-				}
+		// first undo our own surplus removals (no launch cost), then spread the rest over
+		// the nodes in proportion to the room each has for this operator: on identical
+		// nodes every node gets the same mix, which packs well and keeps traffic local
+		for n := 0; n < M && def > 0; n++ {
+			if k := min(def, removed[i][n], fit(o, freeC[n], freeM[n], freeG[n])); k > 0 {
+				take(i, n, k)
+				removed[i][n] -= k
+				def -= k
 			}
-			if bestN < 0 {
-				return nil, nil, false
+		}
+		if def <= 0 {
+			continue
+		}
+		room := make([]int, M)
+		total := 0
+		for n := range M {
+			room[n] = fit(o, freeC[n], freeM[n], freeG[n])
+			total += room[n]
+		}
+		if total < def {
+			return nil, nil, false
+		}
+		got := spread(def, room, ones(M))
+		for n := range M {
+			if got[n] > 0 {
+				take(i, n, got[n])
 			}
-			k := min(def, bestFit)
-			take(i, bestN, k)
-			if removed[i][bestN] > 0 {
-				removed[i][bestN] -= min(k, removed[i][bestN])
-			}
-			def -= k
 		}
 	}
 	// keep removed surplus instances where they still fit: no termination cost, more capacity
@@ -272,4 +269,83 @@ func (q *prep) nodeOrder(less func(a, b int) bool) []int {
 	}
 	sort.SliceStable(o, func(a, b int) bool { return less(o[a], o[b]) })
 	return o
+}
+
+// spread distributes def instances over nodes with the given room, in proportion to
+// room*weight (water-filling: a node never gets more than its room).
+func spread(def int, room []int, weight []float64) []int {
+	M := len(room)
+	got := make([]int, M)
+	want := make([]float64, M)
+	open := make([]bool, M)
+	left := float64(def)
+	for n := range M {
+		open[n] = room[n] > 0
+	}
+	for round := 0; round < M && left > 1e-9; round++ {
+		sw := 0.0
+		for n := range M {
+			if open[n] {
+				sw += float64(room[n]) * weight[n]
+			}
+		}
+		if sw <= 0 {
+			break
+		}
+		capped := false
+		for n := range M {
+			if !open[n] {
+				continue
+			}
+			add := left * float64(room[n]) * weight[n] / sw
+			if want[n]+add >= float64(room[n]) {
+				capped = true
+			}
+		}
+		next := left
+		for n := range M {
+			if !open[n] {
+				continue
+			}
+			add := left * float64(room[n]) * weight[n] / sw
+			if want[n]+add >= float64(room[n]) {
+				next -= float64(room[n]) - want[n]
+				want[n] = float64(room[n])
+				open[n] = false
+			} else if !capped {
+				want[n] += add
+				next -= add
+			}
+		}
+		left = next
+	}
+	placed := 0
+	for n := range M {
+		got[n] = min(room[n], int(math.Floor(want[n]+1e-9)))
+		placed += got[n]
+	}
+	for placed < def { // remainder: largest unmet share first, then any room
+		best, bestV := -1, math.Inf(-1)
+		for n := range M {
+			if got[n] < room[n] {
+				if v := want[n] - float64(got[n]); v > bestV {
+					best, bestV = n, v
+				}
+			}
+		}
+		if best < 0 {
+			break
+		}
+		got[best]++
+		placed++
+	}
+	return got
+}
+
+func ones(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
 }

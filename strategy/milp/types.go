@@ -166,6 +166,9 @@ type Options struct {
 	NoSymmetryBreaking bool
 	// NoBound disables the aggregate-relaxation bound on T and the aggregate rows.
 	NoBound bool
+	// AlwaysMIP runs HiGHS even when the greedy plan is already proven within RelGap by
+	// the aggregate bound (HiGHS may then still improve the tie-breakers).
+	AlwaysMIP bool
 	// Verbose enables the HiGHS log on stderr.
 	Verbose bool
 }

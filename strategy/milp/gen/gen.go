@@ -18,8 +18,9 @@ type Spec struct {
 	Pipeline string
 	// Nodes is the cluster size.
 	Nodes int
-	// Mix is "uniform" (all accelerator nodes) or "hetero" (half of the nodes are
-	// CPU-only 128-core, 512 GB, 25 Gbit/s nodes; a quarter have 4 accelerators).
+	// Mix is "uniform" (all accelerator nodes), "hetero" (half of the nodes are CPU-only
+	// 128-core, 512 GB, 25 Gbit/s nodes; a quarter have 4 accelerators) or "hetero-net"
+	// (the hetero mix with an eighth of the bandwidth: egress binds, placement matters).
 	Mix string
 	// Seed drives the capacity jitter.
 	Seed uint64
@@ -87,13 +88,16 @@ func Nodes(s Spec) []milp.Node {
 	nodes := make([]milp.Node, s.Nodes)
 	for n := range nodes {
 		nd := milp.Node{Name: fmt.Sprintf("node-%02d", n), CPU: 256, MemMB: 1 << 20, GPUs: 8, EgressBps: 12.5e9, Class: "gpu8"}
-		if s.Mix == "hetero" {
+		if s.Mix == "hetero" || s.Mix == "hetero-net" {
 			switch {
 			case n%2 == 1:
 				nd = milp.Node{Name: nd.Name, CPU: 128, MemMB: 512 << 10, GPUs: 0, EgressBps: 3.125e9, Class: "cpu"}
 			case n%4 == 2:
 				nd = milp.Node{Name: nd.Name, CPU: 192, MemMB: 768 << 10, GPUs: 4, EgressBps: 6.25e9, Class: "gpu4"}
 			}
+		}
+		if s.Mix == "hetero-net" {
+			nd.EgressBps /= 8
 		}
 		nodes[n] = nd
 	}
@@ -117,8 +121,8 @@ func Generate(s Spec) (*milp.Problem, error) {
 	if s.Nodes <= 0 {
 		return nil, fmt.Errorf("gen: Nodes must be > 0, got %d", s.Nodes)
 	}
-	if s.Mix != "uniform" && s.Mix != "hetero" {
-		return nil, fmt.Errorf("gen: unknown mix %q (want uniform or hetero)", s.Mix)
+	if s.Mix != "uniform" && s.Mix != "hetero" && s.Mix != "hetero-net" {
+		return nil, fmt.Errorf("gen: unknown mix %q (want uniform, hetero or hetero-net)", s.Mix)
 	}
 	rng := rand.New(rand.NewPCG(s.Seed, uint64(len(ops))*7919+uint64(s.Nodes)))
 	nodes := Nodes(s)

@@ -1,0 +1,50 @@
+package milpbench_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trident-sched/trident/strategy/milp/milpbench"
+)
+
+func TestRunSmall(t *testing.T) {
+	cfg := milpbench.DefaultConfig()
+	cfg.Pipelines, cfg.Sizes, cfg.Seeds = []string{"video"}, []int{8}, 1
+	cfg.Mixes, cfg.Scenarios = []string{"uniform"}, []string{"resched"}
+	cfg.Modes = []milpbench.Mode{milpbench.ModeTrident, milpbench.ModeMIP}
+	cfg.TimeLimit = 20 * time.Second
+	var out bytes.Buffer
+	res, err := milpbench.Run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"video_8_trident_median_ms", "video_8_trident_p95_ms", "video_8_mip_max_gap", "video_8_mip_within_gap"} {
+		if _, ok := res.Figures[k]; !ok {
+			t.Errorf("figure %s missing: %v", k, res.Figures)
+		}
+	}
+	if g := res.Figures["video_8_mip_max_gap"].(float64); g > cfg.RelGap {
+		t.Errorf("max gap %v above the requested %v", g, cfg.RelGap)
+	}
+	if res.Peers["paper_video_8_mean_ms"] != 62 {
+		t.Errorf("paper peer missing: %v", res.Peers)
+	}
+	if !strings.Contains(out.String(), "median ms") {
+		t.Errorf("table missing:\n%s", out.String())
+	}
+}
+
+func TestParse(t *testing.T) {
+	if v, err := milpbench.ParseInts("8, 16"); err != nil || len(v) != 2 || v[1] != 16 {
+		t.Fatalf("ParseInts: %v %v", v, err)
+	}
+	if _, err := milpbench.ParseInts("8,x"); err == nil {
+		t.Fatal("ParseInts accepted x")
+	}
+	if _, err := milpbench.ParseList("pdf,audio", "pdf", "video"); err == nil {
+		t.Fatal("ParseList accepted audio")
+	}
+}
