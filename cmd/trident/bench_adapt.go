@@ -2,11 +2,60 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"time"
+
+	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/strategy/adaptbench"
 )
 
-// runBenchAdapt is not built yet.
+// runBenchAdapt benchmarks the adaptation layer: memory-constrained BO against unconstrained
+// BO, random and grid search on the simulated TextOCR and Captioning operators, and online
+// clustering against offline K-means/DBSCAN on regime-shift streams.
 func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("bench adapt", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	boCfg := adaptbench.DefaultBOConfig()
+	clCfg := adaptbench.DefaultClusterConfig()
+	fs.IntVar(&boCfg.Seeds, "seeds", boCfg.Seeds, "tuning runs per method and operator")
+	fs.IntVar(&boCfg.Budget, "budget", boCfg.Budget, "evaluations per tuning run")
+	fs.IntVar(&boCfg.InitPoints, "init", boCfg.InitPoints, "initial quasi-random evaluations of the BO methods")
+	fs.Float64Var(&boCfg.MarginGB, "margin-gb", boCfg.MarginGB, "memory safety margin of constrained BO (GB)")
+	fs.Float64Var(&boCfg.Delta, "delta", boCfg.Delta, "minimum probability of feasibility of constrained BO")
+	fs.DurationVar(&boCfg.EvalDuration, "eval", boCfg.EvalDuration, "length of one simulated tuning evaluation")
+	fs.DurationVar(&boCfg.SustainedDuration, "sustained", boCfg.SustainedDuration, "run length over which a recommendation's OOM risk is judged")
+	fs.Uint64Var(&clCfg.Seed, "cluster-seed", clCfg.Seed, "seed of the clustering streams")
+	fs.StringVar(&clCfg.Python, "python", clCfg.Python, "python3 with scikit-learn for the offline baselines (empty: skip them)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if boCfg.Seeds < 1 || boCfg.Budget < 1 || boCfg.InitPoints < 1 {
+		return fmt.Errorf("bench adapt: -seeds, -budget and -init must be positive")
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	start := time.Now()
+	cases, err := adaptbench.RunBO(ctx, boCfg, adaptbench.DefaultBOCases())
+	if err != nil {
+		return fmt.Errorf("bench adapt: %w", err)
+	}
+	log.Info("configuration optimisation done", "seeds", boCfg.Seeds, "elapsed", time.Since(start).Round(time.Millisecond))
+	streams, sklearn, err := adaptbench.RunClustering(ctx, clCfg, adaptbench.DefaultStreams())
+	if err != nil {
+		return fmt.Errorf("bench adapt: %w", err)
+	}
+	tables, res, err := adaptbench.Report(boCfg, cases, streams, sklearn)
+	if err != nil {
+		return fmt.Errorf("bench adapt: %w", err)
+	}
+	for _, t := range tables {
+		if err := t.Write(stdout); err != nil {
+			return fmt.Errorf("bench adapt: %w", err)
+		}
+	}
+	fmt.Fprintln(stdout)
+	return benchfmt.WriteResult(stdout, res)
 }

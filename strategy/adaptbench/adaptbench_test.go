@@ -1,0 +1,138 @@
+package adaptbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/strategy/bo"
+)
+
+// TestConstrainedBOCutsOOMs checks the acceptance criterion on a fixed seed set (seeds
+// 1..5, 30 evaluations, 5 initial, both operators): constrained BO has at least 75% fewer
+// OOM evaluations than unconstrained BO and its mean best measured throughput is at most
+// 2% below.
+func TestConstrainedBOCutsOOMs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 20 BO tuning runs")
+	}
+	cfg := DefaultBOConfig()
+	cfg.Seeds = 5
+	cfg.Methods = []bo.Method{bo.Constrained, bo.Unconstrained}
+	res, err := RunBO(context.Background(), cfg, DefaultBOCases())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res {
+		cmp, err := Compare(c, bo.Unconstrained)
+		if err != nil {
+			t.Fatal(err)
+		}
+		con, _ := c.Method(bo.Constrained)
+		un, _ := c.Method(bo.Unconstrained)
+		t.Logf("%s: OOMs %d vs %d (%.0f%% fewer), best %.3f vs %.3f (cost %+.1f%%), recommendation %.1f%% of oracle",
+			c.Case.Name, con.OOMTotal, un.OOMTotal, 100*cmp.OOMReduction, con.BestMeasured, un.BestMeasured, 100*cmp.ThroughputCost, 100*con.RecTrue/c.Oracle)
+		if cmp.OOMReduction < 0.75 {
+			t.Errorf("%s: OOM reduction %.1f%% < 75%%", c.Case.Name, 100*cmp.OOMReduction)
+		}
+		if cmp.ThroughputCost > 0.02 {
+			t.Errorf("%s: throughput cost %.1f%% > 2%%", c.Case.Name, 100*cmp.ThroughputCost)
+		}
+		// The recommendation survives sustained runs: mean OOM probability below 5%.
+		if con.RecSustainedOOM > 0.05 {
+			t.Errorf("%s: recommendation's sustained OOM probability %.3f", c.Case.Name, con.RecSustainedOOM)
+		}
+	}
+}
+
+// TestOnlineClusteringFindsRegimes checks that the online clusterer finds the true number of
+// workload types on both streams with ARI >= 0.89 (the paper's online PDF figure) for three
+// stream seeds.
+func TestOnlineClusteringFindsRegimes(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		cfg := DefaultClusterConfig()
+		cfg.Seed, cfg.Python = seed, ""
+		res, _, err := RunClustering(context.Background(), cfg, DefaultStreams())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res {
+			s, _ := o.Score("Trident (online)")
+			if s.Clusters != o.TrueClusters || s.ARI < 0.89 || s.Purity < 0.95 {
+				t.Errorf("seed %d %s: %d clusters (want %d), purity %.3f, ARI %.3f (want >= 0.89)", seed, o.Stream.Name, s.Clusters, o.TrueClusters, s.Purity, s.ARI)
+			}
+			// One shift per regime change: PDF has 2, Video 2 (short, long, short).
+			if s.Shifts != len(o.Stream.Regimes)-1 {
+				t.Errorf("seed %d %s: %d regime shifts, want %d", seed, o.Stream.Name, s.Shifts, len(o.Stream.Regimes)-1)
+			}
+		}
+	}
+}
+
+func TestOfflineBaselines(t *testing.T) {
+	cfg := DefaultClusterConfig()
+	if err := exec.Command(cfg.Python, "-c", "import sklearn").Run(); err != nil {
+		t.Skipf("%s with scikit-learn unavailable: %v", cfg.Python, err)
+	}
+	res, version, err := RunClustering(context.Background(), cfg, DefaultStreams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if version == "" {
+		t.Fatal("no scikit-learn version reported")
+	}
+	for _, o := range res {
+		km, ok := o.Score("K-means (offline)")
+		if !ok {
+			t.Fatalf("%s: no K-means score", o.Stream.Name)
+		}
+		// K-means is given the true k on well-separated log-normal clusters.
+		if km.Clusters != o.TrueClusters || km.ARI < 0.85 {
+			t.Errorf("%s: K-means %+v", o.Stream.Name, km)
+		}
+	}
+}
+
+func TestReportEndsWithOneResultLine(t *testing.T) {
+	cfg := DefaultBOConfig()
+	cfg.Seeds, cfg.Budget = 1, 8
+	cases, err := RunBO(context.Background(), cfg, DefaultBOCases()[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg := DefaultClusterConfig()
+	ccfg.Python = ""
+	streams, _, err := RunClustering(context.Background(), ccfg, DefaultStreams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, res, err := Report(cfg, cases, streams, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for _, tb := range tables {
+		if err := tb.Write(&buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := benchfmt.WriteResult(&buf, res); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	last := lines[len(lines)-1]
+	if strings.Count(buf.String(), "RESULT ") != 1 || !strings.HasPrefix(last, "RESULT ") {
+		t.Fatalf("output does not end with exactly one RESULT line:\n%s", buf.String())
+	}
+	var got benchfmt.Result
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(last, "RESULT ")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Bench != "adapt" || got.Figures["bo.textocr.constrained_bo.best_rps"] == nil || got.Peers["paper.table6.pdf.oom_unconstrained"] != 14.0 {
+		t.Fatalf("RESULT %+v", got)
+	}
+}

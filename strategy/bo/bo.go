@@ -1,0 +1,618 @@
+// Package bo implements the memory-constrained Bayesian optimisation of operator
+// configurations (Trident paper §5.3) and the baselines it is compared with.
+//
+// Constrained BO keeps two surrogates on the unit cube of a configspace.Space: one of
+// sustained throughput, fitted to feasible (non-OOM) evaluations, and one of log peak device
+// memory, fitted to every evaluation (an OOM counts as OOMPenalty above the device limit);
+// the memory surrogate has a linear trend so that it extrapolates memory growth.
+// The next configuration maximises EI(x)·PF(x), where PF(x) = Φ((M − μ − m(x))/s(x)) is the
+// probability that peak memory stays below the device memory M less the margin μ, among
+// candidates with PF(x) ≥ δ. After the budget, the recommendation is the evaluated feasible
+// configuration with the best predicted throughput among those with PF ≥ δ.
+//
+// Unconstrained BO uses plain EI on one throughput surrogate; OOM evaluations are failed
+// trials left out of the surrogate (variant UnconstrainedZero records them as throughput 0). Random search walks a randomly
+// shifted Halton sequence; grid search evaluates points of a grid in random order.
+//
+// The optimiser has an ask/tell API (Suggest, Observe) for the online loop and Run for
+// benchmarks.
+package bo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/trident-sched/trident/strategy/configspace"
+)
+
+// Method selects the search strategy.
+type Method int
+
+// Search strategies.
+const (
+	// Constrained is memory-constrained BO (EI × probability of feasibility).
+	Constrained Method = iota
+	// Unconstrained is BO with plain expected improvement, blind to memory: an OOM
+	// evaluation is a failed trial and is left out of the throughput surrogate (the usual
+	// handling of crashed trials, e.g. Optuna's samplers skip failed trials).
+	Unconstrained
+	// UnconstrainedZero is plain-EI BO that records an OOM evaluation as throughput 0
+	// (its sustained throughput), so the surrogate learns a cliff at the memory limit.
+	UnconstrainedZero
+	// Random is quasi-random search along a randomly shifted Halton sequence.
+	Random
+	// Grid is grid search: grid points in random order.
+	Grid
+)
+
+// String names the method.
+func (m Method) String() string {
+	switch m {
+	case Constrained:
+		return "constrained-bo"
+	case Unconstrained:
+		return "unconstrained-bo"
+	case UnconstrainedZero:
+		return "unconstrained-bo-oom0"
+	case Random:
+		return "random-search"
+	case Grid:
+		return "grid-search"
+	}
+	return fmt.Sprintf("Method(%d)", int(m))
+}
+
+// Options configures an Optimizer.
+type Options struct {
+	// Method is the search strategy (default Constrained).
+	Method Method
+	// InitPoints is the size of the quasi-random initial design of the BO methods
+	// (default 5).
+	InitPoints int
+	// MemLimit is the device memory M available to the operator instance (required for
+	// Constrained), in the unit of the observed peak memory.
+	MemLimit float64
+	// Margin is the safety margin μ subtracted from MemLimit.
+	Margin float64
+	// Delta is the minimum probability of feasibility δ of a suggestion and of the
+	// recommendation (default 0.5).
+	Delta float64
+	// OOMPenalty is the fraction above MemLimit recorded as the peak memory of an OOM
+	// evaluation (default 0.05).
+	OOMPenalty float64
+	// Candidates is the number of random candidates scored per suggestion (default 1500);
+	// as many again are drawn around the best evaluations.
+	Candidates int
+	// GridLevels is the number of levels per numeric parameter of grid search (default 3).
+	GridLevels int
+	// Surrogate makes the throughput surrogate (default: GP, one restart).
+	Surrogate SurrogateFactory
+	// MemSurrogate makes the memory surrogate of constrained BO, which is fitted to the
+	// logarithm of peak memory (default: GP with a linear trend, one restart).
+	MemSurrogate SurrogateFactory
+	// Logger receives debug records (default: discard).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults(rng *rand.Rand) Options {
+	if o.InitPoints <= 0 {
+		o.InitPoints = 5
+	}
+	if o.Delta == 0 {
+		o.Delta = 0.5
+	}
+	if o.OOMPenalty == 0 {
+		o.OOMPenalty = 0.05
+	}
+	if o.Candidates <= 0 {
+		o.Candidates = 1500
+	}
+	if o.GridLevels <= 0 {
+		o.GridLevels = 3
+	}
+	if o.Surrogate == nil {
+		o.Surrogate = GPFactory(GPOptions{Restarts: 1, Seed: rng.Uint64()})
+	}
+	if o.MemSurrogate == nil {
+		o.MemSurrogate = GPFactory(GPOptions{Restarts: 1, Seed: rng.Uint64()})
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Observation is one evaluated configuration.
+type Observation struct {
+	Config     configspace.Config
+	X          []float64 // unit-cube coordinates
+	Throughput float64   // measured sustained throughput (0 after OOM)
+	PeakMem    float64   // measured peak memory (as observed; the limit after OOM)
+	OOM        bool
+}
+
+// Optimizer proposes configurations and learns from their measurements. It is not safe for
+// concurrent use.
+type Optimizer struct {
+	space *configspace.Space
+	opts  Options
+	rng   *rand.Rand
+	shift []float64 // Cranley-Patterson rotation of the Halton sequence
+	hIdx  int       // next Halton index
+	grid  []configspace.Config
+	obs   []Observation
+	seen  map[string]bool
+
+	thr, mem        Surrogate
+	fittedAt        int // len(obs) when the surrogates were last fitted
+	haveFeasibleFit bool
+}
+
+// New returns an optimiser over space. rng drives every random choice.
+func New(space *configspace.Space, opts Options, rng *rand.Rand) (*Optimizer, error) {
+	if space == nil || space.Dim() == 0 {
+		return nil, errors.New("bo: empty configuration space")
+	}
+	if rng == nil {
+		return nil, errors.New("bo: nil random source")
+	}
+	opts = opts.withDefaults(rng)
+	if opts.Method == Constrained && !(opts.MemLimit > 0) {
+		return nil, fmt.Errorf("bo: constrained BO needs a positive memory limit, got %v", opts.MemLimit)
+	}
+	if opts.Delta < 0 || opts.Delta >= 1 {
+		return nil, fmt.Errorf("bo: feasibility threshold delta %v outside [0,1)", opts.Delta)
+	}
+	o := &Optimizer{space: space, opts: opts, rng: rng, seen: map[string]bool{}, fittedAt: -1}
+	o.shift = make([]float64, space.Dim())
+	for i := range o.shift {
+		o.shift[i] = rng.Float64()
+	}
+	o.hIdx = 1
+	if opts.Method == Grid {
+		g, err := space.Grid(opts.GridLevels)
+		if err != nil {
+			return nil, fmt.Errorf("bo: grid search: %w", err)
+		}
+		rng.Shuffle(len(g), func(i, j int) { g[i], g[j] = g[j], g[i] })
+		o.grid = g
+	}
+	if opts.Method == Constrained || opts.Method == Unconstrained || opts.Method == UnconstrainedZero {
+		o.thr = opts.Surrogate(space.Dim())
+		if opts.Method == Constrained {
+			o.mem = opts.MemSurrogate(space.Dim())
+		}
+	}
+	return o, nil
+}
+
+// Observations returns the evaluations so far, in order.
+func (o *Optimizer) Observations() []Observation { return append([]Observation(nil), o.obs...) }
+
+// OOMs returns the number of evaluations that failed with OOM.
+func (o *Optimizer) OOMs() int {
+	n := 0
+	for _, ob := range o.obs {
+		if ob.OOM {
+			n++
+		}
+	}
+	return n
+}
+
+// BestObserved returns the evaluation with the highest measured throughput among those
+// without OOM.
+func (o *Optimizer) BestObserved() (Observation, bool) {
+	best, ok := Observation{}, false
+	for _, ob := range o.obs {
+		if !ob.OOM && (!ok || ob.Throughput > best.Throughput) {
+			best, ok = ob, true
+		}
+	}
+	return best, ok
+}
+
+// Observe records the measurement of configuration c: sustained throughput, peak device
+// memory and whether the run failed with OOM.
+func (o *Optimizer) Observe(c configspace.Config, throughput, peakMem float64, oom bool) error {
+	cc, err := o.space.Check(c)
+	if err != nil {
+		return fmt.Errorf("bo: observe: %w", err)
+	}
+	x, err := o.space.Encode(cc)
+	if err != nil {
+		return fmt.Errorf("bo: observe: %w", err)
+	}
+	if oom {
+		throughput = 0
+		peakMem = math.Max(peakMem, o.opts.MemLimit)
+	}
+	if math.IsNaN(throughput) || math.IsInf(throughput, 0) || math.IsNaN(peakMem) || math.IsInf(peakMem, 0) {
+		return fmt.Errorf("bo: observe %s: non-finite throughput %v or memory %v", cc, throughput, peakMem)
+	}
+	o.obs = append(o.obs, Observation{Config: cc, X: x, Throughput: throughput, PeakMem: peakMem, OOM: oom})
+	o.seen[cc.String()] = true
+	return nil
+}
+
+// Suggest returns the next configuration to evaluate.
+func (o *Optimizer) Suggest(ctx context.Context) (configspace.Config, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bo: suggest: %w", err)
+	}
+	switch o.opts.Method {
+	case Grid:
+		for len(o.grid) > 0 {
+			c := o.grid[0]
+			o.grid = o.grid[1:]
+			if !o.seen[c.String()] {
+				return c, nil
+			}
+		}
+		return o.nextHalton()
+	case Random:
+		return o.nextHalton()
+	}
+	if len(o.obs) < o.opts.InitPoints {
+		return o.nextHalton()
+	}
+	if err := o.fit(ctx); err != nil {
+		return nil, err
+	}
+	cands := o.candidates()
+	best, bestScore := -1, math.Inf(-1)
+	bestPF, bestPFIdx := -1.0, -1
+	incumbent, haveInc := o.incumbent()
+	for i, x := range cands {
+		pf := 1.0
+		if o.opts.Method == Constrained {
+			pf = o.pFeasible(x)
+			if pf > bestPF {
+				bestPF, bestPFIdx = pf, i
+			}
+			if pf < o.opts.Delta {
+				continue
+			}
+		}
+		var score float64
+		if haveInc {
+			m, v := o.thr.Predict(x)
+			score = expectedImprovement(m, math.Sqrt(v), incumbent) * pf
+		} else {
+			score = pf // no feasible evaluation yet: seek feasibility
+		}
+		if score > bestScore {
+			best, bestScore = i, score
+		}
+	}
+	if best < 0 {
+		// No candidate meets δ: take the safest one.
+		best = bestPFIdx
+		o.opts.Logger.Debug("bo: no candidate meets delta", "delta", o.opts.Delta, "best_pf", bestPF)
+	}
+	if best < 0 {
+		return nil, errors.New("bo: suggest: no candidate satisfies the space constraints")
+	}
+	c, err := o.space.Decode(cands[best])
+	if err != nil {
+		return nil, fmt.Errorf("bo: suggest: %w", err)
+	}
+	return c, nil
+}
+
+// incumbent returns the best measured throughput among evaluations without OOM (for
+// UnconstrainedZero: among all evaluations, OOMs counting as 0).
+func (o *Optimizer) incumbent() (float64, bool) {
+	best, ok := math.Inf(-1), false
+	for _, ob := range o.obs {
+		if o.opts.Method != UnconstrainedZero && ob.OOM {
+			continue
+		}
+		if ob.Throughput > best {
+			best, ok = ob.Throughput, true
+		}
+	}
+	return best, ok
+}
+
+// fit refits the surrogates to the observations when they changed.
+func (o *Optimizer) fit(ctx context.Context) error {
+	if o.fittedAt == len(o.obs) {
+		return nil
+	}
+	var tx, mx [][]float64
+	var ty, my []float64
+	for _, ob := range o.obs {
+		if o.opts.Method == UnconstrainedZero || !ob.OOM {
+			tx, ty = append(tx, ob.X), append(ty, ob.Throughput)
+		}
+		if o.opts.Method == Constrained {
+			m := ob.PeakMem
+			if ob.OOM {
+				m = math.Max(m, o.opts.MemLimit*(1+o.opts.OOMPenalty))
+			}
+			mx, my = append(mx, ob.X), append(my, math.Log(math.Max(m, 1e-9)))
+		}
+	}
+	if o.opts.Method == Constrained {
+		if err := o.imputeOOM(ctx, mx, my); err != nil {
+			return err
+		}
+	}
+	o.haveFeasibleFit = len(ty) > 0
+	if len(ty) > 0 {
+		if err := o.thr.Fit(ctx, tx, ty); err != nil {
+			return fmt.Errorf("bo: fit throughput surrogate: %w", err)
+		}
+	}
+	if len(my) > 0 {
+		if err := o.mem.Fit(ctx, mx, my); err != nil {
+			return fmt.Errorf("bo: fit memory surrogate: %w", err)
+		}
+	}
+	o.fittedAt = len(o.obs)
+	return nil
+}
+
+// imputeOOM treats the log peak memory of OOM evaluations as censored: the peak is only
+// known to exceed the device limit. A memory surrogate fitted to the other evaluations
+// predicts each OOM point, and the point's value becomes the larger of the prediction and
+// log(MemLimit·(1+OOMPenalty)). my is updated in place.
+func (o *Optimizer) imputeOOM(ctx context.Context, mx [][]float64, my []float64) error {
+	var fx [][]float64
+	var fy []float64
+	var oom []int
+	for i, ob := range o.obs {
+		if ob.OOM {
+			oom = append(oom, i)
+		} else {
+			fx, fy = append(fx, mx[i]), append(fy, my[i])
+		}
+	}
+	if len(oom) == 0 || len(fy) < 2 {
+		return nil
+	}
+	if err := o.mem.Fit(ctx, fx, fy); err != nil {
+		return fmt.Errorf("bo: fit memory surrogate to feasible evaluations: %w", err)
+	}
+	for _, i := range oom {
+		m, _ := o.mem.Predict(mx[i])
+		my[i] = math.Max(my[i], m)
+	}
+	return nil
+}
+
+// pFeasible returns P(peak memory ≤ M − μ) = Φ((log(M − μ) − m(x))/s(x)) under the
+// memory surrogate of log peak memory.
+func (o *Optimizer) pFeasible(x []float64) float64 {
+	m, v := o.mem.Predict(x)
+	lim := math.Log(math.Max(o.opts.MemLimit-o.opts.Margin, 1e-9))
+	s := math.Sqrt(v)
+	if !(s > 1e-12) {
+		if m <= lim {
+			return 1
+		}
+		return 0
+	}
+	return normCDF((lim - m) / s)
+}
+
+// candidates returns unit-cube points to score: uniform random points and Gaussian
+// perturbations of the best evaluations, snapped to their configurations' canonical points,
+// filtered by the space constraints and by what was already evaluated.
+func (o *Optimizer) candidates() [][]float64 {
+	d := o.space.Dim()
+	var raw [][]float64
+	for range o.opts.Candidates {
+		u := make([]float64, d)
+		for i := range u {
+			u[i] = o.rng.Float64()
+		}
+		raw = append(raw, u)
+	}
+	// Local search around the best feasible evaluations.
+	ranked := make([]Observation, 0, len(o.obs))
+	for _, ob := range o.obs {
+		if !ob.OOM {
+			ranked = append(ranked, ob)
+		}
+	}
+	sort.SliceStable(ranked, func(i, j int) bool { return ranked[i].Throughput > ranked[j].Throughput })
+	if len(ranked) > 5 {
+		ranked = ranked[:5]
+	}
+	if len(ranked) > 0 {
+		per := o.opts.Candidates / len(ranked)
+		for _, ob := range ranked {
+			for k := range per {
+				sd := []float64{0.02, 0.05, 0.1, 0.2}[k%4]
+				u := make([]float64, d)
+				for i := range u {
+					u[i] = ob.X[i]
+					if o.rng.Float64() < 0.5 {
+						u[i] = math.Max(0, math.Min(1, ob.X[i]+sd*o.rng.NormFloat64()))
+					}
+				}
+				raw = append(raw, u)
+			}
+		}
+	}
+	out := make([][]float64, 0, len(raw))
+	dedup := map[string]bool{}
+	for _, u := range raw {
+		c, err := o.space.Decode(u)
+		if err != nil || !o.space.Satisfies(c) {
+			continue
+		}
+		k := c.String()
+		if o.seen[k] || dedup[k] {
+			continue
+		}
+		dedup[k] = true
+		x, err := o.space.Encode(c)
+		if err != nil {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// nextHalton returns the next point of the shifted Halton sequence that satisfies the
+// constraints and was not evaluated yet.
+func (o *Optimizer) nextHalton() (configspace.Config, error) {
+	for tries := 0; tries < 10000; tries++ {
+		u := make([]float64, o.space.Dim())
+		for i := range u {
+			u[i] = math.Mod(radicalInverse(o.hIdx, nthPrime(i))+o.shift[i], 1)
+		}
+		o.hIdx++
+		c, err := o.space.Decode(u)
+		if err != nil {
+			return nil, fmt.Errorf("bo: halton point: %w", err)
+		}
+		if o.space.Satisfies(c) && !o.seen[c.String()] {
+			return c, nil
+		}
+	}
+	return nil, errors.New("bo: no Halton point satisfies the space constraints")
+}
+
+// Recommendation is the configuration an optimiser proposes after tuning.
+type Recommendation struct {
+	Config configspace.Config
+	// Predicted is the surrogate's throughput at Config (the measurement for the
+	// non-BO methods).
+	Predicted float64
+	// Measured is the measured throughput of Config during tuning.
+	Measured float64
+	// PFeasible is the memory surrogate's probability of feasibility (1 for methods that
+	// do not model memory).
+	PFeasible float64
+}
+
+// Recommend returns the final recommendation. Constrained BO picks, among evaluated
+// configurations without OOM and with PF ≥ δ, the one with the highest predicted
+// throughput; the other methods pick the best measured configuration without OOM.
+func (o *Optimizer) Recommend(ctx context.Context) (Recommendation, error) {
+	best, ok := o.BestObserved()
+	if !ok {
+		return Recommendation{}, errors.New("bo: recommend: no evaluation without OOM")
+	}
+	if o.opts.Method != Constrained {
+		return Recommendation{Config: best.Config, Predicted: best.Throughput, Measured: best.Throughput, PFeasible: 1}, nil
+	}
+	if err := o.fit(ctx); err != nil {
+		return Recommendation{}, err
+	}
+	rec, found := Recommendation{}, false
+	safest := Recommendation{PFeasible: -1}
+	for _, ob := range o.obs {
+		if ob.OOM {
+			continue
+		}
+		m, _ := o.thr.Predict(ob.X)
+		pf := o.pFeasible(ob.X)
+		r := Recommendation{Config: ob.Config, Predicted: m, Measured: ob.Throughput, PFeasible: pf}
+		if pf >= o.opts.Delta && (!found || m > rec.Predicted) {
+			rec, found = r, true
+		}
+		if pf > safest.PFeasible {
+			safest = r
+		}
+	}
+	if !found {
+		return safest, nil
+	}
+	return rec, nil
+}
+
+// Objective evaluates one configuration: sustained throughput, peak memory, OOM.
+type Objective func(ctx context.Context, c configspace.Config) (throughput, peakMem float64, oom bool, err error)
+
+// Result summarises a Run.
+type Result struct {
+	Observations   []Observation
+	Recommendation Recommendation
+	// OOMs counts the evaluations that failed with OOM.
+	OOMs int
+	// BestFeasible is the best measured evaluation without OOM (zero if none).
+	BestFeasible Observation
+}
+
+// Run drives a fresh optimiser for budget evaluations of objective and returns the
+// evaluations and the recommendation.
+func Run(ctx context.Context, space *configspace.Space, opts Options, rng *rand.Rand, objective Objective, budget int) (Result, error) {
+	o, err := New(space, opts, rng)
+	if err != nil {
+		return Result{}, err
+	}
+	for i := range budget {
+		c, err := o.Suggest(ctx)
+		if err != nil {
+			return Result{}, fmt.Errorf("bo: run %s, evaluation %d: %w", opts.Method, i, err)
+		}
+		thr, mem, oom, err := objective(ctx, c)
+		if err != nil {
+			return Result{}, fmt.Errorf("bo: run %s, evaluate %s: %w", opts.Method, c, err)
+		}
+		if err := o.Observe(c, thr, mem, oom); err != nil {
+			return Result{}, err
+		}
+	}
+	res := Result{Observations: o.Observations(), OOMs: o.OOMs()}
+	res.BestFeasible, _ = o.BestObserved()
+	if rec, err := o.Recommend(ctx); err == nil {
+		res.Recommendation = rec
+	} else if ctx.Err() != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// expectedImprovement returns E[max(f − best, 0)] for f ~ N(m, s²).
+func expectedImprovement(m, s, best float64) float64 {
+	if !(s > 1e-12) {
+		return math.Max(m-best, 0)
+	}
+	z := (m - best) / s
+	return (m-best)*normCDF(z) + s*normPDF(z)
+}
+
+func normCDF(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }
+func normPDF(z float64) float64 { return math.Exp(-z*z/2) / math.Sqrt(2*math.Pi) }
+
+// nthPrime returns the n-th prime (0-based), the Halton base of dimension n.
+func nthPrime(n int) int {
+	for p, k := 2, 0; ; p++ {
+		isPrime := true
+		for q := 2; q*q <= p; q++ {
+			if p%q == 0 {
+				isPrime = false
+				break
+			}
+		}
+		if isPrime {
+			if k == n {
+				return p
+			}
+			k++
+		}
+	}
+}
+
+// radicalInverse returns the base-b radical inverse of i (the i-th Halton coordinate).
+func radicalInverse(i, b int) float64 {
+	f, r := 1.0, 0.0
+	for i > 0 {
+		f /= float64(b)
+		r += f * float64(i%b)
+		i /= b
+	}
+	return r
+}

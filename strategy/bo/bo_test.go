@@ -1,0 +1,131 @@
+package bo
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/trident-sched/trident/strategy/configspace"
+)
+
+func TestRadicalInverseAndPrimes(t *testing.T) {
+	for _, tc := range []struct {
+		i, b int
+		want float64
+	}{{1, 2, 0.5}, {2, 2, 0.25}, {3, 2, 0.75}, {1, 3, 1.0 / 3}, {3, 3, 1.0 / 9}, {5, 3, 2.0/3 + 1.0/9}} {
+		if got := radicalInverse(tc.i, tc.b); math.Abs(got-tc.want) > 1e-15 {
+			t.Errorf("radicalInverse(%d,%d) = %v, want %v", tc.i, tc.b, got, tc.want)
+		}
+	}
+	for n, want := range []int{2, 3, 5, 7, 11, 13} {
+		if got := nthPrime(n); got != want {
+			t.Errorf("nthPrime(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+func TestExpectedImprovement(t *testing.T) {
+	// At m = best, EI = s·φ(0) = 0.3989423·s.
+	if got := expectedImprovement(1, 2, 1); math.Abs(got-2*0.3989422804014327) > 1e-12 {
+		t.Fatalf("EI = %v", got)
+	}
+	// No uncertainty: EI = max(m − best, 0).
+	if expectedImprovement(3, 0, 1) != 2 || expectedImprovement(0, 0, 1) != 0 {
+		t.Fatal("deterministic EI wrong")
+	}
+}
+
+func TestObserveValidates(t *testing.T) {
+	s := configspace.MustParse("a=float[0,1]; b=int[1,4]")
+	o, err := New(s, Options{MemLimit: 10}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Observe(configspace.Config{"a": configspace.Num(2), "b": configspace.Num(1)}, 1, 1, false); err == nil {
+		t.Fatal("out-of-range config accepted")
+	}
+	if err := o.Observe(configspace.Config{"a": configspace.Num(0.5), "b": configspace.Num(1)}, math.NaN(), 1, false); err == nil {
+		t.Fatal("NaN throughput accepted")
+	}
+	if err := o.Observe(configspace.Config{"a": configspace.Num(0.5), "b": configspace.Num(2)}, 7, 3, true); err != nil {
+		t.Fatal(err)
+	}
+	ob := o.Observations()[0]
+	if !ob.OOM || ob.Throughput != 0 || ob.PeakMem != 10 || o.OOMs() != 1 {
+		t.Fatalf("OOM observation recorded as %+v", ob)
+	}
+	if _, err := New(s, Options{}, rand.New(rand.NewPCG(1, 1))); err == nil {
+		t.Fatal("constrained BO without a memory limit accepted")
+	}
+}
+
+// toy is a 2-parameter problem whose throughput a+b grows towards the corner (1,1) while
+// memory 40(a+b) crosses the 60 GB limit at a+b = 1.5: the best feasible value is about
+// 1.5 − margin/40.
+func toy(ctx context.Context, c configspace.Config) (float64, float64, bool, error) {
+	s := c.Float("a") + c.Float("b")
+	mem := 40 * s
+	if mem > 60 {
+		return 0, 60, true, nil
+	}
+	return s, mem, false, nil
+}
+
+func TestConstrainedBOFindsFeasibleOptimum(t *testing.T) {
+	s := configspace.MustParse("a=float[0,1]; b=float[0,1]")
+	for seed := uint64(1); seed <= 3; seed++ {
+		opts := Options{Method: Constrained, MemLimit: 60, Margin: 2, Delta: 0.8}
+		res, err := Run(context.Background(), s, opts, rand.New(rand.NewPCG(seed, 0)), toy, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := res.Recommendation.Config
+		sum := rec.Float("a") + rec.Float("b")
+		// Feasible, and within 0.1 (7%) of the constrained optimum 1.45 = (60−2)/40.
+		if 40*sum > 60 || sum < 1.35 {
+			t.Errorf("seed %d: recommended %s (a+b = %.3f), want a feasible a+b >= 1.35", seed, rec, sum)
+		}
+		if res.Recommendation.PFeasible < 0.8 {
+			t.Errorf("seed %d: recommendation has PF %.2f < delta", seed, res.Recommendation.PFeasible)
+		}
+		seen := map[string]bool{}
+		for _, ob := range res.Observations {
+			if seen[ob.Config.String()] {
+				t.Errorf("seed %d: %s evaluated twice", seed, ob.Config)
+			}
+			seen[ob.Config.String()] = true
+		}
+	}
+}
+
+func TestBaselinesRespectConstraintsAndBudget(t *testing.T) {
+	s := configspace.MustParse("a=int[1,100]; b=int[1,100]; c=bool; constraint: b >= a")
+	for _, m := range []Method{Random, Grid, Unconstrained, UnconstrainedZero, Constrained} {
+		obj := func(ctx context.Context, c configspace.Config) (float64, float64, bool, error) {
+			return c.Float("a"), c.Float("b"), false, nil
+		}
+		res, err := Run(context.Background(), s, Options{Method: m, MemLimit: 1000}, rand.New(rand.NewPCG(5, 5)), obj, 12)
+		if err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+		if len(res.Observations) != 12 {
+			t.Fatalf("%s: %d evaluations, want 12", m, len(res.Observations))
+		}
+		for _, ob := range res.Observations {
+			if !s.Satisfies(ob.Config) {
+				t.Fatalf("%s evaluated %s, which violates b >= a", m, ob.Config)
+			}
+		}
+	}
+}
+
+func TestSuggestHonoursContext(t *testing.T) {
+	s := configspace.MustParse("a=float[0,1]")
+	o, _ := New(s, Options{MemLimit: 1}, rand.New(rand.NewPCG(1, 1)))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := o.Suggest(ctx); err == nil {
+		t.Fatal("Suggest with a cancelled context succeeded")
+	}
+}

@@ -1,0 +1,176 @@
+package configspace
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+const decl = `max_num_seqs=int[8,512,log] default 64;
+max_num_batched_tokens=int[1024,65536,log];
+block_size=cat{8,16,32} default 16;
+chunked_prefill=bool;
+scheduler_delay=float[0,1];
+constraint: max_num_batched_tokens >= 4*max_num_seqs + 512`
+
+func TestParseDeclaration(t *testing.T) {
+	s, err := Parse(decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Dim() != 5 || len(s.Constraints) != 1 {
+		t.Fatalf("dim %d, %d constraints; want 5, 1", s.Dim(), len(s.Constraints))
+	}
+	p, _ := s.Param("max_num_seqs")
+	if p.Kind != Int || !p.Log || p.Min != 8 || p.Max != 512 || p.Default.Int() != 64 {
+		t.Fatalf("max_num_seqs parsed as %+v", p)
+	}
+	// Default of a log range without "default" is the rounded geometric midpoint.
+	p, _ = s.Param("max_num_batched_tokens")
+	if p.Default.Int() != 8192 {
+		t.Fatalf("default of [1024,65536,log] = %v, want 8192", p.Default)
+	}
+	def := s.Default()
+	if got := def.String(); got != "block_size=16,chunked_prefill=false,max_num_batched_tokens=8192,max_num_seqs=64,scheduler_delay=0" {
+		t.Fatalf("default config %q", got)
+	}
+	// String round-trips through Parse.
+	s2, err := Parse(s.String())
+	if err != nil {
+		t.Fatalf("reparse %q: %v", s.String(), err)
+	}
+	if s2.String() != s.String() {
+		t.Fatalf("round trip changed the space:\n%s\n%s", s, s2)
+	}
+}
+
+func TestParseErrorsNameParameterAndOffset(t *testing.T) {
+	for _, tc := range []struct {
+		decl, param string
+		offset      int
+		msg         string
+	}{
+		{"a=int[1,10]; b=int[5,1]", "b", 19, "empty"},
+		{"a=int[1,10]; bb=float[0,x]", "bb", 24, "upper bound"},
+		{"a=int[1,10]; c=cat{x,x}", "c", 21, "duplicate choice"},
+		{"a=int[1,10]; d=string", "d", 15, "unknown type"},
+		{"a=int[0,10,log]", "a", 6, "positive lower bound"},
+		{"a=int[1,10] default 11", "a", 12, "outside"},
+		{"a=int[1,10]; constraint: a >= b", "constraint", 13, "undeclared parameter"},
+		{"a=int[1,10]; constraint: a + >= 3", "constraint", 29, "missing term"},
+		{"a=int[1,10]; constraint: a 3", "constraint", 24, "no comparison"},
+		{"a=int[1,10]; a=bool", "a", 13, "declared twice"},
+	} {
+		_, err := Parse(tc.decl)
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			t.Errorf("%q: error %v is not a *ParseError", tc.decl, err)
+			continue
+		}
+		if pe.Param != tc.param || pe.Offset != tc.offset || !strings.Contains(pe.Msg, tc.msg) {
+			t.Errorf("%q: got param %q offset %d msg %q; want %q %d ~%q", tc.decl, pe.Param, pe.Offset, pe.Msg, tc.param, tc.offset, tc.msg)
+		}
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	s := MustParse(decl)
+	// Every grid configuration survives Encode -> Decode unchanged.
+	grid, err := s.Grid(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(grid) == 0 {
+		t.Fatal("empty grid")
+	}
+	for _, c := range grid {
+		u, err := s.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range u {
+			if v < 0 || v > 1 {
+				t.Fatalf("%s: coordinate %d = %v outside [0,1]", c, i, v)
+			}
+		}
+		back, err := s.Decode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.String() != c.String() {
+			t.Fatalf("round trip %s -> %v -> %s", c, u, back)
+		}
+		if !s.Satisfies(c) {
+			t.Fatalf("grid holds infeasible %s", c)
+		}
+	}
+	// Log scale: the cube's midpoint is the geometric mean.
+	c, _ := s.Decode([]float64{0.5, 0.5, 0.5, 0.5, 0.5})
+	if c.Int("max_num_seqs") != 64 || c.Int("max_num_batched_tokens") != 8192 {
+		t.Fatalf("midpoint decodes to %s", c)
+	}
+	if c["block_size"].String() != "16" || !c.IsTrue("chunked_prefill") || c.Float("scheduler_delay") != 0.5 {
+		t.Fatalf("midpoint decodes to %s", c)
+	}
+}
+
+func TestConfigStringParse(t *testing.T) {
+	c := Config{"b": Num(16), "a": Bool(true), "z": Str("fast"), "f": Num(0.25)}
+	if got := c.String(); got != "a=true,b=16,f=0.25,z=fast" {
+		t.Fatalf("String = %q", got)
+	}
+	back, err := ParseConfig(" a = true, b=16,f=0.25 ,z=fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.String() != c.String() {
+		t.Fatalf("parse gave %s", back)
+	}
+	for _, bad := range []string{"a", "a=1,a=2", "=3", "1x=2"} {
+		if _, err := ParseConfig(bad); err == nil {
+			t.Errorf("ParseConfig(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	s := MustParse(decl)
+	c, err := s.ParseConfig("max_num_seqs=100,max_num_batched_tokens=2048,block_size=32,chunked_prefill=true,scheduler_delay=0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c["block_size"].String() != "32" || c["block_size"].Float() != 32 {
+		t.Fatalf("categorical label: %v", c["block_size"])
+	}
+	for bad, want := range map[string]string{
+		"max_num_seqs=100,max_num_batched_tokens=900,block_size=32,chunked_prefill=true,scheduler_delay=0.1":    "max_num_batched_tokens",
+		"max_num_seqs=200,max_num_batched_tokens=1024,block_size=32,chunked_prefill=true,scheduler_delay=0.1":   "constraint",
+		"max_num_seqs=100.5,max_num_batched_tokens=8192,block_size=32,chunked_prefill=true,scheduler_delay=0":   "integer",
+		"max_num_seqs=100,max_num_batched_tokens=8192,block_size=64,chunked_prefill=true,scheduler_delay=0":     "one of",
+		"max_num_seqs=100,max_num_batched_tokens=8192,block_size=16,chunked_prefill=1,scheduler_delay=0":        "true or false",
+		"max_num_seqs=100,max_num_batched_tokens=8192,block_size=16,chunked_prefill=true":                       "missing",
+		"max_num_seqs=100,max_num_batched_tokens=8192,block_size=16,chunked_prefill=true,scheduler_delay=0,x=1": "unknown",
+	} {
+		_, err := s.ParseConfig(bad)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one mentioning %q", bad, err, want)
+		}
+	}
+}
+
+func TestConstraintArithmetic(t *testing.T) {
+	s := MustParse("a=float[0,10]; b=float[0,10]; constraint: a - 2*b + 1 > 0.5e-1")
+	con := s.Constraints[0]
+	for _, tc := range []struct {
+		a, b float64
+		ok   bool
+	}{{3, 1, true}, {1, 1, false}, {0.06, 0.5, true}, {0.04, 0.5, false}} {
+		if got := con.Holds(Config{"a": Num(tc.a), "b": Num(tc.b)}); got != tc.ok {
+			t.Errorf("a=%v b=%v: holds=%v want %v (a-2b+1 = %v)", tc.a, tc.b, got, tc.ok, tc.a-2*tc.b+1)
+		}
+	}
+	if math.IsNaN(Config{}.Float("a")) == false {
+		t.Fatal("missing parameter should read as NaN")
+	}
+}
