@@ -114,6 +114,14 @@ func (q *prep) fits(x [][]int) bool {
 // starts from the current deployment (fewest launches and terminations); with scratch=true
 // only the pinned instances are kept and everything else is packed anew.
 func (q *prep) place(T float64, scratch bool) (x, d [][]int, ok bool) {
+	if scratch {
+		return q.placeFrom(T, q.K)
+	}
+	return q.placeFrom(T, q.cur)
+}
+
+// placeFrom is place starting from the instances in base (raised to the pinned ones).
+func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
 	p := q.p
 	N, M := q.N, q.M
 	P := make([]int, N)
@@ -145,11 +153,7 @@ func (q *prep) place(T float64, scratch bool) (x, d [][]int, ok bool) {
 	for i := range N {
 		x[i] = make([]int, M)
 		for n := range M {
-			k := q.K[i][n]
-			if !scratch {
-				k = q.cur[i][n]
-			}
-			take(i, n, k)
+			take(i, n, max(base[i][n], q.K[i][n]))
 		}
 	}
 	// drop surplus instances (never pinned ones), most crowded nodes first

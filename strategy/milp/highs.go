@@ -170,6 +170,20 @@ func (h HiGHS) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, 
 			}
 		}
 	}
+	if !opts.NoWarmStart {
+		// LP rounding: floor the LP relaxation's placement, top it up greedily, route it
+		if r := m.lpRound(ctx, opts, deadline); r != nil && r.Objective > g.Objective {
+			log.Debug("milp: LP rounding improved the start", "from", g.Objective, "to", r.Objective)
+			r.Status, r.Source, r.Bound = StatusHeuristic, "greedy", q.Tub
+			r.Gap = relGap(r.Bound, r.Objective)
+			g = r
+			startVals = m.startVector(g)
+			if !opts.NoBound && !opts.AlwaysMIP && g.Gap <= opts.RelGap {
+				g.Status = StatusOptimal
+				return finish(g)
+			}
+		}
+	}
 	res := runHiGHS(ctx, &m.lp, startVals, opts, deadline)
 	log.Debug("milp: highs finished", "status", res.status, "interrupted", res.interrupted,
 		"objective", res.objective, "bound", res.dualBound, "err", res.err, "elapsed", time.Since(start))
@@ -226,6 +240,48 @@ func (m *model) routeLP(ctx context.Context, start []float64, opts Options, dead
 		return nil
 	}
 	return s
+}
+
+// lpRound solves the LP relaxation, floors its placement (which keeps every pool
+// feasible), tops the placement up for a few target throughputs just below the LP's with
+// the greedy placer, routes each candidate with routeLP and returns the best.
+func (m *model) lpRound(ctx context.Context, opts Options, deadline time.Time) *Solution {
+	q := m.q
+	relaxed := m.lp
+	relaxed.integer = make([]bool, len(m.integer))
+	lpDeadline := deadline
+	if d := time.Now().Add(time.Until(deadline) / 4); d.Before(deadline) {
+		lpDeadline = d
+	}
+	res := runHiGHS(ctx, &relaxed, nil, opts, lpDeadline)
+	if res.err != nil || res.values == nil {
+		return nil
+	}
+	base := q.zeros()
+	for i := range q.N {
+		for n := range q.M {
+			base[i][n] = int(math.Floor(res.values[m.x[i][n]] + 1e-6))
+		}
+	}
+	T := res.values[m.T]
+	var best *Solution
+	for _, f := range []float64{1, 0.995, 0.99, 0.98, 0.96, 0.92} {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			break
+		}
+		x, d, ok := q.placeFrom(T*f, base)
+		if !ok {
+			continue
+		}
+		s := q.assemble(x, d, nil, math.Inf(1))
+		if r := m.routeLP(ctx, m.startVector(s), opts, deadline); r != nil && r.Objective > s.Objective {
+			s = r
+		}
+		if best == nil || s.Objective > best.Objective {
+			best = s
+		}
+	}
+	return best
 }
 
 // withDefaults fills zero Options fields.
