@@ -293,6 +293,15 @@ func LookupPipeline(name string) (*Pipeline, error) {
 	return p, nil
 }
 
+// sourceID is the ID of the i-th input of the dataset with the given seed; every derived ID
+// keeps it as prefix, so datasets with different seeds can share a stream.
+func sourceID(seed uint64, kind string, i int) string {
+	return fmt.Sprintf("s%d.%s%06d", seed, kind, i)
+}
+
+// datasetPrefix is the ID prefix of every record of the dataset with the given seed.
+func datasetPrefix(seed uint64) string { return fmt.Sprintf("s%d.", seed) }
+
 func same(r Record) []Record { return []Record{r} }
 
 func to(stage string) func(Record) string { return func(Record) string { return stage } }
@@ -315,7 +324,7 @@ const cpuParams = "threads=int[1,8]"
 var pdfTypes = []string{"academic", "annual-report", "financial-report"}
 
 func pdfSource(seed uint64, i, regime int) Record {
-	id := fmt.Sprintf("s%d.d%06d", seed, i)
+	id := sourceID(seed, "d", i)
 	rng := rngFor(id, "doc")
 	var pages, density float64
 	switch regime % 3 {
@@ -449,7 +458,7 @@ func PDFMiniPipeline() *Pipeline {
 var videoTypes = []string{"short-form", "long-form"}
 
 func videoSource(seed uint64, i, regime int) Record {
-	id := fmt.Sprintf("s%d.v%06d", seed, i)
+	id := sourceID(seed, "v", i)
 	rng := rngFor(id, "video")
 	var dur, height float64
 	if regime%2 == 0 {
