@@ -67,11 +67,15 @@
 //     parallelism (Eq. 13 with the best rolling batch) fits the cluster's pooled CPU,
 //     memory and accelerators; rows "agg_cpu/mem/gpu": sum_i c_i P_i <= sum_n C_n. Both
 //     are relaxations of the per-node constraints, hence valid.
-//   - Warm start: the greedy plan (bisection on T, minimum parallelism, migration-aware
-//     spread placement from the current deployment) is passed to HiGHS. When it is already
-//     within RelGap of Tub, HiGHS is not started (it would stop at its first gap check):
-//     the greedy plan is returned with Status optimal, Source "greedy" and the proven gap.
-//     Options.AlwaysMIP forces the HiGHS run.
+//   - Starts: (1) the greedy plan (bisection on T, minimum parallelism, migration-aware
+//     spread placement from the current deployment); (2) the same placement re-routed by
+//     the model's LP with every integer column fixed (matters when egress binds); (3) LP
+//     rounding: the LP relaxation's placement floored (keeps every pool feasible), topped
+//     up by the greedy placer for targets just below the LP throughput, then routed by
+//     the same LP. The best start is passed to HiGHS as its MIP start. When a start is
+//     already within RelGap of Tub, HiGHS is not started (it would stop at its first gap
+//     check): the start is returned with Status optimal, Source "greedy" and its proven
+//     gap. Options.AlwaysMIP forces the HiGHS run.
 //   - Symmetry breaking: nodes with equal pools, bandwidth, current and pinned instances
 //     form classes; "sym_c_k" orders each class by resource load
 //     (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid because any solution can be
@@ -80,5 +84,12 @@
 //     alpha, beta keep each tie-breaker at 1e-4 of the throughput scale, far above the
 //     solver's tolerances (unscaled, HiGHS silently ignores the network tie-breaker).
 //
-// Every solution, from HiGHS or the greedy, passes Validate before it is returned.
+// # Exactness and the reported gap
+//
+// Nothing of the model is relaxed: the speed-ups are valid inequalities, starts and
+// shortcuts. Solution.Gap is (Bound - Objective)/Bound with Objective = T - alpha*B -
+// beta*C and Bound = min(Tub, HiGHS dual bound); since the tie-breakers are >= 0, this
+// is an upper bound on the relative throughput loss too. Decoding a solver incumbent may
+// give up at most 1e-7 of T to absorb solver tolerances (assemble). Every solution, from
+// HiGHS or the greedy, passes Validate before it is returned.
 package milp

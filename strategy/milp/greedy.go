@@ -10,8 +10,10 @@ import (
 
 // Greedy is the fast feasible fallback Solver: bisection on the target throughput, minimum
 // integer parallelism per operator (Eq. 13 with the cheapest rolling-update batch), then a
-// migration-aware first-fit placement that starts from the current deployment. It never
-// fails on a valid problem (T = 0 with the pinned instances is always feasible).
+// migration-aware placement that starts from the current deployment and spreads missing
+// instances over the nodes in proportion to their room (accelerator operators first);
+// rates are split in proportion to node capacity. It never fails on a valid problem
+// (T = 0 with the pinned instances is always feasible). Its Bound is the aggregate bound.
 type Greedy struct{}
 
 // Solve implements Solver.

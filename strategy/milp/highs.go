@@ -104,9 +104,13 @@ const (
 	hsInterrupt  = 17
 )
 
-// HiGHS solves the model with the HiGHS MILP solver through cgo, starting from the greedy
-// solution, and falls back to the greedy solution when HiGHS fails, is interrupted without
-// an incumbent or returns something the checker rejects.
+// HiGHS solves the model with the HiGHS MILP solver through cgo. It first builds a start:
+// the greedy plan, re-routed by an LP with the placement fixed, and an LP-rounding plan
+// (floored LP relaxation, greedy top-up, routing LP); if the best start is already within
+// Options.RelGap of the aggregate bound it is returned without the MIP. Otherwise HiGHS
+// runs from that start (relative gap and time limit set, OS thread locked, a watchdog
+// interrupting it at the deadline or when ctx ends). The start is returned when HiGHS
+// fails, stops without an incumbent or returns something the checker rejects.
 type HiGHS struct {
 	// Logger receives one debug line per solve; nil uses slog.Default().
 	Logger *slog.Logger

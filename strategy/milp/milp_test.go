@@ -303,3 +303,22 @@ func TestHiGHSImprovesNetworkBoundPlan(t *testing.T) {
 	}
 	t.Logf("greedy T=%.4f gap %.4f -> %s T=%.4f gap %.5f", g.Throughput, g.Gap, s.Source, s.Throughput, s.Gap)
 }
+
+// TestWatchdogTinyTimeLimit: with a 1 ms limit every HiGHS run is interrupted by the
+// watchdog; the answer is still a checked plan and its reported gap is honest.
+func TestWatchdogTinyTimeLimit(t *testing.T) {
+	p, err := gen.Generate(gen.Spec{Pipeline: "video", Nodes: 16, Mix: "hetero-net", Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustSolve(t, milp.HiGHS{}, p, milp.Options{TimeLimit: time.Millisecond, AlwaysMIP: true})
+	if s.Throughput <= 0 {
+		t.Fatalf("T = %v, want the positive greedy throughput", s.Throughput)
+	}
+	if s.Status == milp.StatusOptimal && s.Gap > 0.01 {
+		t.Fatalf("status optimal with gap %.4f", s.Gap)
+	}
+	if want := (s.Bound - s.Objective) / s.Bound; math.Abs(s.Gap-math.Max(want, 0)) > 1e-9 {
+		t.Fatalf("gap %.9g, bound and objective imply %.9g", s.Gap, want)
+	}
+}

@@ -10,10 +10,11 @@ import (
 // DefaultTimeLimit is the solve time limit when Options.TimeLimit is 0.
 const DefaultTimeLimit = 10 * time.Second
 
-// Defaults of Params and Options.
 const (
+	// DefaultWindowSec is the scheduling window W of Eq. (11) when Params.WindowSec is 0.
 	DefaultWindowSec = 300.0
-	DefaultRelGap    = 0.01
+	// DefaultRelGap is the relative MIP gap when Options.RelGap is 0.
+	DefaultRelGap = 0.01
 	// tieBreakShare bounds each secondary objective term relative to the throughput scale
 	// when Params leaves its weight at 0.
 	tieBreakShare = 1e-4

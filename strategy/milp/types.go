@@ -123,7 +123,8 @@ type Solution struct {
 	// Throughput is T, pipeline throughput in original input records per second.
 	Throughput float64
 	// PerNode[i][n] is the target placement of operator i on node n. Candidate includes the
-	// already-transitioned instances and the ones transitioning this round.
+	// already-transitioned instances and the ones transitioning this round. Once applied it
+	// is the next round's Problem.Current.
 	PerNode Deployment
 	// Transitions[i] is delta_i, instances switching to the candidate configuration now.
 	Transitions []int
@@ -148,7 +149,8 @@ type Solution struct {
 	Status Status
 	// SolveTime is the wall-clock time of Solve.
 	SolveTime time.Duration
-	// Source is "highs" or "greedy".
+	// Source is "highs" (HiGHS's incumbent) or "greedy" (the greedy plan, possibly improved
+	// by the routing LP or LP rounding, proven within Gap by the aggregate bound).
 	Source string
 }
 
