@@ -44,7 +44,7 @@ type Config struct {
 	// Window bounds the GP's samples (default 200; see gp.WithWindow).
 	Window int
 	// RefitEvery bounds the number of accepted samples between hyperparameter refits
-	// (default 100). The first fit happens at NMin accepted samples, the next ones whenever
+	// (default 400). The first fit happens at NMin accepted samples, the next ones whenever
 	// the count doubles (2·NMin, 4·NMin, ...) until the gap reaches RefitEvery. A refit costs
 	// O(window³) per likelihood evaluation, so this keeps the amortised cost per sample low.
 	RefitEvery int
@@ -75,7 +75,7 @@ func (c Config) withDefaults() Config {
 		c.Window = 200
 	}
 	if c.RefitEvery == 0 {
-		c.RefitEvery = 100
+		c.RefitEvery = 400
 	}
 	if c.ResidualK == 0 {
 		c.ResidualK = 3
@@ -133,8 +133,10 @@ func (e *ema) reset() { e.mean, e.vr, e.n = 0, 0, 0 }
 // The GP models the logarithm of the observed rate. Throughput noise is multiplicative (a
 // 4% jitter is 4 records/s at 100 records/s and 40 at 1000), so in log space the noise is
 // homoscedastic, as the GP assumes, and the residual filter's threshold means the same
-// relative deviation everywhere in feature space. The reported capacity is exp(μ) (the
-// predictive median) and its standard deviation exp(μ)·σ (delta method).
+// relative deviation everywhere in feature space. The reported capacity is the expected rate
+// under log-normal observation noise, exp(μ + σ_n²/2) (the noise is mean-one in linear
+// space, so log rates sit σ_n²/2 below log capacity on average), and its standard deviation
+// is capacity·σ (delta method, σ² the latent predictive variance).
 type GPEstimator struct {
 	dim      int
 	mode     Mode
@@ -266,7 +268,7 @@ func (e *GPEstimator) Estimate(features []float64) (Estimate, error) {
 		return Estimate{Capacity: e.ema.mean, StdDev: math.Sqrt(e.ema.vr), Samples: e.accepted, Source: SourceEMA}, nil
 	}
 	m, v := e.model.Predict(features)
-	c := math.Exp(m)
+	c := math.Exp(m + e.model.Hyper().NoiseVar/2)
 	return Estimate{Capacity: c, StdDev: c * math.Sqrt(v), Samples: e.model.Len(), Source: SourceGP}, nil
 }
 

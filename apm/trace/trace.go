@@ -127,8 +127,8 @@ func pdfModel() model {
 	return model{
 		features: []string{"token_in_mean", "token_in_std", "token_out_mean", "token_out_std"},
 		feat: func(z [2]float64, rng *rand.Rand) []float64 {
-			in := clamp(1100*math.Exp(0.45*z[0]+0.12*rng.NormFloat64()), 150, 6000)
-			out := clamp(350*math.Exp(0.45*z[1]+0.12*rng.NormFloat64()), 40, 2500)
+			in := clamp(1100*math.Exp(0.45*z[0]+0.22*rng.NormFloat64()), 150, 6000)
+			out := clamp(350*math.Exp(0.45*z[1]+0.22*rng.NormFloat64()), 40, 2500)
 			inSD := in * clamp(0.35+0.15*math.Tanh(z[1])+0.05*rng.NormFloat64(), 0.05, 1)
 			outSD := out * clamp(0.4+0.15*math.Tanh(z[0])+0.05*rng.NormFloat64(), 0.05, 1.2)
 			return []float64{in, inSD, out, outSD}

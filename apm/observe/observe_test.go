@@ -1,0 +1,326 @@
+package observe
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// capacityAt is the synthetic ground truth of these tests: 100 records/s at x=0, rising to
+// 200 at x=1.
+func capacityAt(x float64) float64 { return 100 + 100*x }
+
+// steady returns a steady-state sample at feature x with relative rate error rel: a stable
+// backlog of 500 records and 90% utilisation.
+func steady(x, rel float64) Sample {
+	rate := capacityAt(x) * (1 + rel)
+	return Sample{
+		Interval: 10 * time.Second, Records: rate * 10, BusySeconds: 10, UsefulSeconds: 25,
+		QueueStart: 500, QueueEnd: 500, Utilization: 0.9, Features: []float64{x},
+	}
+}
+
+func mustEstimator(t *testing.T, mode Mode, cfg Config) *GPEstimator {
+	t.Helper()
+	cfg.Logger = quiet
+	e, err := NewGPEstimator(1, mode, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestSignalFilterReasons(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Sample)
+		want string
+	}{
+		{"steady", func(*Sample) {}, ""},
+		{"starved accelerator", func(s *Sample) { s.Utilization = 0.3 }, ReasonLowUtilization},
+		// Queue shrinks by 300 while 1000 records are processed: trend -0.3 < -0.1.
+		{"draining", func(s *Sample) { s.QueueEnd = 200 }, ReasonQueueDraining},
+		// Queue grows by 500 while 1000 records are processed: trend 0.5 > 0.2.
+		{"backlog growing", func(s *Sample) { s.QueueEnd = 1000 }, ReasonQueueGrowing},
+		// Queue empty at both ends: the operator outpaces its input.
+		{"empty queue", func(s *Sample) { s.QueueStart, s.QueueEnd = 0, 3 }, ReasonQueueEmpty},
+		// 5% growth is normal jitter of a pipeline at its bottleneck.
+		{"small growth", func(s *Sample) { s.QueueEnd = 550 }, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newSignalFilter(SignalConfig{}.withDefaults())
+			s := steady(0, 0)
+			c.mod(&s)
+			if got := f.check(s); got != c.want {
+				t.Errorf("reason %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestSignalFilterWindow checks the sliding queue window: after a strongly growing interval,
+// a flat interval is still rejected because the window trend stays above the threshold,
+// and once the episode leaves the window samples pass again.
+func TestSignalFilterWindow(t *testing.T) {
+	f := newSignalFilter(SignalConfig{}.withDefaults())
+	grow := steady(0, 0)
+	grow.QueueStart, grow.QueueEnd = 500, 2000 // +1500 over 1000 records
+	if r := f.check(grow); r != ReasonQueueGrowing {
+		t.Fatalf("growing interval: %q", r)
+	}
+	// Window of 2: +1500 over 2000 records = 0.75.
+	if r := f.check(steady(0, 0)); r != ReasonQueueGrowing {
+		t.Errorf("flat interval after growth: %q, want %q (window trend)", r, ReasonQueueGrowing)
+	}
+	f.check(steady(0, 0))
+	if r := f.check(steady(0, 0)); r != "" {
+		t.Errorf("after the episode left the 3-interval window: %q, want accepted", r)
+	}
+}
+
+// TestColdStartEMAThenGP checks the EMA during cold start and the switch to the GP at NMin.
+func TestColdStartEMAThenGP(t *testing.T) {
+	e := mustEstimator(t, FilterTwoStage, Config{NMin: 5, EMAAlpha: 0.5})
+	if _, err := e.Estimate([]float64{0}); !errors.Is(err, ErrNoData) {
+		t.Fatalf("estimate without data: %v, want ErrNoData", err)
+	}
+	xs := []float64{0, 1, 0.5, 0.25}
+	for _, x := range xs {
+		if ok, r := e.Observe(steady(x, 0)); !ok {
+			t.Fatalf("steady sample rejected: %s", r)
+		}
+	}
+	est, err := e.Estimate([]float64{0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// EMA with alpha 0.5 over 100, 200, 150, 125: 100 -> 150 -> 150 -> 137.5.
+	if est.Source != SourceEMA || math.Abs(est.Capacity-137.5) > 1e-9 || est.Samples != 4 {
+		t.Errorf("cold start estimate %+v, want EMA 137.5 from 4 samples", est)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := 0; i < 40; i++ {
+		e.Observe(steady(rng.Float64(), 0.02*rng.NormFloat64()))
+	}
+	est, err = e.Estimate([]float64{0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 44 samples with 2% noise along a straight line: the GP is within 3% of the truth 170,
+	// while the feature-blind EMA sits near the mean capacity (~150) and could not be.
+	if est.Source != SourceGP || math.Abs(est.Capacity-170)/170 > 0.03 {
+		t.Errorf("GP estimate %+v, want ~170 from the GP", est)
+	}
+	if !(est.StdDev > 0 && est.StdDev < 10) {
+		t.Errorf("GP standard deviation %v, want small and positive", est.StdDev)
+	}
+}
+
+// TestResidualFilter checks that stage 2 rejects a contention outlier that passes stage 1,
+// that the GP-only mode accepts it, and that it does not reject ordinary noise.
+func TestResidualFilter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	two := mustEstimator(t, FilterTwoStage, Config{})
+	sig := mustEstimator(t, FilterSignal, Config{})
+	for i := 0; i < 60; i++ {
+		s := steady(rng.Float64(), 0.03*rng.NormFloat64())
+		ok1, r1 := two.Observe(s)
+		ok2, _ := sig.Observe(s)
+		if !ok2 {
+			t.Fatalf("signal filter rejected a steady sample")
+		}
+		// 3% noise: |z| > 3 has probability 0.3% per sample, i.e. <20% over 60 samples;
+		// with the lock-out guard it would take 10 in a row to be accepted anyway.
+		if !ok1 && r1 != ReasonResidual {
+			t.Fatalf("two-stage rejected a steady sample for %q", r1)
+		}
+	}
+	if two.Accepted() < 55 {
+		t.Errorf("two-stage accepted %d of 60 clean samples, want >= 55", two.Accepted())
+	}
+	outlier := steady(0.5, -0.5) // a GC pause halves the rate; queue and utilisation look normal
+	if ok, r := two.Observe(outlier); ok || r != ReasonResidual {
+		t.Errorf("two-stage on a 50%% outlier: accepted=%v reason=%q, want residual rejection", ok, r)
+	}
+	if ok, _ := sig.Observe(outlier); !ok {
+		t.Errorf("signal-only filter rejected an outlier that looks steady")
+	}
+}
+
+// TestResidualLockoutGuard checks that a genuine capacity shift is eventually learnt: after
+// MaxResidualRejects consecutive rejections the next sample is accepted.
+func TestResidualLockoutGuard(t *testing.T) {
+	e := mustEstimator(t, FilterTwoStage, Config{MaxResidualRejects: 4})
+	for i := 0; i < 30; i++ {
+		e.Observe(steady(float64(i%10)/10, 0))
+	}
+	before := e.Accepted()
+	var accepted int
+	for i := 0; i < 4; i++ {
+		if ok, _ := e.Observe(steady(0.5, 1)); ok { // capacity doubled
+			accepted++
+		}
+	}
+	if accepted != 1 || e.Accepted() != before+1 {
+		t.Errorf("accepted %d of 4 shifted samples, want exactly the 4th", accepted)
+	}
+}
+
+func TestInvalidSamples(t *testing.T) {
+	e := mustEstimator(t, FilterNone, Config{})
+	bad := []Sample{
+		func() Sample { s := steady(0, 0); s.Interval = 0; return s }(),
+		func() Sample { s := steady(0, 0); s.Records = math.NaN(); return s }(),
+		func() Sample { s := steady(0, 0); s.Features = []float64{1, 2}; return s }(),
+		func() Sample { s := steady(0, 0); s.Features = []float64{math.Inf(1)}; return s }(),
+		func() Sample { s := steady(0, 0); s.QueueEnd = -1; return s }(),
+		func() Sample { s := steady(0, 0); s.Records = 0; return s }(),
+	}
+	for i, s := range bad {
+		if ok, r := e.Observe(s); ok || !strings.HasPrefix(r, ReasonInvalid) {
+			t.Errorf("bad sample %d: accepted=%v reason=%q", i, ok, r)
+		}
+	}
+	if e.Accepted() != 0 {
+		t.Errorf("accepted %d invalid samples", e.Accepted())
+	}
+}
+
+func TestBaselines(t *testing.T) {
+	ds2 := &DS2{Window: 2}
+	for _, useful := range []float64{20, 40, 40} {
+		s := steady(0, 0) // 1000 records
+		s.UsefulSeconds = useful
+		if ok, r := ds2.Observe(s); !ok {
+			t.Fatalf("DS2 rejected: %s", r)
+		}
+	}
+	// Window 2 keeps 1000/40 twice: 25 records/s.
+	if e, err := ds2.Estimate(nil); err != nil || e.Capacity != 25 {
+		t.Errorf("DS2 estimate %+v, %v; want 25", e, err)
+	}
+	ema, err := NewEMA(0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ema.Observe(steady(0, 0))
+	ema.Observe(steady(1, 0))
+	if e, _ := ema.Estimate(nil); e.Capacity != 150 {
+		t.Errorf("EMA estimate %v, want 150", e.Capacity)
+	}
+	ema.Reset()
+	if _, err := ema.Estimate(nil); !errors.Is(err, ErrNoData) {
+		t.Errorf("EMA after reset: %v, want ErrNoData", err)
+	}
+	if _, err := NewEMA(0); err == nil {
+		t.Error("NewEMA(0) succeeded")
+	}
+}
+
+func TestLayerEpochsAndErrors(t *testing.T) {
+	l := NewLayer(quiet)
+	if err := l.Register("llm", OperatorSpec{Features: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Register("llm", OperatorSpec{Features: []string{"x"}}); err == nil {
+		t.Error("duplicate registration succeeded")
+	}
+	if err := l.Register("vision", OperatorSpec{}); err == nil {
+		t.Error("registration without features succeeded")
+	}
+	if _, err := l.Capacity("nope", []float64{0}); !errors.Is(err, ErrUnknownOperator) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("unknown operator error %v", err)
+	}
+	if ok, r := l.Observe("nope", steady(0, 0)); ok || r != ReasonUnknownOperator {
+		t.Errorf("observe unknown operator: %v %q", ok, r)
+	}
+	if _, err := l.Capacity("llm", []float64{0}); !errors.Is(err, ErrNoData) {
+		t.Errorf("capacity before samples: %v, want ErrNoData", err)
+	}
+	for i := 0; i < 3; i++ {
+		l.Observe("llm", steady(0, 0))
+	}
+	e, err := l.Capacity("llm", []float64{0})
+	if err != nil || e.Epoch != 0 || e.Capacity != 100 || e.Source != SourceEMA {
+		t.Fatalf("capacity %+v, %v", e, err)
+	}
+
+	l.Invalidate("llm")
+	if ep, _ := l.Epoch("llm"); ep != 1 {
+		t.Errorf("epoch after invalidate %d, want 1", ep)
+	}
+	if _, err := l.Capacity("llm", []float64{0}); !errors.Is(err, ErrNoData) {
+		t.Errorf("capacity right after invalidate: %v, want ErrNoData (samples dropped)", err)
+	}
+	old := steady(0, 0) // still from epoch 0
+	if ok, r := l.Observe("llm", old); ok || r != ReasonStaleEpoch {
+		t.Errorf("stale sample: %v %q", ok, r)
+	}
+	fresh := steady(1, 0)
+	fresh.Epoch = 1
+	if ok, r := l.Observe("llm", fresh); !ok {
+		t.Fatalf("fresh sample rejected: %s", r)
+	}
+	if e, _ := l.Capacity("llm", []float64{1}); e.Capacity != 200 || e.Epoch != 1 || e.Samples != 1 {
+		t.Errorf("capacity after new-epoch sample %+v, want 200 from 1 sample at epoch 1", e)
+	}
+	// A sample from a newer epoch than the layer knows resets to that epoch.
+	newer := steady(0, 0)
+	newer.Epoch = 5
+	l.Observe("llm", newer)
+	if e, _ := l.Capacity("llm", []float64{0}); e.Epoch != 5 || e.Samples != 1 || e.Capacity != 100 {
+		t.Errorf("after a newer-epoch sample: %+v", e)
+	}
+	l.Invalidate("nope") // must not panic
+	if got := l.Operators(); len(got) != 1 || got[0] != "llm" {
+		t.Errorf("operators %v", got)
+	}
+}
+
+// TestLayerConcurrent exercises the layer from several goroutines; run with -race.
+func TestLayerConcurrent(t *testing.T) {
+	l := NewLayer(quiet)
+	const ops = 4
+	for i := 0; i < ops; i++ {
+		if err := l.Register(fmt.Sprint("op", i), OperatorSpec{Features: []string{"x"}, Config: Config{NMin: 5}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for i := 0; i < 50; i++ {
+				op := fmt.Sprint("op", rng.IntN(ops))
+				l.Observe(op, steady(rng.Float64(), 0.02*rng.NormFloat64()))
+				_, _ = l.Capacity(op, []float64{0.5})
+				if i == 25 && g == 0 {
+					l.Invalidate(op)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := 0; i < ops; i++ {
+		e, err := l.Capacity(fmt.Sprint("op", i), []float64{0.5})
+		if err != nil && !errors.Is(err, ErrNoData) {
+			t.Fatal(err)
+		}
+		// Truth at x=0.5 is 150; estimates from ~100 samples with 2% noise (or an EMA over
+		// x in [0,1], mean 150) are within 15%.
+		if err == nil && math.Abs(e.Capacity-150)/150 > 0.15 {
+			t.Errorf("op%d estimate %+v, want ~150", i, e)
+		}
+	}
+}
