@@ -57,7 +57,7 @@ type BOConfig struct {
 // DefaultBOConfig returns the configuration of the paper's experiment with 20 seeds.
 func DefaultBOConfig() BOConfig {
 	return BOConfig{Seeds: 20, FirstSeed: 1, Budget: 30, InitPoints: 5,
-		EvalDuration: 2 * time.Minute, SustainedDuration: time.Hour, MarginGB: 3, Delta: 0.8,
+		EvalDuration: 2 * time.Minute, SustainedDuration: time.Hour, MarginGB: 3, Delta: 0.9,
 		Methods: []bo.Method{bo.Constrained, bo.Unconstrained, bo.UnconstrainedZero, bo.Random, bo.Grid}}
 }
 
@@ -77,6 +77,9 @@ type MethodOutcome struct {
 	// OOMs is the mean number of OOM evaluations per run; OOMTotal their sum over runs.
 	OOMs     float64
 	OOMTotal int
+	// InitOOMTotal counts the OOMs among each run's first InitPoints evaluations (the
+	// quasi-random initial design of the BO methods), summed over runs.
+	InitOOMTotal int
 	// Runs is the number of runs.
 	Runs int
 }
@@ -130,6 +133,11 @@ func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, er
 				}
 				mo.BestMeasured += r.BestFeasible.Throughput
 				mo.OOMTotal += r.OOMs
+				for i, ob := range r.Observations {
+					if i < cfg.InitPoints && ob.OOM {
+						mo.InitOOMTotal++
+					}
+				}
 				if r.Recommendation.Config != nil {
 					x, err := cs.Engine.Model(r.Recommendation.Config, cs.Workload)
 					if err != nil {
@@ -164,7 +172,7 @@ func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOC
 	envRng := rand.New(rand.NewPCG(seed, 1000+uint64(m)))
 	opts := bo.Options{Method: m, InitPoints: cfg.InitPoints, MemLimit: cs.Engine.DeviceMemGB,
 		Margin: cfg.MarginGB, Delta: cfg.Delta, Surrogate: bo.GPFactory(bo.GPOptions{Restarts: 1, Seed: seed}),
-		MemSurrogate: bo.GPFactory(bo.GPOptions{Restarts: 1, Seed: seed + 1, LinearTrend: false})}
+		MemSurrogate: bo.GPFactory(bo.GPOptions{Restarts: 1, Seed: seed + 1})}
 	obj := func(ctx context.Context, c configspace.Config) (float64, float64, bool, error) {
 		r, err := cs.Engine.Evaluate(c, cs.Workload, cfg.EvalDuration, envRng)
 		return r.Throughput, r.PeakMemGB, r.OOM, err

@@ -174,3 +174,22 @@ func TestConstraintArithmetic(t *testing.T) {
 		t.Fatal("missing parameter should read as NaN")
 	}
 }
+
+func TestFromMeta(t *testing.T) {
+	meta := map[string]string{"trident_params": "n=int[1,8] default 2; fast=bool"}
+	s, c, err := FromMeta("ocr", meta)
+	if err != nil || s == nil || c.String() != "fast=false,n=2" {
+		t.Fatalf("FromMeta = %v, %v, %v", s, c, err)
+	}
+	meta["trident_config"] = "n=4,fast=true"
+	if _, c, err = FromMeta("ocr", meta); err != nil || c.String() != "fast=true,n=4" {
+		t.Fatalf("with current config: %v, %v", c, err)
+	}
+	meta["trident_config"] = "n=9,fast=true"
+	if _, _, err = FromMeta("ocr", meta); err == nil || !strings.Contains(err.Error(), `group "ocr" meta trident_config`) || !strings.Contains(err.Error(), `"n"`) {
+		t.Fatalf("bad current config: %v", err)
+	}
+	if s, _, err := FromMeta("cpu", map[string]string{}); s != nil || err != nil {
+		t.Fatalf("no params: %v %v", s, err)
+	}
+}

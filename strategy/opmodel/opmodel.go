@@ -36,12 +36,12 @@ const (
 )
 
 // ServingParams is the configuration space of the serving engine in trident_params syntax.
-// The defaults mirror a conservative stock deployment.
-const ServingParams = ParamMaxNumSeqs + "=int[8,512,log] default 32; " +
+// The defaults are a conservative deployment that fits both operators' heaviest workloads.
+const ServingParams = ParamMaxNumSeqs + "=int[8,512,log] default 16; " +
 	ParamMaxBatchTokens + "=int[1024,65536,log] default 4096; " +
 	ParamBlockSize + "=cat{8,16,32} default 16; " +
 	ParamSchedDelay + "=float[0,2] default 0; " +
-	ParamChunkedPrefill + "=bool default false; " +
+	ParamChunkedPrefill + "=bool default true; " +
 	ParamPrefixCaching + "=bool default false; " +
 	"constraint: " + ParamMaxBatchTokens + " >= " + ParamMaxNumSeqs
 
