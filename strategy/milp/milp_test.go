@@ -280,6 +280,17 @@ func TestBadInputNamesField(t *testing.T) {
 	if err == nil || !regexp.MustCompile(`Capacity`).MatchString(err.Error()) {
 		t.Fatalf("err = %v, want one naming Capacity", err)
 	}
+	p = tiny(1, false)
+	p.Operators[2].CPU = 1000
+	_, err = milp.Greedy{}.Solve(context.Background(), p, milp.Options{})
+	if err == nil || !regexp.MustCompile(`op2.*fits on no node`).MatchString(err.Error()) {
+		t.Fatalf("err = %v, want one naming op2 as fitting nowhere", err)
+	}
+	p = tiny(2, true)
+	p.Current = p.Current[:1]
+	if err := p.Check(); err == nil || !regexp.MustCompile(`Current`).MatchString(err.Error()) {
+		t.Fatalf("err = %v, want one naming Current", err)
+	}
 }
 
 // TestHiGHSImprovesNetworkBoundPlan: on a network-bound instance (hetero-net mix) the

@@ -68,6 +68,17 @@ func (p *Problem) Check() error {
 			return fmt.Errorf("milp: node %d (%s): EgressBps %v must be >= 0 (+Inf for unlimited)", n, nd.Name, nd.EgressBps)
 		}
 	}
+	for i := range p.Operators {
+		o := &p.Operators[i]
+		fits := false
+		for _, nd := range p.Nodes {
+			fits = fits || fit(o, nd.CPU, nd.MemMB, nd.GPUs) > 0
+		}
+		if !fits {
+			return fmt.Errorf("milp: operator %d (%s): one instance (CPU %g, MemMB %g, GPUs %d) fits on no node",
+				i, o.Name, o.CPU, o.MemMB, o.GPUs)
+		}
+	}
 	pr := p.Params
 	if !fin(pr.WindowSec) || pr.WindowSec < 0 || pr.MaxBatch < 0 || !fin(pr.NetWeight) || pr.NetWeight < 0 ||
 		!fin(pr.MigrationWeight) || pr.MigrationWeight < 0 {

@@ -53,7 +53,8 @@ type Node struct {
 	// GPUs is the number of accelerator devices (G_n).
 	GPUs int
 	// EgressBps is the egress bandwidth available to pipeline traffic, in BYTES per second
-	// (B_n, Eq. 20); 100 Gbit/s is 12.5e9.
+	// (B_n, Eq. 20); 100 Gbit/s is 12.5e9. 0 forbids cross-node traffic from this node;
+	// use math.Inf(1) for unlimited.
 	EgressBps float64
 	// Class is an optional label for hardware of the same kind; informational only (the
 	// symmetry detection compares the actual capacities and deployments).
