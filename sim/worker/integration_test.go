@@ -313,3 +313,42 @@ func TestOOMExitAndCounter(t *testing.T) {
 		}
 	}
 }
+
+// Every engine (CPU threads, batched vision, continuous-batching LLM) moves the whole video
+// dataset, with its fan-out and filters, to the sink exactly once; on shutdown Run returns nil.
+func TestVideoPipelineAllEngines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server")
+	}
+	url, _, js := startNATS(t)
+	p := VideoPipeline()
+	spec := Spec{Pipeline: p.Name, Docs: 6, Regimes: 2, Seed: 5}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := Publish(ctx, js, p, spec, PublishOptions{Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	errs := make(chan error, len(p.Operators))
+	for _, op := range p.Operators {
+		go func() {
+			errs <- Run(runCtx, Options{Pipeline: p, Stage: op.Name, NATSURL: url, Speed: 2000,
+				BatchWait: 20 * time.Millisecond, Storage: jetstream.MemoryStorage,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		}()
+	}
+	rep, err := WaitVerify(ctx, js, p, 100*time.Millisecond)
+	stop()
+	for range p.Operators {
+		if rerr := <-errs; rerr != nil {
+			t.Errorf("operator returned %v on shutdown, want nil", rerr)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep.String())
+	if !rep.OK() || rep.Expected == 0 {
+		t.Fatalf("video sink: %s %v", rep, rep.Samples)
+	}
+}

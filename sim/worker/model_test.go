@@ -271,3 +271,15 @@ func TestCPUContention(t *testing.T) {
 		t.Errorf("4 threads on 2 cores: %.3f, want %.3f", four, 2*one)
 	}
 }
+
+// The feature window keeps the last featureWindow values and reports their mean and std.
+func TestFeatureWindow(t *testing.T) {
+	r := &ring{buf: make([]float64, 0, 4)}
+	for _, x := range []float64{100, 100, 1, 2, 3, 4} { // the two 100s fall out of the window
+		r.add(x)
+	}
+	mean, std := r.stats()
+	if math.Abs(mean-2.5) > 1e-12 || math.Abs(std-math.Sqrt(1.25)) > 1e-12 {
+		t.Fatalf("mean %v std %v, want 2.5 and sqrt(1.25)", mean, std)
+	}
+}

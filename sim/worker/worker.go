@@ -130,7 +130,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	nc, js, err := Connect(ctx, o.NATSURL, "trident-"+w.p.Name+"-"+op.Name, w.log)
 	if err != nil {
-		return err
+		return ignoreIfDone(ctx, err)
 	}
 	defer nc.Close()
 	w.js = js
@@ -139,13 +139,13 @@ func Run(ctx context.Context, o Options) error {
 		s, err = EnsureStream(ctx, js, w.p, o.Storage)
 		return err
 	}); err != nil {
-		return err
+		return ignoreIfDone(ctx, err)
 	}
 	if err := retry(ctx, w.log, "ensure consumer", func() (err error) {
 		w.cons, err = EnsureConsumer(ctx, s, w.p, op.Name, o.AckWait)
 		return err
 	}); err != nil {
-		return err
+		return ignoreIfDone(ctx, err)
 	}
 	w.log.Info("operator serving", "engine", op.Engine, "config", cfg.String(), "epoch", o.Epoch,
 		"speed", o.Speed, "device_memory_mib", o.DeviceMemoryMiB, "metrics", o.MetricsAddr)
@@ -172,6 +172,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if err != nil && ctx.Err() != nil && !errors.As(err, &oom) && !errors.Is(err, ErrInjectedCrash) {
 		return nil // shutting down
+	}
+	return err
+}
+
+// ignoreIfDone drops an error caused by shutting down (ctx ended) before serving started.
+func ignoreIfDone(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
 	}
 	return err
 }
@@ -368,6 +376,17 @@ func (w *worker) complete(ctx context.Context, in []jetstream.Msg, outs []Record
 	return nil
 }
 
+// fetchBackoff is the pause after a failed fetch (e.g. while NATS reconnects).
+const fetchBackoff = 500 * time.Millisecond
+
+// pause sleeps for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
 // giveBack naks in-flight inputs on shutdown so another instance takes them at once.
 func (w *worker) giveBack(msgs []jetstream.Msg) {
 	for _, m := range msgs {
@@ -434,11 +453,7 @@ func (w *worker) cpuThread(ctx context.Context, threads int) error {
 		msgs, recs, err := w.fetch(1, w.o.BatchWait)
 		if err != nil {
 			w.log.Warn("fetch", "err", err)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(500 * time.Millisecond):
-			}
+			pause(ctx, fetchBackoff)
 			continue
 		}
 		for i, r := range recs {
@@ -469,6 +484,7 @@ func (w *worker) runBatch(ctx context.Context) error {
 		msgs, recs, err := w.fetch(w.batch, w.o.BatchWait)
 		if err != nil {
 			w.log.Warn("fetch", "err", err)
+			pause(ctx, fetchBackoff)
 			continue
 		}
 		if len(recs) == 0 {
@@ -549,6 +565,9 @@ func (w *worker) runLLM(ctx context.Context) error {
 			msgs, recs, err := w.fetch(free, wait)
 			if err != nil {
 				w.log.Warn("fetch", "err", err)
+				if len(active) == 0 {
+					pause(ctx, fetchBackoff)
+				}
 			}
 			if len(recs) > 0 {
 				w.m.In(recs...)
