@@ -1,0 +1,90 @@
+package adapt
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/trident-sched/trident/strategy/bo"
+	"github.com/trident-sched/trident/strategy/cluster"
+	"github.com/trident-sched/trident/strategy/opmodel"
+)
+
+// TestAdvisorTunesEachRegimeOnce runs the loop on the simulated TextOCR operator: academic
+// papers, then slides, then papers again. Each new regime is tuned within the budget; the
+// return of papers reuses their tuned configuration without new evaluations.
+func TestAdvisorTunesEachRegimeOnce(t *testing.T) {
+	e := opmodel.TextOCR()
+	a, err := New(opmodel.Space(), 2, Options{
+		Cluster: cluster.Options{Log: []bool{true, true}},
+		BO:      bo.Options{MemLimit: e.DeviceMemGB, Margin: 3, Delta: 0.9},
+		Budget:  12,
+	}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := rand.New(rand.NewPCG(2, 2))
+	ctx := context.Background()
+	type regime struct {
+		in, out float64
+	}
+	papers, slides := regime{2200, 1000}, regime{900, 150}
+	evals := map[int]int{}
+	var finals []Advice
+	for _, r := range []regime{papers, slides, papers} {
+		w := opmodel.DocumentWorkload(r.in, r.out)
+		// 300 requests per regime; after each batch of 10 the operator asks for advice.
+		for i := range 300 {
+			x := []float64{r.in * math.Exp(0.12*env.NormFloat64()), r.out * math.Exp(0.25*env.NormFloat64())}
+			if _, err := a.ObserveRequest(x); err != nil {
+				t.Fatal(err)
+			}
+			if i%10 != 9 {
+				continue
+			}
+			adv, ok, err := a.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				continue
+			}
+			if adv.Evaluate {
+				m, err := e.Evaluate(adv.Config, w, 2*time.Minute, env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Report(adv.Cluster, adv.Config, m.Throughput, m.PeakMemGB, m.OOM); err != nil {
+					t.Fatal(err)
+				}
+				evals[adv.Cluster]++
+			} else if i == 299 {
+				finals = append(finals, adv)
+			}
+		}
+	}
+	// Two clusters were tuned with exactly the budget each; the third regime needed none.
+	if len(evals) != 2 {
+		t.Fatalf("evaluations per cluster %v, want two clusters", evals)
+	}
+	for id, n := range evals {
+		if n != 12 {
+			t.Errorf("cluster %d: %d evaluations, want the budget 12", id, n)
+		}
+	}
+	if len(finals) != 3 || finals[0].Cluster != finals[2].Cluster || finals[0].Config.String() != finals[2].Config.String() {
+		t.Fatalf("final advice per regime %+v: want papers' tuned config reused", finals)
+	}
+	// Slides (short requests) support more concurrent sequences than papers.
+	if finals[1].Config.Int(opmodel.ParamMaxNumSeqs) <= finals[0].Config.Int(opmodel.ParamMaxNumSeqs) {
+		t.Errorf("max_num_seqs papers %d, slides %d: want more for slides", finals[0].Config.Int(opmodel.ParamMaxNumSeqs), finals[1].Config.Int(opmodel.ParamMaxNumSeqs))
+	}
+	for _, f := range finals {
+		c, _ := a.Clusterer().Cluster(f.Cluster)
+		if c.Status != cluster.Tuned {
+			t.Errorf("cluster %d status %s, want tuned", f.Cluster, c.Status)
+		}
+	}
+}
