@@ -44,10 +44,10 @@ type Advice struct {
 
 // Advisor is the adaptation loop of one operator. It is not safe for concurrent use.
 type Advisor struct {
-	space   *configspace.Space
-	o       Options
-	rng     *rand.Rand
-	c       *cluster.Clusterer
+	space  *configspace.Space
+	o      Options
+	rng    *rand.Rand
+	c      *cluster.Clusterer
 	tuners map[int]*bo.Optimizer
 }
 
