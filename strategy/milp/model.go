@@ -193,15 +193,15 @@ func buildModel(q *prep, opts Options) *model {
 			}
 		}
 	}
-	// (15)-(17) node resource pools
+	// (15)-(17) node resource pools (memory rows in GiB for better scaling)
 	for n, nd := range p.Nodes {
 		for r, res := range []string{"cpu", "mem", "gpu"} {
 			if r == 2 && !q.gpu {
 				continue
 			}
-			capR := []float64{nd.CPU, nd.MemMB, float64(nd.GPUs)}[r]
+			capR := []float64{nd.CPU, nd.MemMB / 1024, float64(nd.GPUs)}[r]
 			for i, o := range p.Operators {
-				put(m.x[i][n], []float64{o.CPU, o.MemMB, float64(o.GPUs)}[r])
+				put(m.x[i][n], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
 			}
 			row(fmt.Sprintf("%s_%d", res, n), -inf, capR)
 		}
@@ -244,9 +244,9 @@ func buildModel(q *prep, opts Options) *model {
 				continue
 			}
 			for i, o := range p.Operators {
-				put(m.P[i], []float64{o.CPU, o.MemMB, float64(o.GPUs)}[r])
+				put(m.P[i], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
 			}
-			row("agg_"+res, -inf, []float64{C, Mm, G}[r])
+			row("agg_"+res, -inf, []float64{C, Mm / 1024, G}[r])
 		}
 	}
 	if !opts.NoSymmetryBreaking {

@@ -179,6 +179,8 @@ type Options struct {
 // Solver computes a target deployment for a Problem. Implementations must return only
 // solutions that pass Validate.
 type Solver interface {
-	// Solve blocks until a solution is found, ctx is done or opts.TimeLimit passes.
+	// Solve blocks until a solution is found, ctx is done or opts.TimeLimit passes. When
+	// ctx ends or time runs out it returns the best checked plan found so far; it returns
+	// an error only for invalid input or when no plan passes the checker.
 	Solve(ctx context.Context, p *Problem, opts Options) (*Solution, error)
 }
