@@ -61,6 +61,17 @@ job "pdf-curation" {
   type        = "service"
   datacenters = var.datacenters
 
+  # Rolling, one instance at a time, healthy when the /healthz check passes; never reverted
+  # automatically (the planner never rolls back already-transitioned instances).
+  update {
+    max_parallel      = 1
+    health_check      = "checks"
+    min_healthy_time  = "5s"
+    healthy_deadline  = "2m"
+    progress_deadline = "5m"
+    auto_revert       = false
+  }
+
   meta {
     trident_pipeline = "pdf"
   }

@@ -109,7 +109,7 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	crash := fs.Int("crash-after-publish", 0, "fault injection: exit 137 after publishing the outputs of the n-th completion, before acking it")
 	natsPort := fs.Int("nats-port", envInt(4222, "NOMAD_PORT_nats"), "nats-server: client port on 127.0.0.1")
 	httpPort := fs.Int("nats-http-port", envInt(0, "NOMAD_PORT_nats_http"), "nats-server: monitoring port on 127.0.0.1 (0 = none)")
-	storeDir := fs.String("store-dir", "", "nats-server: JetStream store (default $NOMAD_ALLOC_DIR/jetstream or $TMPDIR/trident-jetstream)")
+	storeDir := fs.String("store-dir", "", "nats-server: JetStream store (default $NOMAD_ALLOC_DIR/trident-jetstream, else $TMPDIR/trident-jetstream)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	if err := fs.Parse(args); err != nil {
 		return err
