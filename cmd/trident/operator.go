@@ -74,7 +74,7 @@ environment Nomad gives a raw_exec task, so a job file only needs -pipeline/-sta
   -stage          NOMAD_GROUP_NAME          (or TRIDENT_STAGE)
   -config         TRIDENT_CONFIG, NOMAD_META_trident_config       "k=v,k=v"
   -epoch          TRIDENT_CONFIG_EPOCH, NOMAD_META_trident_config_epoch
-  -metrics-addr   NOMAD_ADDR_metrics        (host:port of /metrics)
+  -metrics-addr   NOMAD_ADDR_metrics, else 127.0.0.1:NOMAD_PORT_metrics (host:port of /metrics)
   -cpus           NOMAD_META_trident_cpu
   -device-memory-mb TRIDENT_DEVICE_MEMORY_MB, NOMAD_META_trident_gpu_memory_mb
   -state-dir      NOMAD_ALLOC_DIR           (the OOM counter survives task restarts)
@@ -101,7 +101,11 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	speed := fs.Float64("speed", envFloat(1, "TRIDENT_SPEED"), "speed-up factor of the simulated service times")
 	cpus := fs.Float64("cpus", envFloat(0, "NOMAD_META_"+opmetrics.MetaCPU), "cores of this instance (0 = the operator's declared need)")
 	devMem := fs.Float64("device-memory-mb", envFloat(0, "TRIDENT_DEVICE_MEMORY_MB", "NOMAD_META_"+opmetrics.MetaGPUMemoryMB), "accelerator memory in MiB (0 = the operator's declared need)")
-	metricsAddr := fs.String("metrics-addr", envOr("", "NOMAD_ADDR_metrics"), "host:port serving /metrics (empty = none)")
+	defMetrics := envOr("", "NOMAD_ADDR_metrics")
+	if port := os.Getenv("NOMAD_PORT_metrics"); defMetrics == "" && port != "" {
+		defMetrics = "127.0.0.1:" + port
+	}
+	metricsAddr := fs.String("metrics-addr", defMetrics, "host:port serving /metrics (empty = none)")
 	stateDir := fs.String("state-dir", envOr("", "NOMAD_ALLOC_DIR"), "directory kept across restarts (OOM counter)")
 	batchWait := fs.Duration("batch-wait", 200*time.Millisecond, "how long an idle operator waits to fill a batch")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream ack wait of the stage consumer")
