@@ -3,10 +3,12 @@
 //
 // Constrained BO keeps two surrogates on the unit cube of a configspace.Space: one of
 // sustained throughput, fitted to feasible (non-OOM) evaluations, and one of log peak device
-// memory, fitted to every evaluation (an OOM counts as OOMPenalty above the device limit);
-// the memory surrogate has a linear trend so that it extrapolates memory growth.
-// The next configuration maximises EI(x)·PF(x), where PF(x) = Φ((M − μ − m(x))/s(x)) is the
-// probability that peak memory stays below the device memory M less the margin μ, among
+// memory, fitted to every evaluation. An OOM evaluation's peak is censored (only known to
+// exceed the device limit): it is imputed as the larger of MemLimit·(1+OOMPenalty) and the
+// prediction of a memory surrogate fitted to the feasible evaluations.
+// The next configuration maximises EI(x)·PF(x), where PF(x) = Φ((log(M − μ) − m(x))/s(x))
+// is the probability that peak memory stays below the device memory M less the margin μ
+// (m, s: the memory surrogate's mean and standard deviation of log peak memory), among
 // candidates with PF(x) ≥ δ. After the budget, the recommendation is the evaluated feasible
 // configuration with the best predicted throughput among those with PF ≥ δ.
 //
@@ -93,7 +95,7 @@ type Options struct {
 	// Surrogate makes the throughput surrogate (default: GP, one restart).
 	Surrogate SurrogateFactory
 	// MemSurrogate makes the memory surrogate of constrained BO, which is fitted to the
-	// logarithm of peak memory (default: GP with a linear trend, one restart).
+	// logarithm of peak memory (default: GP, one restart).
 	MemSurrogate SurrogateFactory
 	// Logger receives debug records (default: discard).
 	Logger *slog.Logger
