@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/strategy/configspace"
 )
 
 // The example job files describe exactly the operators of the catalog: one group per
@@ -77,4 +78,45 @@ func TestJobFilesMatchCatalog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every operator's parameter space and default config parse with strategy/configspace, the
+// parser the planner and the adaptation layer apply to the same meta; every config the space
+// can produce (its bounds) is accepted by the operator.
+func TestParamsParseWithConfigspace(t *testing.T) {
+	for _, p := range []*Pipeline{PDFPipeline(), VideoPipeline()} {
+		for _, op := range p.Operators {
+			sp, cur, err := configspace.FromMeta(op.Name, map[string]string{
+				opmetrics.MetaParams: op.Params, opmetrics.MetaConfig: op.Defaults})
+			if err != nil {
+				t.Errorf("%s/%s: %v", p.Name, op.Name, err)
+				continue
+			}
+			for _, u := range [][]float64{zeros(sp.Dim(), 0), zeros(sp.Dim(), 0.999)} {
+				c, err := sp.Decode(u)
+				if err != nil {
+					t.Fatalf("%s/%s: decode %v: %v", p.Name, op.Name, u, err)
+				}
+				wc, err := ParseConfig(c.String())
+				if err != nil {
+					t.Fatalf("%s/%s: %q: %v", p.Name, op.Name, c.String(), err)
+				}
+				if err := op.Validate(op.DefaultConfig().Merge(wc)); err != nil {
+					t.Errorf("%s/%s: space config %q rejected: %v", p.Name, op.Name, c.String(), err)
+				}
+			}
+			wc, _ := ParseConfig(cur.String())
+			if wc.String() != op.DefaultConfig().String() {
+				t.Errorf("%s/%s: configspace reads defaults as %q, worker as %q", p.Name, op.Name, wc, op.DefaultConfig())
+			}
+		}
+	}
+}
+
+func zeros(n int, v float64) []float64 {
+	u := make([]float64, n)
+	for i := range u {
+		u[i] = v
+	}
+	return u
 }
