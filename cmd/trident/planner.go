@@ -3,10 +3,100 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/planner"
+	"github.com/trident-sched/trident/planner/nomadact"
+	"github.com/trident-sched/trident/planner/sched"
+	"github.com/trident-sched/trident/strategy/milp"
 )
 
-// runPlanner is not built yet.
+// runPlanner runs one raft-replicated planner server until ctx is cancelled.
 func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("planner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.String("id", "", "raft server ID (required)")
+	bind := fs.String("bind", "127.0.0.1:4660", "raft TCP bind address (advertised to peers)")
+	advertise := fs.String("advertise", "", "raft address advertised to peers (default: -bind)")
+	httpAddr := fs.String("http", "127.0.0.1:4650", "HTTP API listen address")
+	dataDir := fs.String("data-dir", "", "directory for raft.db and snapshots (required)")
+	peers := fs.String("peers", "", "static raft peers id=raft_addr[@http_url],... (including this server)")
+	bootstrap := fs.Bool("bootstrap", false, "bootstrap the cluster from -peers if the data dir is empty")
+	nomadAddr := fs.String("nomad-addr", "", "Nomad HTTP address; empty runs without an actuator (decisions are committed only)")
+	nomadToken := fs.String("nomad-token", "", "Nomad ACL token")
+	token := fs.String("token", "", "ACL token required in X-Trident-Token")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate for the HTTP API")
+	tlsKey := fs.String("tls-key", "", "TLS key for the HTTP API")
+	tlsCA := fs.String("tls-ca", "", "CA bundle to verify the leader when forwarding")
+	interval := fs.Duration("interval", 10*time.Second, "rescheduling period")
+	scheduler := fs.String("scheduler", "milp", "scheduler: milp (HiGHS) | greedy (milp greedy) | proportional")
+	solveTimeout := fs.Duration("solve-timeout", 20*time.Second, "time limit of one solve")
+	maxBatch := fs.Int("max-batch", 0, "max config transitions per operator and round (0 = no cap)")
+	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
+	election := fs.Duration("election-timeout", time.Second, "raft election timeout")
+	snapThreshold := fs.Uint64("snapshot-threshold", 8192, "raft log entries between snapshots")
+	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
+	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
+	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
+	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *id == "" || *dataDir == "" {
+		fs.Usage()
+		return errors.New("planner: -id and -data-dir are required")
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return errors.New("planner: -tls-cert and -tls-key go together")
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("planner: -log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	ps, err := planner.ParsePeers(*peers)
+	if err != nil {
+		return fmt.Errorf("planner: -peers: %w", err)
+	}
+	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch}
+	switch *scheduler {
+	case "milp":
+		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}, Options: milp.Options{TimeLimit: *solveTimeout}}
+	case "greedy":
+		lc.Scheduler = sched.MILP{Solver: milp.Greedy{}}
+	case "proportional":
+		lc.Scheduler = sched.Proportional{}
+	default:
+		return fmt.Errorf("planner: -scheduler=%q: want milp, greedy or proportional", *scheduler)
+	}
+	if *nomadAddr != "" {
+		cfg := api.DefaultConfig()
+		cfg.Address = *nomadAddr
+		cfg.SecretID = *nomadToken
+		cl, err := api.NewClient(cfg)
+		if err != nil {
+			return fmt.Errorf("planner: nomad client: %w", err)
+		}
+		act := nomadact.New(cl, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, KillTimeout: *killTimeout, Logger: log})
+		lc.Actuator = act
+		lc.Invalidator = act
+	}
+	srv, err := planner.New(planner.Config{
+		ID: *id, RaftAddr: *bind, RaftAdvertise: *advertise, HTTPAddr: *httpAddr, DataDir: *dataDir,
+		Peers: ps, Bootstrap: *bootstrap, Token: *token, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA,
+		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, SnapshotThreshold: *snapThreshold,
+		Loop: lc, Logger: log, RaftLogOutput: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "trident planner %s: raft %s, api %s, data %s, nomad %q, scheduler %s, peers %d\n",
+		*id, *bind, srv.HTTPAddr(), *dataDir, *nomadAddr, *scheduler, len(ps))
+	return srv.Serve(ctx)
 }

@@ -1,0 +1,618 @@
+package planner
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/planner/sched"
+)
+
+// Header names of the API.
+const (
+	// HeaderToken carries the ACL token.
+	HeaderToken = "X-Trident-Token"
+	// HeaderForwarded marks a request forwarded by a follower (prevents forwarding loops).
+	HeaderForwarded = "X-Trident-Forwarded"
+	// HeaderLeader is set on every response to the leader's ID as this server knows it.
+	HeaderLeader = "X-Trident-Leader"
+	// HeaderIndex is set on every response to this server's last applied raft index.
+	HeaderIndex = "X-Trident-Index"
+)
+
+// StatusResponse is GET /v1/status.
+type StatusResponse struct {
+	ID           string       `json:"id"`
+	State        string       `json:"state"`
+	LeaderID     string       `json:"leader_id"`
+	LeaderRaft   string       `json:"leader_raft_addr"`
+	LeaderHTTP   string       `json:"leader_http_addr"`
+	Term         uint64       `json:"term"`
+	LastIndex    uint64       `json:"last_index"`
+	AppliedIndex uint64       `json:"applied_index"`
+	Peers        []PeerStatus `json:"peers"`
+	Pipelines    int          `json:"pipelines"`
+	Decisions    int          `json:"decisions"`
+}
+
+// PeerStatus is one raft member in StatusResponse.
+type PeerStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	Suffrage string `json:"suffrage"`
+}
+
+// PlanResponse is GET /v1/plan/<job>: the committed target of the job's latest decision.
+type PlanResponse struct {
+	Job           string `json:"job"`
+	DecisionIndex uint64 `json:"decision_index"`
+	Reason        string `json:"reason"`
+	Source        string `json:"source"`
+	// Status is the actuator's progress on the decision: applying | done | failed.
+	Status     string  `json:"status"`
+	Throughput float64 `json:"throughput"`
+	// Groups maps the operator (the group name in the user's job file) to its target.
+	Groups map[string]PlanGroup `json:"groups"`
+}
+
+// PlanGroup is one operator's committed target.
+type PlanGroup struct {
+	// Count is the total number of instances.
+	Count         int    `json:"count"`
+	Reason        string `json:"reason"`
+	DecisionIndex uint64 `json:"decision_index"`
+	// Nodes maps node name to the instances there by configuration.
+	Nodes           map[string]fsm.Placement `json:"nodes"`
+	Config          string                   `json:"config"`
+	ConfigEpoch     uint64                   `json:"config_epoch"`
+	CandidateConfig string                   `json:"candidate_config,omitempty"`
+	Transitions     int                      `json:"transitions"`
+	// ObservationEpoch is the operator's observation epoch (bumped per committed transition).
+	ObservationEpoch uint64 `json:"observation_epoch"`
+}
+
+// ObservationRequest is one element of POST /v1/observations (a single object or an array).
+type ObservationRequest struct {
+	Job      string  `json:"job"`
+	Operator string  `json:"operator"`
+	Capacity float64 `json:"capacity"`
+	Std      float64 `json:"std"`
+	Epoch    uint64  `json:"epoch"`
+	// UnixMilli is the producer's timestamp (optional).
+	UnixMilli int64 `json:"unix_ms"`
+}
+
+// CandidateRequest is PUT /v1/candidates/<job>/<operator>.
+type CandidateRequest struct {
+	Config       string  `json:"config"`
+	Capacity     float64 `json:"capacity"`
+	ColdStartSec float64 `json:"cold_start_s"`
+}
+
+// PipelineRequest is PUT /v1/pipelines/<job>. With Job (a Nomad job as JSON, as printed by
+// `nomad job run -output`, optionally wrapped in {"Job": ...}) the pipeline is parsed from
+// it; with an empty body the planner reads the registered job from Nomad.
+type PipelineRequest struct {
+	Job json.RawMessage `json:"job,omitempty"`
+}
+
+// ApplyRequest is POST /v1/pipelines/<job>/apply (sent by the trident-target plugin).
+type ApplyRequest struct {
+	Group  string         `json:"group"`
+	Count  int64          `json:"count"`
+	Reason string         `json:"reason"`
+	Meta   map[string]any `json:"meta"`
+}
+
+// errorBody is every error response.
+type errorBody struct {
+	Error    string `json:"error"`
+	LeaderID string `json:"leader_id,omitempty"`
+	Leader   string `json:"leader_http_addr,omitempty"`
+	Raft     string `json:"leader_raft_addr,omitempty"`
+}
+
+// Handler returns the API handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("GET /v1/state", s.auth(s.handleState))
+	mux.HandleFunc("GET /v1/pipelines", s.auth(s.handlePipelines))
+	mux.HandleFunc("GET /v1/pipelines/{job}", s.auth(s.handlePipeline))
+	mux.HandleFunc("PUT /v1/pipelines/{job}", s.auth(s.write(s.handlePutPipeline)))
+	mux.HandleFunc("DELETE /v1/pipelines/{job}", s.auth(s.write(s.handleDeletePipeline)))
+	mux.HandleFunc("POST /v1/pipelines/{job}/apply", s.auth(s.write(s.handleApply)))
+	mux.HandleFunc("GET /v1/plan/{job}", s.auth(s.handlePlan))
+	mux.HandleFunc("POST /v1/observations", s.auth(s.write(s.handleObservations)))
+	mux.HandleFunc("PUT /v1/candidates/{job}/{op}", s.auth(s.write(s.handlePutCandidate)))
+	mux.HandleFunc("DELETE /v1/candidates/{job}/{op}", s.auth(s.write(s.handleDropCandidate)))
+	mux.HandleFunc("GET /v1/decisions", s.auth(s.handleDecisions))
+	mux.HandleFunc("GET /v1/inventory", s.auth(s.handleInventory))
+	mux.HandleFunc("PUT /v1/inventory", s.auth(s.write(s.handlePutInventory)))
+	mux.HandleFunc("POST /v1/leadership/transfer", s.auth(s.write(s.handleTransfer)))
+	mux.HandleFunc("POST /v1/snapshot", s.auth(s.handleSnapshot))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _, _ := s.Leader()
+		w.Header().Set(HeaderLeader, id)
+		w.Header().Set(HeaderIndex, strconv.FormatUint(s.raft.AppliedIndex(), 10))
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderToken)), []byte(s.cfg.Token)) != 1 {
+			writeErr(w, http.StatusForbidden, errors.New("missing or wrong "+HeaderToken))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// write runs h on the leader; a follower forwards the request to the leader's HTTP address,
+// or answers 503 with the leader's address when it cannot.
+func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.IsLeader() {
+			h(w, r)
+			return
+		}
+		id, raftAddr, httpAddr := s.Leader()
+		if httpAddr == "" || r.Header.Get(HeaderForwarded) != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(errorBody{Error: "not the leader and cannot forward", LeaderID: id, Leader: httpAddr, Raft: raftAddr})
+			return
+		}
+		s.forward(w, r, httpAddr)
+	}
+}
+
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+		return
+	}
+	u := strings.TrimRight(leader, "/") + r.URL.RequestURI()
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, u, bytes.NewReader(body))
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, fmt.Errorf("forward: %w", err))
+		return
+	}
+	req.Header = r.Header.Clone()
+	req.Header.Set(HeaderForwarded, s.cfg.ID)
+	resp, err := s.fwd.Do(req)
+	if err != nil {
+		writeErr(w, http.StatusBadGateway, fmt.Errorf("forward to leader %s: %w", leader, err))
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, errorBody{Error: err.Error()})
+}
+
+// proposeErr maps a Propose error to an HTTP status.
+func proposeStatus(err error) int {
+	switch {
+	case errors.Is(err, fsm.ErrRejected):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, ErrNotLeader):
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+func (s *Server) propose(w http.ResponseWriter, r *http.Request, cmd fsm.Command) (uint64, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	idx, err := s.Propose(ctx, cmd)
+	if err != nil {
+		writeErr(w, proposeStatus(err), err)
+		return 0, false
+	}
+	return idx, true
+}
+
+func decodeStrict(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode request body: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	id, raftAddr, httpAddr := s.Leader()
+	st := s.raft.Stats()
+	term, _ := strconv.ParseUint(st["term"], 10, 64)
+	resp := StatusResponse{
+		ID: s.cfg.ID, State: s.raft.State().String(), LeaderID: id, LeaderRaft: raftAddr, LeaderHTTP: httpAddr,
+		Term: term, LastIndex: s.raft.LastIndex(), AppliedIndex: s.raft.AppliedIndex(),
+	}
+	if f := s.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			resp.Peers = append(resp.Peers, PeerStatus{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String()})
+		}
+	}
+	s.fsm.Read(func(st *fsm.State) {
+		resp.Pipelines = len(st.Pipelines)
+		resp.Decisions = len(st.Decisions)
+	})
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
+	var b []byte
+	var err error
+	s.fsm.Read(func(st *fsm.State) { b, err = json.Marshal(st) })
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// pipelineView is a pipeline without its (large) template.
+type pipelineView struct {
+	Job             string         `json:"job"`
+	Operators       []fsm.Operator `json:"operators"`
+	RegisteredIndex uint64         `json:"registered_index"`
+}
+
+func view(p *fsm.Pipeline) pipelineView {
+	return pipelineView{Job: p.Job, Operators: p.Operators, RegisteredIndex: p.RegisteredIndex}
+}
+
+func (s *Server) handlePipelines(w http.ResponseWriter, r *http.Request) {
+	var out []pipelineView
+	s.fsm.Read(func(st *fsm.State) {
+		for _, p := range st.Pipelines {
+			out = append(out, view(p))
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handlePipeline(w http.ResponseWriter, r *http.Request) {
+	job := r.PathValue("job")
+	var out *pipelineView
+	s.fsm.Read(func(st *fsm.State) {
+		if p, ok := st.Pipelines[job]; ok {
+			v := view(p)
+			out = &v
+		}
+	})
+	if out == nil {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q is not registered", job))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handlePutPipeline(w http.ResponseWriter, r *http.Request) {
+	job := r.PathValue("job")
+	var req PipelineRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+		return
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("decode request body: %w", err))
+			return
+		}
+	}
+	if s.loop == nil || s.loop.cfg.Actuator == nil {
+		writeErr(w, http.StatusNotImplemented, errors.New("this planner has no actuator to parse pipelines"))
+		return
+	}
+	p, err := s.loop.cfg.Actuator.Pipeline(r.Context(), job, req.Job)
+	if err != nil {
+		writeErr(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	if err := s.checkFits(p); err != nil {
+		writeErr(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpRegisterPipeline, Pipeline: p})
+	if !ok {
+		return
+	}
+	s.loop.kick()
+	writeJSON(w, http.StatusOK, map[string]any{"job": job, "index": idx, "operators": p.Operators})
+}
+
+// checkFits rejects a pipeline with an operator no node of the known inventory can host.
+func (s *Server) checkFits(p *fsm.Pipeline) error {
+	var nodes []fsm.Node
+	s.fsm.Read(func(st *fsm.State) {
+		for _, n := range st.Nodes {
+			nodes = append(nodes, n)
+		}
+	})
+	return sched.CheckResources(p.Operators, nodes)
+}
+
+func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request) {
+	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpDeletePipeline, Job: r.PathValue("job")})
+	if ok {
+		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+	}
+}
+
+func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
+	job := r.PathValue("job")
+	var req ApplyRequest
+	if err := decodeStrict(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	var prog fsm.Progress
+	var dec fsm.Decision
+	var found bool
+	s.fsm.Read(func(st *fsm.State) {
+		prog = st.Progress[job]
+		dec, found = st.LatestDecision(job)
+	})
+	if !found {
+		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q has no committed decision", job))
+		return
+	}
+	if v, ok := req.Meta["trident_decision_index"]; ok {
+		if f, ok := v.(float64); ok && uint64(f) > dec.Index {
+			writeErr(w, http.StatusConflict, fmt.Errorf("decision %d is newer than the committed decision %d", uint64(f), dec.Index))
+			return
+		}
+	}
+	if prog.Status == fsm.StatusApplying {
+		writeErr(w, http.StatusConflict, fmt.Errorf("decision %d of %q is still being applied", dec.Index, job))
+		return
+	}
+	if s.loop != nil {
+		s.loop.kick()
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"job": job, "decision_index": dec.Index, "status": prog.Status})
+}
+
+func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
+	job := r.PathValue("job")
+	var resp *PlanResponse
+	var reg bool
+	s.fsm.Read(func(st *fsm.State) {
+		_, reg = st.Pipelines[job]
+		d, ok := st.LatestDecision(job)
+		if !ok {
+			return
+		}
+		resp = planResponse(st, d)
+	})
+	switch {
+	case resp != nil:
+		writeJSON(w, http.StatusOK, resp)
+	case reg:
+		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q has no committed decision yet", job))
+	default:
+		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q is not registered", job))
+	}
+}
+
+func planResponse(st *fsm.State, d fsm.Decision) *PlanResponse {
+	resp := &PlanResponse{
+		Job: d.Job, DecisionIndex: d.Index, Reason: d.Reason, Source: d.Source,
+		Status: st.Progress[d.Job].Status, Throughput: d.Throughput, Groups: map[string]PlanGroup{},
+	}
+	for name, t := range d.Operators {
+		resp.Groups[name] = PlanGroup{
+			Count: t.Count(), Reason: d.Reason, DecisionIndex: d.Index, Nodes: t.Nodes,
+			Config: t.Config, ConfigEpoch: t.Epoch, CandidateConfig: t.CandidateConfig, Transitions: t.Transitions,
+			ObservationEpoch: st.Epochs[d.Job][name],
+		}
+	}
+	return resp
+}
+
+func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+		return
+	}
+	var reqs []ObservationRequest
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var one ObservationRequest
+		err = json.Unmarshal(trimmed, &one)
+		reqs = []ObservationRequest{one}
+	} else {
+		err = json.Unmarshal(trimmed, &reqs)
+	}
+	if err != nil {
+		// JSON has no NaN: a producer that prints NaN fails here, by name.
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("decode observations (NaN and Inf are not valid JSON numbers): %w", err))
+		return
+	}
+	// Validate all first so a bad element leaves the state unchanged.
+	for i, o := range reqs {
+		if err := checkObservation(o); err != nil {
+			writeErr(w, http.StatusUnprocessableEntity, fmt.Errorf("observations[%d]: %w", i, err))
+			return
+		}
+	}
+	var idx []uint64
+	for _, o := range reqs {
+		i, ok := s.propose(w, r, fsm.Command{Op: fsm.OpObserve, Job: o.Job, Operator: o.Operator, Observation: &fsm.Observation{
+			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli,
+		}})
+		if !ok {
+			return
+		}
+		idx = append(idx, i)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"indexes": idx})
+}
+
+func checkObservation(o ObservationRequest) error {
+	switch {
+	case o.Job == "":
+		return errors.New("job is empty")
+	case o.Operator == "":
+		return errors.New("operator is empty")
+	case math.IsNaN(o.Capacity) || math.IsInf(o.Capacity, 0) || o.Capacity < 0:
+		return fmt.Errorf("capacity=%v must be a finite number >= 0", o.Capacity)
+	case math.IsNaN(o.Std) || math.IsInf(o.Std, 0) || o.Std < 0:
+		return fmt.Errorf("std=%v must be a finite number >= 0", o.Std)
+	}
+	return nil
+}
+
+func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
+	var req CandidateRequest
+	if err := decodeStrict(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	if s.loop != nil && s.loop.cfg.Actuator != nil {
+		var p *fsm.Pipeline
+		s.fsm.Read(func(st *fsm.State) { p = st.Pipelines[r.PathValue("job")] })
+		if p != nil {
+			if o, ok := p.Operator(r.PathValue("op")); ok {
+				if err := s.loop.cfg.Actuator.CheckConfig(o, req.Config); err != nil {
+					writeErr(w, http.StatusUnprocessableEntity, err)
+					return
+				}
+			}
+		}
+	}
+	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetCandidate, Job: r.PathValue("job"), Operator: r.PathValue("op"),
+		Candidate: &fsm.Candidate{Config: req.Config, Capacity: req.Capacity, ColdStartSec: req.ColdStartSec}})
+	if ok {
+		if s.loop != nil {
+			s.loop.kick()
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+	}
+}
+
+func (s *Server) handleDropCandidate(w http.ResponseWriter, r *http.Request) {
+	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpDropCandidate, Job: r.PathValue("job"), Operator: r.PathValue("op")})
+	if ok {
+		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+	}
+}
+
+func (s *Server) handleDecisions(w http.ResponseWriter, r *http.Request) {
+	job := r.URL.Query().Get("job")
+	var since uint64
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, fmt.Errorf("since=%q: %w", v, err))
+			return
+		}
+		since = n
+	}
+	out := []fsm.Decision{}
+	s.fsm.Read(func(st *fsm.State) {
+		for _, d := range st.Decisions {
+			if (job == "" || d.Job == job) && d.Index > since {
+				out = append(out, d)
+			}
+		}
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
+	out := []fsm.Node{}
+	s.fsm.Read(func(st *fsm.State) {
+		for _, n := range st.Nodes {
+			out = append(out, n)
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handlePutInventory(w http.ResponseWriter, r *http.Request) {
+	var nodes []fsm.Node
+	if err := decodeStrict(r, &nodes); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return
+	}
+	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetInventory, Nodes: nodes})
+	if ok {
+		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+	}
+}
+
+func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID string `json:"id"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeStrict(r, &req); err != nil && !errors.Is(err, io.EOF) {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+	}
+	if err := s.TransferLeadership(req.ID); err != nil {
+		writeErr(w, http.StatusConflict, err)
+		return
+	}
+	id, _, httpAddr := s.Leader()
+	writeJSON(w, http.StatusOK, map[string]any{"leader_id": id, "leader_http_addr": httpAddr})
+}
+
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeErr(w, http.StatusMethodNotAllowed, errors.New("POST only"))
+		return
+	}
+	f := s.raft.Snapshot()
+	if err := f.Error(); err != nil {
+		writeErr(w, http.StatusInternalServerError, fmt.Errorf("snapshot: %w", err))
+		return
+	}
+	meta, rc, err := f.Open()
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, fmt.Errorf("open snapshot: %w", err))
+		return
+	}
+	rc.Close()
+	writeJSON(w, http.StatusOK, map[string]any{"id": meta.ID, "index": meta.Index, "term": meta.Term})
+}

@@ -1,0 +1,506 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// Op names a command kind.
+type Op string
+
+// Command kinds.
+const (
+	OpRegisterPipeline Op = "register_pipeline"
+	OpDeletePipeline   Op = "delete_pipeline"
+	OpSetInventory     Op = "set_inventory"
+	OpObserve          Op = "observe"
+	OpSetCandidate     Op = "set_candidate"
+	OpDropCandidate    Op = "drop_candidate"
+	OpDecide           Op = "decide"
+	OpProgress         Op = "progress"
+)
+
+// Command is one raft log entry.
+type Command struct {
+	Op Op `json:"op"`
+	// Pipeline for OpRegisterPipeline.
+	Pipeline *Pipeline `json:"pipeline,omitempty"`
+	// Job for every per-job command.
+	Job string `json:"job,omitempty"`
+	// Operator for OpObserve, OpSetCandidate, OpDropCandidate.
+	Operator string `json:"operator,omitempty"`
+	// Nodes for OpSetInventory.
+	Nodes []Node `json:"nodes,omitempty"`
+	// Observation for OpObserve.
+	Observation *Observation `json:"observation,omitempty"`
+	// Candidate for OpSetCandidate.
+	Candidate *Candidate `json:"candidate,omitempty"`
+	// Decision for OpDecide.
+	Decision *Decision `json:"decision,omitempty"`
+	// Progress for OpProgress.
+	Progress *Progress `json:"progress,omitempty"`
+	// Deployed for OpProgress with status done: the observed placement per operator/node.
+	Deployed map[string]map[string]Placement `json:"deployed,omitempty"`
+}
+
+// Encode serialises c for raft.Apply.
+func (c Command) Encode() ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s command: %w", c.Op, err)
+	}
+	return b, nil
+}
+
+// Result is what Apply returns for one command (the raft ApplyFuture's Response).
+type Result struct {
+	// Index is the raft index of the command.
+	Index uint64
+	// Err is non-nil when the command was rejected; the state is then unchanged.
+	Err error
+}
+
+// ErrRejected wraps every validation failure inside Apply.
+var ErrRejected = errors.New("command rejected")
+
+// FSM implements raft.FSM over State.
+type FSM struct {
+	mu sync.RWMutex
+	st *State
+	// onCommit, if set, is called (outside the lock) after each successful command.
+	onCommit func(Command, uint64)
+}
+
+// New returns an FSM with empty state. onCommit (may be nil) observes committed commands;
+// it must not block.
+func New(onCommit func(Command, uint64)) *FSM {
+	return &FSM{st: NewState(), onCommit: onCommit}
+}
+
+// Read calls f with the state under a read lock. f must not retain or modify it.
+func (f *FSM) Read(fn func(*State)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.st)
+}
+
+// Apply implements raft.FSM.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	if l.Type != raft.LogCommand {
+		return Result{Index: l.Index}
+	}
+	var c Command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return Result{Index: l.Index, Err: fmt.Errorf("%w: decode command at index %d: %v", ErrRejected, l.Index, err)}
+	}
+	f.mu.Lock()
+	err := apply(f.st, c, l.Index)
+	f.mu.Unlock()
+	if err != nil {
+		return Result{Index: l.Index, Err: fmt.Errorf("%w: %s: %w", ErrRejected, c.Op, err)}
+	}
+	if f.onCommit != nil {
+		f.onCommit(c, l.Index)
+	}
+	return Result{Index: l.Index}
+}
+
+// Snapshot implements raft.FSM: the state is serialised under the read lock.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := json.Marshal(f.st)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot planner state: %w", err)
+	}
+	return snapshot(b), nil
+}
+
+// Restore implements raft.FSM.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st := NewState()
+	if err := json.NewDecoder(rc).Decode(st); err != nil {
+		return fmt.Errorf("restore planner state: %w", err)
+	}
+	st.fill()
+	f.mu.Lock()
+	f.st = st
+	f.mu.Unlock()
+	return nil
+}
+
+func (s *State) fill() {
+	n := NewState()
+	if s.Pipelines == nil {
+		s.Pipelines = n.Pipelines
+	}
+	if s.Nodes == nil {
+		s.Nodes = n.Nodes
+	}
+	if s.Deployed == nil {
+		s.Deployed = n.Deployed
+	}
+	if s.Rollouts == nil {
+		s.Rollouts = n.Rollouts
+	}
+	if s.Candidates == nil {
+		s.Candidates = n.Candidates
+	}
+	if s.Epochs == nil {
+		s.Epochs = n.Epochs
+	}
+	if s.Observations == nil {
+		s.Observations = n.Observations
+	}
+	if s.Progress == nil {
+		s.Progress = n.Progress
+	}
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("write planner snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (snapshot) Release() {}
+
+// apply validates c against st and, only when valid, mutates st.
+func apply(st *State, c Command, idx uint64) error {
+	switch c.Op {
+	case OpRegisterPipeline:
+		p := c.Pipeline
+		if err := ValidatePipeline(p); err != nil {
+			return err
+		}
+		cp := *p
+		cp.RegisteredIndex = idx
+		st.Pipelines[p.Job] = &cp
+		ro := map[string]*Rollout{}
+		old := st.Rollouts[p.Job]
+		for _, o := range p.Operators {
+			if r, ok := old[o.Name]; ok {
+				ro[o.Name] = r
+				continue
+			}
+			ro[o.Name] = &Rollout{Config: o.Config}
+		}
+		st.Rollouts[p.Job] = ro
+		if st.Epochs[p.Job] == nil {
+			st.Epochs[p.Job] = map[string]uint64{}
+		}
+		return nil
+	case OpDeletePipeline:
+		if _, ok := st.Pipelines[c.Job]; !ok {
+			return fmt.Errorf("pipeline %q is not registered", c.Job)
+		}
+		delete(st.Pipelines, c.Job)
+		delete(st.Rollouts, c.Job)
+		delete(st.Candidates, c.Job)
+		delete(st.Observations, c.Job)
+		delete(st.Deployed, c.Job)
+		delete(st.Progress, c.Job)
+		return nil
+	case OpSetInventory:
+		seen := map[string]bool{}
+		for i, n := range c.Nodes {
+			switch {
+			case n.Name == "":
+				return fmt.Errorf("nodes[%d]: name is empty", i)
+			case seen[n.Name]:
+				return fmt.Errorf("nodes[%d]: duplicate node %q", i, n.Name)
+			case !finite(n.CPU) || n.CPU < 0:
+				return fmt.Errorf("node %q: cpu=%v must be a finite number >= 0", n.Name, n.CPU)
+			case n.MemoryMB < 0 || n.GPUs < 0 || n.GPUMemoryMB < 0:
+				return fmt.Errorf("node %q: memory_mb, gpus and gpu_memory_mb must be >= 0", n.Name)
+			case !finite(n.EgressBps) || n.EgressBps < 0:
+				return fmt.Errorf("node %q: egress_bps=%v must be a finite number >= 0", n.Name, n.EgressBps)
+			}
+			seen[n.Name] = true
+		}
+		st.Nodes = map[string]Node{}
+		for _, n := range c.Nodes {
+			st.Nodes[n.Name] = n
+		}
+		return nil
+	case OpObserve:
+		if err := knownOp(st, c.Job, c.Operator); err != nil {
+			return err
+		}
+		o := c.Observation
+		if o == nil {
+			return fmt.Errorf("observation is missing")
+		}
+		if !finite(o.Capacity) || o.Capacity < 0 {
+			return fmt.Errorf("operator %q: capacity=%v must be a finite number >= 0", c.Operator, o.Capacity)
+		}
+		if !finite(o.Std) || o.Std < 0 {
+			return fmt.Errorf("operator %q: std=%v must be a finite number >= 0", c.Operator, o.Std)
+		}
+		if cur := st.Epochs[c.Job][c.Operator]; o.Epoch < cur {
+			return fmt.Errorf("operator %q: observation epoch %d is older than the current epoch %d", c.Operator, o.Epoch, cur)
+		}
+		cp := *o
+		cp.Index = idx
+		setIn(st.Observations, c.Job, c.Operator, cp)
+		return nil
+	case OpSetCandidate:
+		if err := knownOp(st, c.Job, c.Operator); err != nil {
+			return err
+		}
+		cand := c.Candidate
+		if cand == nil || cand.Config == "" {
+			return fmt.Errorf("operator %q: candidate config is empty", c.Operator)
+		}
+		if !finite(cand.Capacity) || cand.Capacity < 0 {
+			return fmt.Errorf("operator %q: candidate capacity=%v must be a finite number >= 0", c.Operator, cand.Capacity)
+		}
+		if !finite(cand.ColdStartSec) || cand.ColdStartSec < 0 {
+			return fmt.Errorf("operator %q: candidate cold_start_s=%v must be a finite number >= 0", c.Operator, cand.ColdStartSec)
+		}
+		r := st.Rollouts[c.Job][c.Operator]
+		if r.CandidateConfig != "" && r.CandidateConfig != cand.Config {
+			return fmt.Errorf("operator %q: transition to %q still in flight (at most one pending transition per operator)", c.Operator, r.CandidateConfig)
+		}
+		if cand.Config == r.Config {
+			return fmt.Errorf("operator %q: candidate %q equals the current config", c.Operator, cand.Config)
+		}
+		cp := *cand
+		cp.Index = idx
+		setIn(st.Candidates, c.Job, c.Operator, cp)
+		return nil
+	case OpDropCandidate:
+		if err := knownOp(st, c.Job, c.Operator); err != nil {
+			return err
+		}
+		if r := st.Rollouts[c.Job][c.Operator]; r.OnCandidate > 0 {
+			return fmt.Errorf("operator %q: %d instances already run the candidate; it cannot be dropped", c.Operator, r.OnCandidate)
+		}
+		delete(st.Candidates[c.Job], c.Operator)
+		st.Rollouts[c.Job][c.Operator].CandidateConfig = ""
+		return nil
+	case OpDecide:
+		return applyDecision(st, c.Decision, idx)
+	case OpProgress:
+		return applyProgress(st, c, idx)
+	default:
+		return fmt.Errorf("unknown command %q", c.Op)
+	}
+}
+
+func knownOp(st *State, job, op string) error {
+	p, ok := st.Pipelines[job]
+	if !ok {
+		return fmt.Errorf("pipeline %q is not registered", job)
+	}
+	if _, ok := p.Operator(op); !ok {
+		return fmt.Errorf("pipeline %q has no operator %q", job, op)
+	}
+	return nil
+}
+
+func setIn[V any](m map[string]map[string]V, a, b string, v V) {
+	if m[a] == nil {
+		m[a] = map[string]V{}
+	}
+	m[a][b] = v
+}
+
+// CheckDecision validates d against the state without changing it.
+func CheckDecision(st *State, d *Decision) error {
+	if d == nil {
+		return fmt.Errorf("decision is missing")
+	}
+	p, ok := st.Pipelines[d.Job]
+	if !ok {
+		return fmt.Errorf("pipeline %q is not registered", d.Job)
+	}
+	if !finite(d.Throughput) || d.Throughput < 0 {
+		return fmt.Errorf("throughput=%v must be a finite number >= 0", d.Throughput)
+	}
+	if prog, ok := st.Progress[d.Job]; ok && prog.Status == StatusApplying {
+		return fmt.Errorf("decision %d of %q is still being applied", prog.Decision, d.Job)
+	}
+	for _, o := range p.Operators {
+		if _, ok := d.Operators[o.Name]; !ok {
+			return fmt.Errorf("operator %q has no target in the decision", o.Name)
+		}
+	}
+	for name, t := range d.Operators {
+		if _, ok := p.Operator(name); !ok {
+			return fmt.Errorf("pipeline %q has no operator %q", d.Job, name)
+		}
+		r := st.Rollouts[d.Job][name]
+		if t.Config != r.Config || t.Epoch != r.Epoch {
+			return fmt.Errorf("operator %q: decision is for config %q epoch %d but the current config is %q epoch %d", name, t.Config, t.Epoch, r.Config, r.Epoch)
+		}
+		cand, onCand := 0, 0
+		for node, pl := range t.Nodes {
+			if node == "" {
+				return fmt.Errorf("operator %q: empty node name", name)
+			}
+			if pl.Current < 0 || pl.Candidate < 0 {
+				return fmt.Errorf("operator %q on %q: negative instance count", name, node)
+			}
+			cand += pl.Candidate
+		}
+		onCand = r.OnCandidate
+		if cand > 0 || t.Transitions > 0 {
+			if t.CandidateConfig == "" {
+				return fmt.Errorf("operator %q: candidate instances without a candidate config", name)
+			}
+			pending, ok := st.Candidates[d.Job][name]
+			if !ok || pending.Config != t.CandidateConfig {
+				return fmt.Errorf("operator %q: candidate config %q is not the pending candidate", name, t.CandidateConfig)
+			}
+		}
+		if r.CandidateConfig != "" && t.CandidateConfig != "" && t.CandidateConfig != r.CandidateConfig {
+			return fmt.Errorf("operator %q: transition to %q still in flight", name, r.CandidateConfig)
+		}
+		if cand < onCand {
+			return fmt.Errorf("operator %q: decision rolls back %d transitioned instances (never allowed)", name, onCand-cand)
+		}
+		if t.Transitions != cand-onCand {
+			return fmt.Errorf("operator %q: transitions=%d but candidate instances go from %d to %d", name, t.Transitions, onCand, cand)
+		}
+	}
+	return nil
+}
+
+func applyDecision(st *State, d *Decision, idx uint64) error {
+	if err := CheckDecision(st, d); err != nil {
+		return err
+	}
+	cp := *d
+	cp.Index = idx
+	cp.Operators = map[string]OpTarget{}
+	for name, t := range d.Operators {
+		nodes := map[string]Placement{}
+		cur, cand := 0, 0
+		for n, pl := range t.Nodes {
+			if pl.Total() > 0 {
+				nodes[n] = pl
+			}
+			cur += pl.Current
+			cand += pl.Candidate
+		}
+		t.Nodes = nodes
+		if cand == 0 && t.Transitions == 0 {
+			t.CandidateConfig = ""
+		}
+		cp.Operators[name] = t
+		r := st.Rollouts[d.Job][name]
+		r.OnCurrent, r.OnCandidate = cur, cand
+		if t.CandidateConfig != "" {
+			r.CandidateConfig = t.CandidateConfig
+		}
+	}
+	st.Decisions = append(st.Decisions, cp)
+	st.Progress[d.Job] = Progress{Decision: idx, Status: StatusApplying, Index: idx}
+	return nil
+}
+
+func applyProgress(st *State, c Command, idx uint64) error {
+	pr := c.Progress
+	if pr == nil {
+		return fmt.Errorf("progress is missing")
+	}
+	if _, ok := st.Pipelines[c.Job]; !ok {
+		return fmt.Errorf("pipeline %q is not registered", c.Job)
+	}
+	latest, ok := st.LatestDecision(c.Job)
+	if !ok || latest.Index != pr.Decision {
+		return fmt.Errorf("progress for decision %d of %q is stale (latest decision is %d)", pr.Decision, c.Job, latest.Index)
+	}
+	switch pr.Status {
+	case StatusApplying, StatusDone, StatusFailed:
+	default:
+		return fmt.Errorf("progress status %q is not applying|done|failed", pr.Status)
+	}
+	prev := st.Progress[c.Job]
+	if prev.Decision == pr.Decision && prev.Status != StatusApplying {
+		if prev.Status == pr.Status {
+			return nil // duplicate report: idempotent
+		}
+		return fmt.Errorf("decision %d of %q already finished as %s", pr.Decision, c.Job, prev.Status)
+	}
+	cp := *pr
+	cp.Index = idx
+	st.Progress[c.Job] = cp
+	switch pr.Status {
+	case StatusDone:
+		dep := map[string]map[string]Placement{}
+		for name, t := range latest.Operators {
+			dep[name] = map[string]Placement{}
+			for n, pl := range t.Nodes {
+				dep[name][n] = pl
+			}
+		}
+		if c.Deployed != nil {
+			dep = c.Deployed
+		}
+		st.Deployed[c.Job] = dep
+		names := make([]string, 0, len(latest.Operators))
+		for n := range latest.Operators {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			t := latest.Operators[name]
+			r := st.Rollouts[c.Job][name]
+			if t.Transitions > 0 {
+				if st.Epochs[c.Job] == nil {
+					st.Epochs[c.Job] = map[string]uint64{}
+				}
+				st.Epochs[c.Job][name]++
+				st.Invalidations = append(st.Invalidations, Invalidation{
+					Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
+					Config: t.CandidateConfig, Decision: latest.Index, Index: idx,
+				})
+			}
+			if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
+				// Every instance runs the candidate: it becomes the current config.
+				r.Config, r.Epoch = r.CandidateConfig, r.Epoch+1
+				r.OnCurrent, r.OnCandidate, r.CandidateConfig = r.OnCandidate, 0, ""
+				delete(st.Candidates[c.Job], name)
+			}
+		}
+	case StatusFailed:
+		// Nomad reverted to the last stable version: the targets of the previous decision
+		// run again, and the candidate that failed is dropped.
+		var prevDec *Decision
+		for i := len(st.Decisions) - 1; i >= 0; i-- {
+			if st.Decisions[i].Job == c.Job && st.Decisions[i].Index < latest.Index {
+				prevDec = &st.Decisions[i]
+				break
+			}
+		}
+		for name, t := range latest.Operators {
+			r := st.Rollouts[c.Job][name]
+			cur, cand := 0, 0
+			if prevDec != nil {
+				for _, pl := range prevDec.Operators[name].Nodes {
+					cur += pl.Current
+					cand += pl.Candidate
+				}
+			}
+			r.OnCurrent, r.OnCandidate = cur, cand
+			if t.Transitions > 0 && cand == 0 {
+				r.CandidateConfig = ""
+				delete(st.Candidates[c.Job], name)
+			}
+		}
+	}
+	return nil
+}

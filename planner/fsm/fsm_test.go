@@ -1,0 +1,202 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+func pipe() *Pipeline {
+	return &Pipeline{Job: "pdf", Operators: []Operator{
+		{Name: "parse", Order: 0, CPU: 1, MemoryMB: 512, Amplification: 1, Config: "threads=1"},
+		{Name: "embed", Order: 1, CPU: 2, MemoryMB: 1024, GPUs: 1, GPUMemoryMB: 8000, Amplification: 1, Config: "batch=8"},
+	}}
+}
+
+type applier struct {
+	t   *testing.T
+	f   *FSM
+	idx uint64
+}
+
+func (a *applier) do(c Command) error {
+	a.t.Helper()
+	a.idx++
+	b, err := c.Encode()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	res := a.f.Apply(&raft.Log{Index: a.idx, Type: raft.LogCommand, Data: b}).(Result)
+	return res.Err
+}
+
+func (a *applier) must(c Command) {
+	a.t.Helper()
+	if err := a.do(c); err != nil {
+		a.t.Fatalf("%s: %v", c.Op, err)
+	}
+}
+
+func stateJSON(t *testing.T, f *FSM) string {
+	t.Helper()
+	var b []byte
+	f.Read(func(s *State) { b, _ = json.Marshal(s) })
+	return string(b)
+}
+
+func decision(cand int, cfg string) *Decision { return decisionT(cand, cand, cfg) }
+
+func decisionT(cand, trans int, cfg string) *Decision {
+	return &Decision{Job: "pdf", Operators: map[string]OpTarget{
+		"parse": {Nodes: map[string]Placement{"a": {Current: 2}, "b": {Current: 1}}, Config: "threads=1"},
+		"embed": {Nodes: map[string]Placement{"a": {Current: 2 - cand, Candidate: cand}}, Config: "batch=8", CandidateConfig: cfg, Transitions: trans},
+	}, Source: "test"}
+}
+
+// TestTransitionLifecycle walks one operator through a two-batch config transition and
+// checks the rolling-update state, the epoch bumps and the promotion.
+func TestTransitionLifecycle(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	d1 := a.idx
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: d1, Status: StatusDone}})
+	a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=32", Capacity: 9}})
+	// A second, different candidate is refused while the first is pending and in flight
+	// only once instances run it; before that it replaces the pending one.
+	a.must(Command{Op: OpDecide, Decision: decision(1, "batch=32")})
+	d2 := a.idx
+	if err := a.do(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=64", Capacity: 9}}); err == nil {
+		t.Fatal("second candidate accepted while a transition is in flight")
+	}
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: d2, Status: StatusDone}})
+	// Duplicate done report is a no-op (idempotent).
+	before := stateJSON(t, a.f)
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: d2, Status: StatusDone}})
+	var s1 State
+	_ = json.Unmarshal([]byte(before), &s1)
+	var r Rollout
+	var epoch uint64
+	var inv int
+	a.f.Read(func(s *State) {
+		r = *s.Rollouts["pdf"]["embed"]
+		epoch = s.Epochs["pdf"]["embed"]
+		inv = len(s.Invalidations)
+	})
+	if r.OnCurrent != 1 || r.OnCandidate != 1 || r.CandidateConfig != "batch=32" || epoch != 1 || inv != 1 {
+		t.Fatalf("after batch 1: rollout %+v epoch %d invalidations %d", r, epoch, inv)
+	}
+	if len(s1.Invalidations) != inv {
+		t.Fatalf("duplicate done changed invalidations: %d -> %d", len(s1.Invalidations), inv)
+	}
+	// Rolling back a transitioned instance is refused.
+	if err := a.do(Command{Op: OpDecide, Decision: decision(0, "")}); err == nil || !errors.Is(err, ErrRejected) {
+		t.Fatalf("rollback accepted: %v", err)
+	}
+	a.must(Command{Op: OpDecide, Decision: decisionT(2, 1, "batch=32")})
+	d3 := a.idx
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: d3, Status: StatusDone}})
+	a.f.Read(func(s *State) {
+		r = *s.Rollouts["pdf"]["embed"]
+		epoch = s.Epochs["pdf"]["embed"]
+		inv = len(s.Invalidations)
+	})
+	if r.Config != "batch=32" || r.Epoch != 1 || r.CandidateConfig != "" || r.OnCurrent != 2 || r.OnCandidate != 0 || epoch != 2 || inv != 2 {
+		t.Fatalf("after promotion: rollout %+v epoch %d invalidations %d", r, epoch, inv)
+	}
+}
+
+// TestRejectedCommandsLeaveStateUnchanged feeds invalid commands and compares the whole
+// serialised state before and after.
+func TestRejectedCommandsLeaveStateUnchanged(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.must(Command{Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: 8, MemoryMB: 16000, GPUs: 2, GPUMemoryMB: 16000}}})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	before := stateJSON(t, a.f)
+	bad := pipe()
+	bad.Operators[1].CPU = -1
+	nan := pipe()
+	nan.Operators[1].Amplification = math.NaN()
+	if err := ValidatePipeline(nan); err == nil || !strings.Contains(err.Error(), "trident_amplification") {
+		t.Fatalf("NaN amplification: %v", err)
+	}
+	if _, err := (Command{Op: OpObserve, Observation: &Observation{Capacity: math.NaN()}}).Encode(); err == nil {
+		t.Fatal("NaN observation encoded into a log entry")
+	}
+	noOrder := pipe()
+	noOrder.Operators = nil
+	cases := map[string]Command{
+		"nan cpu":               {Op: OpRegisterPipeline, Pipeline: bad},
+		"no operators":          {Op: OpRegisterPipeline, Pipeline: noOrder},
+		"unknown operator":      {Op: OpObserve, Job: "pdf", Operator: "nope", Observation: &Observation{Capacity: 1}},
+		"unknown job":           {Op: OpObserve, Job: "x", Operator: "parse", Observation: &Observation{Capacity: 1}},
+		"dup node":              {Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: 1}, {Name: "a", CPU: 1}}},
+		"negative node cpu":     {Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: -2}}},
+		"negative capacity":     {Op: OpObserve, Job: "pdf", Operator: "parse", Observation: &Observation{Capacity: -1}},
+		"decide while applying": {Op: OpDecide, Decision: decision(0, "")},
+		"stale progress":        {Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: 1, Status: StatusDone}},
+		"bad status":            {Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: "maybe"}},
+		"candidate = current":   {Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=8"}},
+		"unknown op":            {Op: "frobnicate"},
+	}
+	for name, c := range cases {
+		if err := a.do(c); err == nil || !errors.Is(err, ErrRejected) {
+			t.Errorf("%s: want rejection, got %v", name, err)
+		}
+		if after := stateJSON(t, a.f); after != before {
+			t.Fatalf("%s: state changed:\nbefore %s\nafter  %s", name, before, after)
+		}
+	}
+	// Garbage bytes in the log are rejected too.
+	a.idx++
+	if res := a.f.Apply(&raft.Log{Index: a.idx, Type: raft.LogCommand, Data: []byte("{nope")}).(Result); res.Err == nil {
+		t.Fatal("garbage command accepted")
+	}
+}
+
+type sink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *sink) ID() string    { return "x" }
+func (s *sink) Cancel() error { s.cancelled = true; return nil }
+func (s *sink) Close() error  { return nil }
+
+// TestSnapshotRestoreRoundTrip checks that a restored FSM equals the original.
+func TestSnapshotRestoreRoundTrip(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.must(Command{Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: 8, MemoryMB: 16000}}})
+	a.must(Command{Op: OpObserve, Job: "pdf", Operator: "parse", Observation: &Observation{Capacity: 3.5}})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	snap, err := a.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sk sink
+	if err := snap.Persist(&sk); err != nil {
+		t.Fatal(err)
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sk.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	var s1, s2 State
+	_ = json.Unmarshal([]byte(stateJSON(t, a.f)), &s1)
+	_ = json.Unmarshal([]byte(stateJSON(t, g)), &s2)
+	if !reflect.DeepEqual(s1, s2) {
+		t.Fatalf("restored state differs:\n%+v\n%+v", s1, s2)
+	}
+	if s2.Decisions[0].Index != 4 || s2.Observations["pdf"]["parse"].Capacity != 3.5 {
+		t.Fatalf("restored content wrong: %+v", s2)
+	}
+}

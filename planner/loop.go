@@ -1,0 +1,464 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"reflect"
+	"sort"
+	"time"
+
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/planner/sched"
+)
+
+// StepResult is the actuator's view of one decision after a Step.
+type StepResult struct {
+	// Status is fsm.StatusApplying, fsm.StatusDone or fsm.StatusFailed.
+	Status string
+	// Detail explains it (deployment ID, failure reason).
+	Detail string
+}
+
+// Actuator turns committed decisions into cluster changes. Every method must be safe to
+// call again after a crash at any point: Step reads the cluster's state and performs only
+// the next missing action of the decision.
+type Actuator interface {
+	// Pipeline parses job (Nomad job JSON) or, when job is empty, the job registered in
+	// the cluster under jobID. Errors name the offending group and meta key.
+	Pipeline(ctx context.Context, jobID string, job json.RawMessage) (*fsm.Pipeline, error)
+	// CheckConfig validates a configuration string against the operator's parameter space.
+	CheckConfig(op fsm.Operator, config string) error
+	// Inventory lists the schedulable nodes.
+	Inventory(ctx context.Context) ([]fsm.Node, error)
+	// Step advances the cluster towards decision d of pipeline p.
+	Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (StepResult, error)
+}
+
+// Estimator supplies capacity estimates (records/s per instance on the current config).
+type Estimator interface {
+	// Capacities returns an estimate per operator name; missing operators use the loop's
+	// default capacity.
+	Capacities(ctx context.Context, job string, ops []fsm.Operator) (map[string]float64, error)
+}
+
+// Invalidator tells the observation layer that an operator's configuration changed.
+type Invalidator interface {
+	// Invalidate is called once per committed transition batch with the new observation
+	// epoch (recorded in the FSM before the call).
+	Invalidate(ctx context.Context, job, operator string, epoch uint64) error
+}
+
+// LoopConfig configures the leader's rescheduling loop.
+type LoopConfig struct {
+	// Interval between rounds (default 10s).
+	Interval time.Duration
+	// Scheduler is the primary scheduler (default sched.Proportional).
+	Scheduler sched.Scheduler
+	// Fallback runs when Scheduler fails (default sched.Proportional).
+	Fallback sched.Scheduler
+	// SolveTimeout bounds one solve (default 30s).
+	SolveTimeout time.Duration
+	// Actuator applies decisions (nil: decisions are committed but not applied).
+	Actuator Actuator
+	// Estimator supplies capacities (nil: the latest POST /v1/observations per operator).
+	Estimator Estimator
+	// Invalidator is told about committed transitions (may be nil).
+	Invalidator Invalidator
+	// DefaultCapacity is used for operators without an estimate (default 1 record/s).
+	DefaultCapacity float64
+	// MinGain is the relative throughput improvement needed to move instances that are
+	// not part of a config transition (default 0.05).
+	MinGain float64
+	// MaxBatch caps transitions per operator and round (0 = no cap).
+	MaxBatch int
+}
+
+// Loop is the leader's rescheduling loop (Algorithm 2 of the Trident paper): observe,
+// solve asynchronously, commit the decision to raft, apply the delta.
+type Loop struct {
+	s       *Server
+	cfg     LoopConfig
+	log     *slog.Logger
+	kickCh  chan struct{}
+	results chan solveResult
+	solving map[string]bool
+	last    map[string]sched.Plan
+}
+
+type solveResult struct {
+	job  string
+	in   sched.PlanInput
+	plan sched.Plan
+	err  error
+}
+
+func newLoop(s *Server, cfg LoopConfig) *Loop {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10 * time.Second
+	}
+	if cfg.Scheduler == nil {
+		cfg.Scheduler = sched.Proportional{}
+	}
+	if cfg.Fallback == nil {
+		cfg.Fallback = sched.Proportional{}
+	}
+	if cfg.SolveTimeout <= 0 {
+		cfg.SolveTimeout = 30 * time.Second
+	}
+	if cfg.DefaultCapacity <= 0 {
+		cfg.DefaultCapacity = 1
+	}
+	if cfg.MinGain <= 0 {
+		cfg.MinGain = 0.05
+	}
+	return &Loop{s: s, cfg: cfg, log: s.log.With("component", "loop"), kickCh: make(chan struct{}, 1)}
+}
+
+// kick asks for a round as soon as possible.
+func (l *Loop) kick() {
+	select {
+	case l.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// runLeader runs rounds until ctx is done (leadership lost or shutdown).
+func (l *Loop) runLeader(ctx context.Context) {
+	l.results = make(chan solveResult, 16)
+	l.solving = map[string]bool{}
+	l.last = map[string]sched.Plan{}
+	// Make sure every committed entry is applied before acting on the state.
+	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
+		l.log.Warn("barrier failed; continuing", "err", err)
+	}
+	l.log.Info("rescheduling loop started", "interval", l.cfg.Interval)
+	t := time.NewTicker(l.cfg.Interval)
+	defer t.Stop()
+	l.round(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			l.log.Info("rescheduling loop stopped")
+			return
+		case <-t.C:
+			l.round(ctx)
+		case <-l.kickCh:
+			l.round(ctx)
+		case r := <-l.results:
+			delete(l.solving, r.job)
+			l.commit(ctx, r)
+			l.round(ctx)
+		}
+	}
+}
+
+// round runs one pass: refresh the inventory, advance in-flight decisions, start solves.
+func (l *Loop) round(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	if a := l.cfg.Actuator; a != nil {
+		nodes, err := a.Inventory(ctx)
+		if err != nil {
+			l.log.Warn("inventory unavailable; keeping the committed inventory", "err", err)
+		} else if l.inventoryChanged(nodes) {
+			if _, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpSetInventory, Nodes: nodes}); err != nil {
+				l.log.Warn("commit inventory", "err", err)
+			} else {
+				l.log.Info("inventory committed", "nodes", len(nodes))
+			}
+		}
+	}
+	var jobs []string
+	l.s.fsm.Read(func(st *fsm.State) {
+		for j := range st.Pipelines {
+			jobs = append(jobs, j)
+		}
+	})
+	sort.Strings(jobs)
+	for _, job := range jobs {
+		if ctx.Err() != nil {
+			return
+		}
+		l.pipeline(ctx, job)
+	}
+}
+
+func (l *Loop) inventoryChanged(nodes []fsm.Node) bool {
+	changed := false
+	l.s.fsm.Read(func(st *fsm.State) {
+		if len(st.Nodes) != len(nodes) {
+			changed = true
+			return
+		}
+		for _, n := range nodes {
+			if st.Nodes[n.Name] != n {
+				changed = true
+				return
+			}
+		}
+	})
+	return changed
+}
+
+func (l *Loop) pipeline(ctx context.Context, job string) {
+	var p *fsm.Pipeline
+	var prog fsm.Progress
+	var dec fsm.Decision
+	var hasDec bool
+	l.s.fsm.Read(func(st *fsm.State) {
+		if pp, ok := st.Pipelines[job]; ok {
+			cp := *pp
+			p = &cp
+		}
+		prog = st.Progress[job]
+		dec, hasDec = st.LatestDecision(job)
+	})
+	if p == nil {
+		return
+	}
+	if hasDec && prog.Status == fsm.StatusApplying {
+		if l.cfg.Actuator == nil {
+			return
+		}
+		res, err := l.cfg.Actuator.Step(ctx, p, dec)
+		if err != nil {
+			l.log.Warn("apply decision", "job", job, "decision", dec.Index, "err", err)
+			return
+		}
+		if res.Status == fsm.StatusApplying {
+			return
+		}
+		_, err = l.s.Propose(ctx, fsm.Command{Op: fsm.OpProgress, Job: job, Progress: &fsm.Progress{Decision: dec.Index, Status: res.Status, Detail: res.Detail}})
+		if err != nil {
+			l.log.Warn("commit progress", "job", job, "decision", dec.Index, "err", err)
+			return
+		}
+		l.log.Info("decision applied", "job", job, "decision", dec.Index, "status", res.Status, "detail", res.Detail)
+		if res.Status == fsm.StatusDone {
+			l.invalidate(ctx, job, dec)
+		}
+		return
+	}
+	if l.solving[job] {
+		return // the previous solve still runs; the committed plan stays in force
+	}
+	in, err := l.input(ctx, job)
+	if err != nil {
+		l.log.Warn("cannot build scheduling input", "job", job, "err", err)
+		return
+	}
+	l.solving[job] = true
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
+		defer cancel()
+		plan, err := l.cfg.Scheduler.Plan(sctx, in)
+		if err != nil && !errors.Is(err, sched.ErrImpossible) && ctx.Err() == nil {
+			l.log.Warn("scheduler failed; using the fallback", "job", job, "err", err)
+			fctx, fcancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
+			plan, err = l.cfg.Fallback.Plan(fctx, in)
+			fcancel()
+		}
+		select {
+		case l.results <- solveResult{job: job, in: in, plan: plan, err: err}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+func (l *Loop) invalidate(ctx context.Context, job string, dec fsm.Decision) {
+	if l.cfg.Invalidator == nil {
+		return
+	}
+	for name, t := range dec.Operators {
+		if t.Transitions == 0 {
+			continue
+		}
+		var epoch uint64
+		l.s.fsm.Read(func(st *fsm.State) { epoch = st.Epochs[job][name] })
+		if err := l.cfg.Invalidator.Invalidate(ctx, job, name, epoch); err != nil {
+			l.log.Warn("invalidate observations", "job", job, "operator", name, "err", err)
+		}
+	}
+}
+
+// input builds the scheduling input from the committed state.
+func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
+	in := sched.PlanInput{Job: job, MaxBatch: l.cfg.MaxBatch}
+	var ops []fsm.Operator
+	var err error
+	l.s.fsm.Read(func(st *fsm.State) {
+		p := st.Pipelines[job]
+		if p == nil {
+			err = fmt.Errorf("pipeline %q is gone", job)
+			return
+		}
+		ops = append(ops, p.Operators...)
+		for _, n := range st.Nodes {
+			in.Nodes = append(in.Nodes, n)
+		}
+		in.Current = currentDeployment(st, job)
+		for _, o := range p.Operators {
+			oi := sched.OperatorInput{Operator: o, Capacity: l.cfg.DefaultCapacity}
+			if ob, ok := st.Observations[job][o.Name]; ok && ob.Capacity > 0 {
+				oi.Capacity = ob.Capacity
+			}
+			if c, ok := st.Candidates[job][o.Name]; ok {
+				cp := c
+				oi.Candidate = &cp
+			}
+			in.Operators = append(in.Operators, oi)
+		}
+	})
+	if err != nil {
+		return in, err
+	}
+	sort.Slice(in.Nodes, func(i, j int) bool { return in.Nodes[i].Name < in.Nodes[j].Name })
+	if l.cfg.Estimator != nil {
+		caps, err := l.cfg.Estimator.Capacities(ctx, job, ops)
+		if err != nil {
+			return in, fmt.Errorf("capacity estimates: %w", err)
+		}
+		for i := range in.Operators {
+			if c, ok := caps[in.Operators[i].Name]; ok && c > 0 && !math.IsInf(c, 0) {
+				in.Operators[i].Capacity = c
+			}
+		}
+	}
+	return in, in.Validate()
+}
+
+// currentDeployment is the committed deployment the next decision starts from: the
+// placement of the latest decision that finished (done), with instances counted on the
+// current config once a transition has been promoted.
+func currentDeployment(st *fsm.State, job string) map[string]map[string]fsm.Placement {
+	dep := st.Deployed[job]
+	if dep == nil {
+		return nil
+	}
+	out := map[string]map[string]fsm.Placement{}
+	for op, nodes := range dep {
+		r := st.Rollouts[job][op]
+		out[op] = map[string]fsm.Placement{}
+		for n, pl := range nodes {
+			if r != nil && r.CandidateConfig == "" {
+				pl = fsm.Placement{Current: pl.Total()}
+			}
+			out[op][n] = pl
+		}
+	}
+	return out
+}
+
+// supported is the throughput a deployment sustains at the input's capacities.
+func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) float64 {
+	T := math.Inf(1)
+	amp := 1.0
+	for _, o := range in.Operators {
+		c := 0.0
+		for _, pl := range dep[o.Name] {
+			c += float64(pl.Current) * o.Capacity
+			if o.Candidate != nil {
+				c += float64(pl.Candidate) * o.Candidate.Capacity
+			}
+		}
+		T = math.Min(T, c/amp)
+		amp *= o.Amplification
+	}
+	if math.IsInf(T, 0) {
+		return 0
+	}
+	return T
+}
+
+// commit turns a solve result into a decision and commits it when it is worth acting on.
+func (l *Loop) commit(ctx context.Context, r solveResult) {
+	if r.err != nil {
+		l.log.Warn("no feasible plan this round; keeping the committed plan", "job", r.job, "err", r.err)
+		return
+	}
+	l.last[r.job] = r.plan
+	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
+		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
+	transitions := 0
+	var hasDec bool
+	l.s.fsm.Read(func(st *fsm.State) {
+		_, hasDec = st.LatestDecision(r.job)
+		for _, o := range r.in.Operators {
+			ro := st.Rollouts[r.job][o.Name]
+			if ro == nil {
+				continue
+			}
+			t := fsm.OpTarget{Nodes: r.plan.Targets[o.Name], Config: ro.Config, Epoch: ro.Epoch}
+			cand := 0
+			for _, pl := range t.Nodes {
+				cand += pl.Candidate
+			}
+			if cand > 0 {
+				t.CandidateConfig = ro.CandidateConfig
+				if c, ok := st.Candidates[r.job][o.Name]; ok {
+					t.CandidateConfig = c.Config
+				}
+			}
+			t.Transitions = cand - ro.OnCandidate
+			transitions += t.Transitions
+			d.Operators[o.Name] = t
+		}
+	})
+	if hasDec && transitions == 0 {
+		cur := supported(r.in, r.in.Current)
+		if r.plan.Throughput <= cur*(1+l.cfg.MinGain) && fits(r.in) {
+			return // not worth moving instances
+		}
+	}
+	if reflect.DeepEqual(normalise(d.Operators), normalise(targetsOf(r.in.Current))) && hasDec {
+		return
+	}
+	idx, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpDecide, Decision: &d})
+	if err != nil {
+		l.log.Warn("decision not committed", "job", r.job, "err", err)
+		return
+	}
+	l.log.Info("decision committed", "job", r.job, "index", idx, "source", d.Source, "throughput", d.Throughput, "transitions", transitions, "reason", d.Reason)
+}
+
+// fits reports whether the current deployment only uses nodes of the inventory.
+func fits(in sched.PlanInput) bool {
+	known := map[string]bool{}
+	for _, n := range in.Nodes {
+		known[n.Name] = true
+	}
+	for _, nodes := range in.Current {
+		for n, pl := range nodes {
+			if pl.Total() > 0 && !known[n] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func targetsOf(dep map[string]map[string]fsm.Placement) map[string]fsm.OpTarget {
+	out := map[string]fsm.OpTarget{}
+	for op, n := range dep {
+		out[op] = fsm.OpTarget{Nodes: n}
+	}
+	return out
+}
+
+func normalise(m map[string]fsm.OpTarget) map[string]map[string]fsm.Placement {
+	out := map[string]map[string]fsm.Placement{}
+	for op, t := range m {
+		out[op] = map[string]fsm.Placement{}
+		for n, pl := range t.Nodes {
+			if pl.Total() > 0 {
+				out[op][n] = pl
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,453 @@
+package nomadact
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/planner"
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// Options configure the actuator.
+type Options struct {
+	// MinHealthyTime, HealthyDeadline and ProgressDeadline go into every rendered group's
+	// update block (defaults 5s, 2m, HealthyDeadline+1m).
+	MinHealthyTime, HealthyDeadline, ProgressDeadline time.Duration
+	// KillTimeout is set on tasks that have none (default 30s): scale-down drains.
+	KillTimeout time.Duration
+	// Namespace of the pipeline jobs ("" = default).
+	Namespace string
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Actuator implements planner.Actuator and planner.Invalidator against a Nomad cluster.
+type Actuator struct {
+	c   *api.Client
+	o   Options
+	log *slog.Logger
+}
+
+var (
+	_ planner.Actuator    = (*Actuator)(nil)
+	_ planner.Invalidator = (*Actuator)(nil)
+)
+
+// New returns an actuator using client c.
+func New(c *api.Client, o Options) *Actuator {
+	if o.MinHealthyTime <= 0 {
+		o.MinHealthyTime = 5 * time.Second
+	}
+	if o.HealthyDeadline <= 0 {
+		o.HealthyDeadline = 2 * time.Minute
+	}
+	if o.ProgressDeadline <= o.HealthyDeadline {
+		o.ProgressDeadline = o.HealthyDeadline + time.Minute
+	}
+	if o.KillTimeout <= 0 {
+		o.KillTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Actuator{c: c, o: o, log: o.Logger.With("component", "nomadact")}
+}
+
+func (a *Actuator) q(ctx context.Context) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: a.o.Namespace}).WithContext(ctx)
+}
+
+func (a *Actuator) w(ctx context.Context) *api.WriteOptions {
+	return (&api.WriteOptions{Namespace: a.o.Namespace}).WithContext(ctx)
+}
+
+// Pipeline implements planner.Actuator.
+func (a *Actuator) Pipeline(ctx context.Context, jobID string, raw json.RawMessage) (*fsm.Pipeline, error) {
+	var job *api.Job
+	if len(raw) == 0 || string(raw) == "null" {
+		j, _, err := a.c.Jobs().Info(jobID, a.q(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("read job %q from nomad: %w", jobID, err)
+		}
+		job = j
+	} else {
+		j, err := DecodeJob(raw)
+		if err != nil {
+			return nil, err
+		}
+		job = j
+	}
+	if *job.ID != jobID {
+		return nil, fmt.Errorf("job ID %q in the body does not match %q in the path", *job.ID, jobID)
+	}
+	p, err := ParseJob(job)
+	if err != nil {
+		return nil, err
+	}
+	if p.Template, err = json.Marshal(job); err != nil {
+		return nil, fmt.Errorf("encode job template: %w", err)
+	}
+	return p, nil
+}
+
+// CheckConfig implements planner.Actuator.
+func (a *Actuator) CheckConfig(op fsm.Operator, config string) error { return CheckConfig(op, config) }
+
+// Invalidate implements planner.Invalidator. The new epoch reaches the operators through
+// the trident_config_epoch group meta of the next version; here it is logged for the
+// observation layer's operators to correlate.
+func (a *Actuator) Invalidate(ctx context.Context, job, op string, epoch uint64) error {
+	a.log.Info("observation epoch advanced: samples of older epochs are invalid", "job", job, "operator", op, "epoch", epoch)
+	return nil
+}
+
+// Inventory implements planner.Actuator: ready, eligible nodes with their unreserved
+// cores, memory and healthy nvidia/gpu devices.
+func (a *Actuator) Inventory(ctx context.Context) ([]fsm.Node, error) {
+	stubs, _, err := a.c.Nodes().List(a.q(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list nomad nodes: %w", err)
+	}
+	var out []fsm.Node
+	for _, s := range stubs {
+		if s.Status != "ready" || s.SchedulingEligibility != "eligible" || s.Drain {
+			continue
+		}
+		n, _, err := a.c.Nodes().Info(s.ID, a.q(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("read nomad node %s: %w", s.Name, err)
+		}
+		out = append(out, nodeOf(n))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func nodeOf(n *api.Node) fsm.Node {
+	out := fsm.Node{Name: n.Name, Class: n.NodeClass}
+	if r := n.NodeResources; r != nil {
+		cores := float64(r.Cpu.TotalCpuCores)
+		if cores == 0 {
+			cores = float64(r.Cpu.CpuShares) / 1000
+		}
+		mem := r.Memory.MemoryMB
+		if rr := n.ReservedResources; rr != nil {
+			mem -= int64(rr.Memory.MemoryMB)
+			if r.Cpu.CpuShares > 0 {
+				cores *= 1 - float64(rr.Cpu.CpuShares)/float64(r.Cpu.CpuShares)
+			}
+		}
+		out.CPU, out.MemoryMB = math.Floor(cores*100)/100, int(mem)
+		minMem := -1
+		for _, d := range r.Devices {
+			if d.Vendor != "nvidia" || d.Type != "gpu" {
+				continue
+			}
+			healthy := 0
+			for _, inst := range d.Instances {
+				if inst.Healthy {
+					healthy++
+				}
+			}
+			out.GPUs += healthy
+			if attr := d.Attributes["memory"]; attr != nil && attr.IntVal != nil && healthy > 0 {
+				mb := int(*attr.IntVal)
+				if u := strings.ToLower(attr.Unit); u == "gib" || u == "gb" {
+					mb *= 1024
+				}
+				if minMem < 0 || mb < minMem {
+					minMem = mb
+				}
+			}
+		}
+		if minMem > 0 {
+			out.GPUMemoryMB = minMem
+		}
+	}
+	return out
+}
+
+// Step implements planner.Actuator.
+func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (planner.StepResult, error) {
+	applying := planner.StepResult{Status: fsm.StatusApplying}
+	job, _, err := a.c.Jobs().Info(p.Job, a.q(ctx))
+	if err != nil && !isNotFound(err) {
+		return applying, fmt.Errorf("read job %q: %w", p.Job, err)
+	}
+	if err != nil {
+		job = nil
+	}
+	transitions := 0
+	for _, t := range d.Operators {
+		transitions += t.Transitions
+	}
+	if job != nil {
+		if failed, why, err := a.failedFor(ctx, p.Job, d.Index); err != nil {
+			return applying, err
+		} else if failed {
+			return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
+		}
+	}
+	cur := decisionOf(job)
+	switch {
+	case job == nil || cur < d.Index:
+		phase := PhaseFinal
+		if transitions > 0 && job != nil {
+			phase = PhaseSurge
+		}
+		return applying, a.register(ctx, p, d, phase, job)
+	case cur > d.Index:
+		return applying, fmt.Errorf("nomad job %q carries decision %d, newer than the committed decision %d", p.Job, cur, d.Index)
+	}
+	phase := job.Meta[MetaPhase]
+	version := uint64(0)
+	if job.Version != nil {
+		version = *job.Version
+	}
+	deps, _, err := a.c.Jobs().Deployments(p.Job, false, a.q(ctx))
+	if err != nil {
+		return applying, fmt.Errorf("list deployments of %q: %w", p.Job, err)
+	}
+	for _, dep := range deps {
+		if dep.JobVersion != version {
+			continue
+		}
+		switch dep.Status {
+		case "running", "pending", "paused", "initializing", "blocked", "unblocking":
+			return applying, nil
+		}
+	}
+	converged, why, err := a.converged(ctx, job, version)
+	if err != nil || !converged {
+		if why != "" {
+			a.log.Debug("waiting for convergence", "job", p.Job, "decision", d.Index, "why", why)
+		}
+		return applying, err
+	}
+	if phase == PhaseSurge {
+		return applying, a.register(ctx, p, d, PhaseFinal, job)
+	}
+	return planner.StepResult{Status: fsm.StatusDone, Detail: fmt.Sprintf("job version %d", version)}, nil
+}
+
+func isNotFound(err error) bool {
+	var ue api.UnexpectedResponseError
+	if errors.As(err, &ue) && ue.StatusCode() == 404 {
+		return true
+	}
+	return strings.Contains(err.Error(), "404")
+}
+
+func decisionOf(job *api.Job) uint64 {
+	if job == nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(job.Meta[MetaDecision], 10, 64)
+	return n
+}
+
+// failedFor reports whether a deployment of a version carrying decision idx failed.
+func (a *Actuator) failedFor(ctx context.Context, jobID string, idx uint64) (bool, string, error) {
+	versions, _, _, err := a.c.Jobs().Versions(jobID, false, a.q(ctx))
+	if err != nil {
+		return false, "", fmt.Errorf("list versions of %q: %w", jobID, err)
+	}
+	ours := map[uint64]bool{}
+	for _, v := range versions {
+		if v.Version != nil && decisionOf(v) == idx {
+			ours[*v.Version] = true
+		}
+	}
+	deps, _, err := a.c.Jobs().Deployments(jobID, false, a.q(ctx))
+	if err != nil {
+		return false, "", fmt.Errorf("list deployments of %q: %w", jobID, err)
+	}
+	for _, dep := range deps {
+		if ours[dep.JobVersion] && dep.Status == "failed" {
+			return true, fmt.Sprintf("deployment %s of job version %d failed: %s", dep.ID, dep.JobVersion, dep.StatusDescription), nil
+		}
+	}
+	return false, "", nil
+}
+
+// converged reports whether every group of job version runs exactly its count and no
+// stopped allocation is still draining.
+func (a *Actuator) converged(ctx context.Context, job *api.Job, version uint64) (bool, string, error) {
+	allocs, _, err := a.c.Jobs().Allocations(*job.ID, false, a.q(ctx))
+	if err != nil {
+		return false, "", fmt.Errorf("list allocations of %q: %w", *job.ID, err)
+	}
+	running := map[string]int{}
+	for _, al := range allocs {
+		switch {
+		case al.DesiredStatus == "run" && al.ClientStatus == "running":
+			// Allocations of unchanged groups keep an older JobVersion; they count.
+			running[al.TaskGroup]++
+		case al.DesiredStatus == "run" && al.ClientStatus == "pending":
+			return false, "allocation " + al.ID[:8] + " of " + al.TaskGroup + " pending", nil
+		case al.DesiredStatus != "run" && (al.ClientStatus == "running" || al.ClientStatus == "pending"):
+			return false, "allocation " + al.ID[:8] + " of " + al.TaskGroup + " draining", nil
+		}
+	}
+	for _, g := range job.TaskGroups {
+		want := 0
+		if g.Count != nil {
+			want = *g.Count
+		}
+		if running[*g.Name] != want {
+			return false, fmt.Sprintf("group %s runs %d of %d", *g.Name, running[*g.Name], want), nil
+		}
+	}
+	return true, "", nil
+}
+
+// register submits the rendered version for decision d.
+func (a *Actuator) register(ctx context.Context, p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job) error {
+	job, err := Render(p, d, phase, existing, a.o)
+	if err != nil {
+		return err
+	}
+	var modify uint64
+	if existing != nil && existing.JobModifyIndex != nil {
+		modify = *existing.JobModifyIndex
+	}
+	resp, _, err := a.c.Jobs().EnforceRegister(job, modify, a.w(ctx))
+	if err != nil {
+		return fmt.Errorf("register job %q for decision %d (%s): %w", p.Job, d.Index, phase, err)
+	}
+	a.log.Info("job version submitted", "job", p.Job, "decision", d.Index, "phase", phase, "eval", resp.EvalID)
+	return nil
+}
+
+// Render builds the job version of decision d in phase from the pipeline's template.
+// existing (may be nil) is the job currently registered; in the surge phase its
+// old-config groups of transitioning operators keep their counts.
+func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o Options) (*api.Job, error) {
+	var job api.Job
+	if err := json.Unmarshal(p.Template, &job); err != nil {
+		return nil, fmt.Errorf("decode job template of %q: %w", p.Job, err)
+	}
+	tpl := map[string]*api.TaskGroup{}
+	var groups []*api.TaskGroup
+	for _, g := range job.TaskGroups {
+		if _, ok := p.Operator(*g.Name); ok {
+			tpl[*g.Name] = g
+			continue
+		}
+		groups = append(groups, g) // not an operator: kept as written
+	}
+	type want struct {
+		node, config string
+		gen          uint64
+		count        int
+	}
+	for _, op := range p.Operators {
+		base, ok := tpl[op.Name]
+		if !ok {
+			return nil, fmt.Errorf("job template of %q lost group %q", p.Job, op.Name)
+		}
+		t := d.Operators[op.Name]
+		ws := map[string]want{}
+		for node, pl := range t.Nodes {
+			if pl.Current > 0 {
+				ws[GroupName(op.Name, node, t.Epoch)] = want{node, t.Config, t.Epoch, pl.Current}
+			}
+			if pl.Candidate > 0 {
+				ws[GroupName(op.Name, node, t.Epoch+1)] = want{node, t.CandidateConfig, t.Epoch + 1, pl.Candidate}
+			}
+		}
+		if phase == PhaseSurge && t.Transitions > 0 && existing != nil {
+			for _, g := range existing.TaskGroups {
+				if g.Meta[MetaOperator] != op.Name || g.Count == nil || *g.Count == 0 {
+					continue
+				}
+				gen, _ := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
+				if w, ok := ws[*g.Name]; !ok || w.count < *g.Count {
+					ws[*g.Name] = want{g.Meta[MetaNode], g.Meta[opmetrics.MetaConfig], gen, *g.Count}
+				}
+			}
+		}
+		names := make([]string, 0, len(ws))
+		for n := range ws {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			w := ws[name]
+			g, err := cloneGroup(base)
+			if err != nil {
+				return nil, err
+			}
+			g.Name = ptr(name)
+			g.Count = ptr(w.count)
+			g.Scaling = nil
+			g.Constraints = append(g.Constraints, api.NewConstraint("${node.unique.name}", "=", w.node))
+			if g.Meta == nil {
+				g.Meta = map[string]string{}
+			}
+			g.Meta[MetaOperator] = op.Name
+			g.Meta[MetaNode] = w.node
+			g.Meta[opmetrics.MetaConfig] = w.config
+			g.Meta[MetaConfigEpoch] = strconv.FormatUint(w.gen, 10)
+			g.Meta[MetaDecision] = strconv.FormatUint(d.Index, 10)
+			g.Update = &api.UpdateStrategy{
+				MaxParallel:      ptr(max(1, t.Transitions)),
+				HealthCheck:      ptr("task_states"),
+				MinHealthyTime:   ptr(o.MinHealthyTime),
+				HealthyDeadline:  ptr(o.HealthyDeadline),
+				ProgressDeadline: ptr(o.ProgressDeadline),
+				AutoRevert:       ptr(true),
+				Canary:           ptr(0),
+			}
+			for i, task := range g.Tasks {
+				if task.KillTimeout == nil {
+					task.KillTimeout = ptr(o.KillTimeout)
+				}
+				if i == 0 && op.GPUs > 0 {
+					if task.Resources == nil {
+						task.Resources = &api.Resources{}
+					}
+					dev := &api.RequestedDevice{Name: "nvidia/gpu", Count: ptr(uint64(op.GPUs))}
+					if op.GPUMemoryMB > 0 {
+						dev.Constraints = []*api.Constraint{api.NewConstraint("${device.attr.memory}", ">=", fmt.Sprintf("%d MiB", op.GPUMemoryMB))}
+					}
+					task.Resources.Devices = []*api.RequestedDevice{dev}
+				}
+			}
+			groups = append(groups, g)
+		}
+	}
+	job.TaskGroups = groups
+	if job.Meta == nil {
+		job.Meta = map[string]string{}
+	}
+	job.Meta[MetaDecision] = strconv.FormatUint(d.Index, 10)
+	job.Meta[MetaPhase] = phase
+	job.Update = nil
+	return &job, nil
+}
+
+func cloneGroup(g *api.TaskGroup) (*api.TaskGroup, error) {
+	b, err := json.Marshal(g)
+	if err != nil {
+		return nil, fmt.Errorf("clone group: %w", err)
+	}
+	var out api.TaskGroup
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("clone group: %w", err)
+	}
+	return &out, nil
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,226 @@
+// Package nomadact is the planner's Nomad actuator: it parses pipelines from a job's group
+// meta, reads the cluster inventory and turns committed decisions into job versions.
+//
+// # Placement: one task group per operator, node and configuration generation
+//
+// Nomad's count + spread/affinity cannot pin "k instances on node n" exactly, so the actuator
+// renders every operator group "<op>" of the user's job file into groups named
+// "<op>@<node>.g<generation>", each with `constraint { attribute = "${node.unique.name}"
+// value = "<node>" }` and count = the instances the plan puts there on that configuration.
+// The generation is the operator's config epoch: instances on the current config run in
+// generation g, those on the pending candidate config in g+1 (group meta trident_config
+// and trident_config_epoch tell the operator which config to run and which epoch label to
+// export). A config transition therefore never restarts an instance in place: it grows
+// the g+1 groups and shrinks the g groups.
+//
+// # Transitions: surge (canary) then promote, auto-revert on failure
+//
+// A decision with transitions is applied in two job versions. The "surge" version adds the
+// new-config instances next to all old ones (these are the canaries; a Nomad deployment
+// with health_check = "task_states", min_healthy_time, healthy_deadline and auto_revert
+// gates them). Only when that deployment is successful does the "final" version remove the
+// old-config instances (scale-down drains gracefully: the task's kill_timeout, default
+// Options.KillTimeout, lets an operator finish in-flight records). When the surge
+// deployment fails, Nomad reverts to the last stable version and Step reports the decision
+// failed, after which the FSM drops the candidate. Decisions without transitions go
+// straight to the final version.
+//
+// # Idempotence
+//
+// Every version carries the decision's raft index in job meta trident_decision (and
+// trident_phase). Step reads the job, its versions and deployments, and performs only the
+// next missing action; registrations use the job's modify index (EnforceRegister), so a
+// deposed leader racing a new one cannot overwrite a newer version.
+package nomadact
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/strategy/configspace"
+)
+
+// Meta keys the actuator writes.
+const (
+	// MetaDecision (job and group meta) is the raft index of the decision a version applies.
+	MetaDecision = "trident_decision"
+	// MetaPhase (job meta) is "surge" or "final".
+	MetaPhase = "trident_phase"
+	// MetaOperator (group meta) is the operator a rendered group belongs to.
+	MetaOperator = "trident_operator"
+	// MetaNode (group meta) is the node a rendered group is pinned to.
+	MetaNode = "trident_node"
+	// MetaConfigEpoch (group meta) is the configuration generation of the group.
+	MetaConfigEpoch = "trident_config_epoch"
+)
+
+// Phases of a decision.
+const (
+	PhaseSurge = "surge"
+	PhaseFinal = "final"
+)
+
+// GroupName is the rendered group of operator op on node at config generation gen.
+func GroupName(op, node string, gen uint64) string {
+	return fmt.Sprintf("%s@%s.g%d", op, node, gen)
+}
+
+// DecodeJob decodes a Nomad job from JSON: either an api.Job or {"Job": api.Job} (the
+// output of `nomad job run -output`).
+func DecodeJob(raw []byte) (*api.Job, error) {
+	var wrap struct {
+		Job *api.Job `json:"Job"`
+	}
+	if err := json.Unmarshal(raw, &wrap); err == nil && wrap.Job != nil && wrap.Job.ID != nil {
+		return wrap.Job, nil
+	}
+	var j api.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("decode nomad job JSON: %w", err)
+	}
+	if j.ID == nil || *j.ID == "" {
+		return nil, fmt.Errorf("decode nomad job JSON: no job ID")
+	}
+	return &j, nil
+}
+
+// ParseJob reads the pipeline from job's group meta: every group whose meta has
+// trident_order is an operator. Errors name the group and meta key.
+func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
+	if job == nil || job.ID == nil || *job.ID == "" {
+		return nil, fmt.Errorf("job has no ID")
+	}
+	id := *job.ID
+	if _, ok := job.Meta[MetaDecision]; ok {
+		return nil, fmt.Errorf("job %q: was rendered by the planner (meta %s is set); register the original job file instead", id, MetaDecision)
+	}
+	p := &fsm.Pipeline{Job: id}
+	for _, g := range job.TaskGroups {
+		if g == nil || g.Name == nil {
+			continue
+		}
+		if _, ok := g.Meta[opmetrics.MetaOrder]; !ok {
+			continue
+		}
+		op, err := parseGroup(*g.Name, g.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("job %q: %w", id, err)
+		}
+		if len(g.Tasks) == 0 {
+			return nil, fmt.Errorf("job %q group %q: operator group has no task", id, *g.Name)
+		}
+		p.Operators = append(p.Operators, op)
+	}
+	sort.SliceStable(p.Operators, func(i, j int) bool { return p.Operators[i].Order < p.Operators[j].Order })
+	if err := fsm.ValidatePipeline(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
+	o := fsm.Operator{Name: name, Amplification: 1}
+	var err error
+	field := func(key string, required bool, parse func(string) error) {
+		if err != nil {
+			return
+		}
+		v, ok := meta[key]
+		if !ok || strings.TrimSpace(v) == "" {
+			if required {
+				err = fmt.Errorf("group %q: meta %s is required", name, key)
+			}
+			return
+		}
+		if perr := parse(strings.TrimSpace(v)); perr != nil {
+			err = fmt.Errorf("group %q: meta %s=%q: %w", name, key, v, perr)
+		}
+	}
+	intp := func(dst *int) func(string) error {
+		return func(s string) error {
+			n, e := strconv.Atoi(s)
+			if e != nil {
+				return fmt.Errorf("not an integer")
+			}
+			*dst = n
+			return nil
+		}
+	}
+	floatp := func(dst *float64) func(string) error {
+		return func(s string) error {
+			f, e := strconv.ParseFloat(s, 64)
+			if e != nil {
+				return fmt.Errorf("not a number")
+			}
+			*dst = f
+			return nil
+		}
+	}
+	field(opmetrics.MetaOrder, true, intp(&o.Order))
+	field(opmetrics.MetaCPU, true, floatp(&o.CPU))
+	field(opmetrics.MetaMemoryMB, true, intp(&o.MemoryMB))
+	field(opmetrics.MetaGPUs, false, intp(&o.GPUs))
+	field(opmetrics.MetaGPUMemoryMB, false, intp(&o.GPUMemoryMB))
+	field(opmetrics.MetaOutputBytes, false, floatp(&o.OutputBytes))
+	field(opmetrics.MetaAmplification, false, floatp(&o.Amplification))
+	field(opmetrics.MetaColdStartSec, false, floatp(&o.ColdStartSec))
+	field(opmetrics.MetaFeatures, false, func(s string) error {
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				o.Features = append(o.Features, f)
+			}
+		}
+		return nil
+	})
+	var space *configspace.Space
+	field(opmetrics.MetaParams, false, func(s string) error {
+		sp, e := configspace.Parse(s)
+		if e != nil {
+			return e
+		}
+		space, o.Params = sp, s
+		return nil
+	})
+	if err != nil {
+		return o, err
+	}
+	o.Config = strings.TrimSpace(meta[opmetrics.MetaConfig])
+	if space != nil {
+		if o.Config == "" {
+			o.Config = space.Default().String()
+		} else if c, e := space.ParseConfig(o.Config); e != nil {
+			return o, fmt.Errorf("group %q: meta %s=%q: %w", name, opmetrics.MetaConfig, o.Config, e)
+		} else {
+			o.Config = c.String()
+		}
+	}
+	if verr := fsm.ValidateOperator(o); verr != nil {
+		return o, fmt.Errorf("group %q: %w", name, verr)
+	}
+	return o, nil
+}
+
+// CheckConfig validates config against the operator's parameter space.
+func CheckConfig(op fsm.Operator, config string) error {
+	if strings.TrimSpace(config) == "" {
+		return fmt.Errorf("operator %q: config is empty", op.Name)
+	}
+	if op.Params == "" {
+		return nil
+	}
+	sp, err := configspace.Parse(op.Params)
+	if err != nil {
+		return fmt.Errorf("operator %q: %s: %w", op.Name, opmetrics.MetaParams, err)
+	}
+	if _, err := sp.ParseConfig(config); err != nil {
+		return fmt.Errorf("operator %q: config %q: %w", op.Name, config, err)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/strategy/milp"
+)
+
+// defaultEgressBps stands in for an unknown node egress (100 Gbit/s in bytes/s).
+const defaultEgressBps = 12.5e9
+
+// MILP adapts strategy/milp (the Trident scheduling MILP, Eqs. 10-26) to Scheduler.
+type MILP struct {
+	// Solver is milp.HiGHS{} or milp.Greedy{}.
+	Solver milp.Solver
+	// Options of every solve (zero value: the package defaults).
+	Options milp.Options
+	// Params of every round (WindowSec, NetWeight, ...); MaxBatch comes from PlanInput
+	// when set there.
+	Params milp.Params
+}
+
+// Problem translates in into a milp.Problem (exported for tests and tooling).
+func Problem(in PlanInput, params milp.Params) *milp.Problem {
+	p := &milp.Problem{Params: params}
+	if in.MaxBatch > 0 {
+		p.Params.MaxBatch = in.MaxBatch
+	}
+	a := 1.0
+	for _, o := range in.Operators {
+		op := milp.Operator{
+			Name: o.Name, CPU: o.CPU, MemMB: float64(o.MemoryMB), GPUs: o.GPUs, Capacity: o.Capacity,
+			Amplification: a, OutputBytes: o.OutputBytes, LaunchSec: o.ColdStartSec, TerminateSec: 1,
+		}
+		if c := o.Candidate; c != nil {
+			op.Candidate = &milp.Candidate{Capacity: c.Capacity, ColdStartSec: c.ColdStartSec}
+		}
+		p.Operators = append(p.Operators, op)
+		a *= o.Amplification
+	}
+	for _, n := range in.Nodes {
+		eg := n.EgressBps
+		if eg <= 0 {
+			eg = defaultEgressBps
+		}
+		p.Nodes = append(p.Nodes, milp.Node{Name: n.Name, CPU: n.CPU, MemMB: float64(n.MemoryMB), GPUs: n.GPUs, EgressBps: eg, Class: n.Class})
+	}
+	if len(in.Current) > 0 {
+		p.Current = make(milp.Deployment, len(in.Operators))
+		for i, o := range in.Operators {
+			p.Current[i] = make([]milp.Placement, len(in.Nodes))
+			for j, n := range in.Nodes {
+				pl := in.Current[o.Name][n.Name]
+				p.Current[i][j] = milp.Placement{Current: pl.Current, Candidate: pl.Candidate}
+			}
+		}
+	}
+	return p
+}
+
+// Plan implements Scheduler. The MILP has no per-node GPU memory: a solution that puts an
+// accelerator operator on a node whose GPUs are too small is returned as an error (the
+// planner then falls back to Proportional, which respects it).
+func (m MILP) Plan(ctx context.Context, in PlanInput) (Plan, error) {
+	if err := in.Validate(); err != nil {
+		return Plan{}, err
+	}
+	prob := Problem(in, m.Params)
+	sol, err := m.Solver.Solve(ctx, prob, m.Options)
+	if err != nil {
+		return Plan{}, fmt.Errorf("milp solve: %w", err)
+	}
+	out := Plan{Targets: map[string]map[string]fsm.Placement{}, Throughput: sol.Throughput, Source: "milp/" + sol.Source,
+		Reason: fmt.Sprintf("milp %s (%s, gap %.2g, %v): %.3g records/s", sol.Status, sol.Source, sol.Gap, sol.SolveTime.Round(1e6), sol.Throughput)}
+	for i, o := range in.Operators {
+		t := map[string]fsm.Placement{}
+		for j, n := range in.Nodes {
+			pl := sol.PerNode[i][j]
+			if pl.Total() == 0 {
+				continue
+			}
+			if o.GPUs > 0 && o.GPUMemoryMB > n.GPUMemoryMB {
+				return Plan{}, fmt.Errorf("milp placed operator %q on node %q whose GPUs have %d MB < trident_gpu_memory_mb=%d", o.Name, n.Name, n.GPUMemoryMB, o.GPUMemoryMB)
+			}
+			t[n.Name] = fsm.Placement{Current: pl.Current, Candidate: pl.Candidate}
+		}
+		out.Targets[o.Name] = t
+	}
+	return out, nil
+}

@@ -1,0 +1,271 @@
+// Package sched defines the planner's scheduler interface and two implementations: an
+// adapter to the Trident MILP (strategy/milp) and a simple proportional fallback. It is
+// free of Nomad and raft types.
+package sched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// OperatorInput is one operator of a scheduling round.
+type OperatorInput struct {
+	fsm.Operator
+	// Capacity is the estimated unit throughput on the current config (records/s, > 0).
+	Capacity float64
+	// Candidate is the pending candidate config, or nil.
+	Candidate *fsm.Candidate
+}
+
+// PlanInput is one scheduling round of one pipeline.
+type PlanInput struct {
+	// Job is the pipeline.
+	Job string
+	// Operators in pipeline order.
+	Operators []OperatorInput
+	// Nodes sorted by name.
+	Nodes []fsm.Node
+	// Current is the committed deployment: operator -> node -> placement (nil at startup).
+	// Candidate counts are already-transitioned instances; they are never rolled back.
+	Current map[string]map[string]fsm.Placement
+	// MaxBatch caps transitions per operator in one round (0 = no cap).
+	MaxBatch int
+}
+
+// Plan is a scheduler's target.
+type Plan struct {
+	// Targets maps operator -> node -> placement (zero entries may be omitted).
+	Targets map[string]map[string]fsm.Placement
+	// Throughput is the planned pipeline throughput (records/s of pipeline input).
+	Throughput float64
+	// Source names the scheduler.
+	Source string
+	// Reason explains the plan.
+	Reason string
+}
+
+// Scheduler computes a target deployment.
+type Scheduler interface {
+	// Plan blocks until a plan is found or ctx is done.
+	Plan(ctx context.Context, in PlanInput) (Plan, error)
+}
+
+// ErrImpossible marks inputs no deployment can satisfy (e.g. an operator fits no node).
+var ErrImpossible = errors.New("impossible resources")
+
+// CheckResources returns an error wrapping ErrImpossible, naming the operator and the
+// field, when an operator cannot run on any node. An empty inventory passes (unknown).
+func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	for _, o := range ops {
+		ok := false
+		var why string
+		for _, n := range nodes {
+			switch {
+			case o.CPU > n.CPU:
+				why = fmt.Sprintf("trident_cpu=%v exceeds every node (largest %v)", o.CPU, maxOf(nodes, func(n fsm.Node) float64 { return n.CPU }))
+			case o.MemoryMB > n.MemoryMB:
+				why = fmt.Sprintf("trident_memory_mb=%d exceeds every node (largest %v)", o.MemoryMB, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.MemoryMB) }))
+			case o.GPUs > n.GPUs:
+				why = fmt.Sprintf("trident_gpus=%d exceeds every node (largest %v)", o.GPUs, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.GPUs) }))
+			case o.GPUs > 0 && o.GPUMemoryMB > n.GPUMemoryMB:
+				why = fmt.Sprintf("trident_gpu_memory_mb=%d exceeds every node's GPU memory (largest %v)", o.GPUMemoryMB, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.GPUMemoryMB) }))
+			default:
+				ok = true
+			}
+			if ok {
+				break
+			}
+		}
+		if !ok {
+			return fmt.Errorf("%w: operator %q: %s", ErrImpossible, o.Name, why)
+		}
+	}
+	return nil
+}
+
+func maxOf(nodes []fsm.Node, f func(fsm.Node) float64) float64 {
+	m := 0.0
+	for _, n := range nodes {
+		m = math.Max(m, f(n))
+	}
+	return m
+}
+
+// Validate checks an input's numbers.
+func (in PlanInput) Validate() error {
+	if len(in.Operators) == 0 {
+		return fmt.Errorf("pipeline %q: no operators", in.Job)
+	}
+	if len(in.Nodes) == 0 {
+		return fmt.Errorf("pipeline %q: empty cluster inventory", in.Job)
+	}
+	for _, o := range in.Operators {
+		if math.IsNaN(o.Capacity) || math.IsInf(o.Capacity, 0) || o.Capacity <= 0 {
+			return fmt.Errorf("operator %q: capacity=%v must be a positive finite number", o.Name, o.Capacity)
+		}
+		if c := o.Candidate; c != nil && (math.IsNaN(c.Capacity) || math.IsInf(c.Capacity, 0) || c.Capacity < 0) {
+			return fmt.Errorf("operator %q: candidate capacity=%v must be a finite number >= 0", o.Name, c.Capacity)
+		}
+	}
+	ops := make([]fsm.Operator, len(in.Operators))
+	for i, o := range in.Operators {
+		ops[i] = o.Operator
+	}
+	return CheckResources(ops, in.Nodes)
+}
+
+// Proportional is the fallback scheduler: it sizes every operator in proportion to the
+// work it must do (amplified input rate over unit capacity), bisects on the throughput
+// the cluster can host, and places instances first-fit, preferring nodes where the
+// operator already runs. Already-transitioned instances stay where they are; it starts no
+// new transitions.
+type Proportional struct{}
+
+// Plan implements Scheduler.
+func (Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
+	if err := in.Validate(); err != nil {
+		return Plan{}, err
+	}
+	// cumulative amplification: records entering operator i per pipeline input record.
+	amp := make([]float64, len(in.Operators))
+	a := 1.0
+	for i, o := range in.Operators {
+		amp[i] = a
+		a *= o.Amplification
+	}
+	try := func(T float64) (map[string]map[string]fsm.Placement, bool) {
+		need := make([]int, len(in.Operators))
+		for i, o := range in.Operators {
+			need[i] = max(1, int(math.Ceil(T*amp[i]/o.Capacity-1e-9)))
+		}
+		return pack(in, need)
+	}
+	lo, hi := 0.0, 1.0
+	best, ok := try(lo)
+	if !ok {
+		return Plan{}, fmt.Errorf("%w: one instance of every operator does not fit the cluster", ErrImpossible)
+	}
+	for {
+		if _, ok := try(hi); !ok {
+			break
+		}
+		lo, hi = hi, hi*2
+		if hi > 1e12 {
+			break
+		}
+	}
+	for it := 0; it < 60 && hi-lo > 1e-6*hi; it++ {
+		if ctx.Err() != nil {
+			return Plan{}, ctx.Err()
+		}
+		mid := (lo + hi) / 2
+		if _, ok := try(mid); ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	best, _ = try(lo)
+	// Report the throughput the placed instances actually support.
+	T := math.Inf(1)
+	for i, o := range in.Operators {
+		n := 0
+		for _, pl := range best[o.Name] {
+			n += pl.Total()
+		}
+		T = math.Min(T, float64(n)*o.Capacity/amp[i])
+	}
+	return Plan{Targets: best, Throughput: T, Source: "proportional",
+		Reason: fmt.Sprintf("proportional: %.3g records/s", T)}, nil
+}
+
+// pack places need[i] instances of every operator, keeping already-transitioned instances
+// pinned. It reports false when they do not fit.
+func pack(in PlanInput, need []int) (map[string]map[string]fsm.Placement, bool) {
+	type room struct{ cpu, mem, gpu float64 }
+	free := map[string]*room{}
+	for _, n := range in.Nodes {
+		free[n.Name] = &room{n.CPU, float64(n.MemoryMB), float64(n.GPUs)}
+	}
+	out := map[string]map[string]fsm.Placement{}
+	take := func(o OperatorInput, node string) bool {
+		r := free[node]
+		if r == nil || r.cpu < o.CPU-1e-9 || r.mem < float64(o.MemoryMB) || r.gpu < float64(o.GPUs) {
+			return false
+		}
+		r.cpu -= o.CPU
+		r.mem -= float64(o.MemoryMB)
+		r.gpu -= float64(o.GPUs)
+		return true
+	}
+	nodeOK := func(o OperatorInput, n fsm.Node) bool {
+		return o.GPUs == 0 || o.GPUMemoryMB <= n.GPUMemoryMB
+	}
+	// Pinned candidate instances first.
+	for i, o := range in.Operators {
+		out[o.Name] = map[string]fsm.Placement{}
+		for node, pl := range in.Current[o.Name] {
+			for k := 0; k < pl.Candidate; k++ {
+				if !take(o, node) {
+					return nil, false
+				}
+				p := out[o.Name][node]
+				p.Candidate++
+				out[o.Name][node] = p
+				need[i]--
+			}
+		}
+	}
+	// Largest operators first so they find room.
+	order := make([]int, len(in.Operators))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		oa, ob := in.Operators[order[a]], in.Operators[order[b]]
+		if oa.GPUs != ob.GPUs {
+			return oa.GPUs > ob.GPUs
+		}
+		return oa.CPU > ob.CPU
+	})
+	for _, i := range order {
+		o := in.Operators[i]
+		// Prefer nodes where it runs now (keep up to that many), then spread round-robin.
+		for _, n := range in.Nodes {
+			keep := in.Current[o.Name][n.Name].Current
+			for k := 0; k < keep && need[i] > 0 && nodeOK(o, n) && take(o, n.Name); k++ {
+				p := out[o.Name][n.Name]
+				p.Current++
+				out[o.Name][n.Name] = p
+				need[i]--
+			}
+		}
+		for need[i] > 0 {
+			placed := false
+			for _, n := range in.Nodes {
+				if need[i] == 0 {
+					break
+				}
+				if nodeOK(o, n) && take(o, n.Name) {
+					p := out[o.Name][n.Name]
+					p.Current++
+					out[o.Name][n.Name] = p
+					need[i]--
+					placed = true
+				}
+			}
+			if !placed {
+				return nil, false
+			}
+		}
+	}
+	return out, true
+}
