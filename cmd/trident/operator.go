@@ -71,7 +71,7 @@ Runs one instance of a simulated pipeline operator (-role worker, the default) o
 NATS JetStream server of the example pipelines (-role nats-server). Every flag defaults to the
 environment Nomad gives a raw_exec task, so a job file only needs -pipeline/-stage:
 
-  -stage          NOMAD_GROUP_NAME          (or TRIDENT_STAGE)
+  -stage          TRIDENT_STAGE, NOMAD_META_trident_operator (planner-rendered groups), NOMAD_GROUP_NAME
   -config         TRIDENT_CONFIG, NOMAD_META_trident_config       "k=v,k=v"
   -epoch          TRIDENT_CONFIG_EPOCH, NOMAD_META_trident_config_epoch
   -metrics-addr   NOMAD_ADDR_metrics, else 127.0.0.1:NOMAD_PORT_metrics (host:port of /metrics)
@@ -94,7 +94,7 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Usage = func() { fmt.Fprint(stderr, operatorUsage); fs.PrintDefaults() }
 	role := fs.String("role", "worker", "worker | nats-server")
 	pipeline := fs.String("pipeline", envOr("", "TRIDENT_PIPELINE"), "pipeline: pdf, pdfmini or video")
-	stage := fs.String("stage", envOr("", "TRIDENT_STAGE", "NOMAD_GROUP_NAME"), "operator name within the pipeline")
+	stage := fs.String("stage", envOr("", "TRIDENT_STAGE", "NOMAD_META_trident_operator", "NOMAD_GROUP_NAME"), "operator name within the pipeline")
 	natsURL := fs.String("nats", envOr("nats://127.0.0.1:4222", "TRIDENT_NATS_URL"), "NATS URL")
 	config := fs.String("config", envOr("", "TRIDENT_CONFIG", "NOMAD_META_"+opmetrics.MetaConfig), "config overrides k=v,k=v")
 	epoch := fs.Int64("epoch", int64(envInt(0, "TRIDENT_CONFIG_EPOCH", "NOMAD_META_trident_config_epoch")), "config epoch exported with the metrics")
