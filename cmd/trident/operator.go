@@ -155,7 +155,7 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Pipeline: p, Stage: *stage, NATSURL: *natsURL, Config: cfg, Epoch: *epoch,
 		Speed: *speed, CPUs: *cpus, DeviceMemoryMiB: *devMem, MetricsAddr: *metricsAddr,
 		StateDir: *stateDir, BatchWait: *batchWait, AckWait: *ackWait, Storage: st,
-		CrashAfterPublish: *crash, Log: log,
+		CrashAfterPublish: *crash, Instance: os.Getenv("NOMAD_ALLOC_ID"), Log: log,
 	})
 	var oom *worker.OOMError
 	if errors.As(err, &oom) || errors.Is(err, worker.ErrInjectedCrash) {

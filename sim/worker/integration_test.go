@@ -352,3 +352,43 @@ func TestVideoPipelineAllEngines(t *testing.T) {
 		t.Fatalf("video sink: %s %v", rep, rep.Samples)
 	}
 }
+
+// Live instances of a stage find each other through the presence bucket, so each reports its
+// share of the shared backlog; a departed instance stops counting.
+func TestPresenceCountsInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server")
+	}
+	_, _, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := PDFPipeline()
+	op := mustOp(t, p, "layout")
+	mk := func(id string) *presence {
+		w := &worker{o: Options{Instance: id}, p: p, op: op, js: js}
+		pr, err := w.newPresence(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr
+	}
+	a, b := mk("a"), mk("b")
+	other := &worker{o: Options{Instance: "c"}, p: p, op: mustOp(t, p, "parse"), js: js}
+	pc, err := other.newPresence(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.beat(ctx); err != nil { // another stage: must not count
+		t.Fatal(err)
+	}
+	if n, err := a.beat(ctx); err != nil || n != 1 {
+		t.Fatalf("first instance sees %d (%v), want 1", n, err)
+	}
+	if n, err := b.beat(ctx); err != nil || n != 2 {
+		t.Fatalf("second instance sees %d (%v), want 2", n, err)
+	}
+	b.leave()
+	if n, err := a.beat(ctx); err != nil || n != 1 {
+		t.Fatalf("after leave: %d (%v), want 1", n, err)
+	}
+}

@@ -49,7 +49,7 @@ func NewMetrics(pipeline, operator string, epoch int64, features []string) *Metr
 		useful: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.UsefulSeconds,
 			Help: "Sum of per-record service times (overlapping requests counted each).", ConstLabels: cl}),
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.QueueLength,
-			Help: "Records waiting in the input queue (not yet delivered to any instance).", ConstLabels: cl}),
+			Help: "This instance's share of the records waiting in the stage's input queue (undelivered backlog / live instances).", ConstLabels: cl}),
 		accelUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.AccelUtilization,
 			Help: "Accelerator busy fraction over the last second.", ConstLabels: cl}),
 		cpuUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.CPUUtilization,

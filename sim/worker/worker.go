@@ -43,7 +43,8 @@ type Options struct {
 	BatchWait         time.Duration // how long an idle engine waits to fill a batch
 	AckWait           time.Duration // JetStream ack wait of the stage consumer
 	Storage           jetstream.StorageType
-	CrashAfterPublish int // fault injection: exit after publishing the outputs of the n-th completion, before acking
+	CrashAfterPublish int    // fault injection: exit after publishing the outputs of the n-th completion, before acking
+	Instance          string // unique instance name (NOMAD_ALLOC_ID); "" = random
 	Log               *slog.Logger
 }
 
@@ -248,10 +249,70 @@ func (w *worker) writeOOMs() error {
 	return nil
 }
 
-// observe refreshes the queue length and utilization gauges once a second.
+// PresenceBucket is the KV bucket where live operator instances announce themselves (keys
+// <pipeline>.<stage>.<instance>, expiring after PresenceTTL), so each instance can report its
+// share of the stage's shared backlog.
+const (
+	PresenceBucket = "trident_instances"
+	PresenceTTL    = 10 * time.Second
+)
+
+// presence announces this instance and counts the live instances of its stage.
+type presence struct {
+	kv  jetstream.KeyValue
+	key string
+	pat string
+}
+
+func (w *worker) newPresence(ctx context.Context) (*presence, error) {
+	kv, err := w.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: PresenceBucket,
+		TTL: PresenceTTL, Storage: jetstream.MemoryStorage, History: 1})
+	if err != nil {
+		return nil, fmt.Errorf("kv bucket %s: %w", PresenceBucket, err)
+	}
+	id := w.o.Instance
+	if id == "" {
+		id = nats.NewInbox()[len(nats.InboxPrefix):]
+	}
+	prefix := w.p.Name + "." + w.op.Name + "."
+	return &presence{kv: kv, key: prefix + id, pat: prefix + "*"}, nil
+}
+
+// beat refreshes this instance's key and returns the number of live instances (>= 1).
+func (pr *presence) beat(ctx context.Context) (int, error) {
+	if _, err := pr.kv.Put(ctx, pr.key, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+		return 1, fmt.Errorf("presence %s: %w", pr.key, err)
+	}
+	lister, err := pr.kv.ListKeysFiltered(ctx, pr.pat)
+	if err != nil {
+		return 1, fmt.Errorf("presence list %s: %w", pr.pat, err)
+	}
+	n := 0
+	for range lister.Keys() {
+		n++
+	}
+	return max(n, 1), nil
+}
+
+func (pr *presence) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = pr.kv.Delete(ctx, pr.key)
+}
+
+// observe refreshes the queue length and utilization gauges once a second. The queue length
+// is this instance's share of the stage backlog (records not yet delivered to any instance,
+// divided by the live instances), so summing over instances gives the stage backlog.
 func (w *worker) observe(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	pr, err := w.newPresence(ctx)
+	if err != nil {
+		w.log.Warn("no presence; queue length is the whole stage backlog", "err", err)
+	} else {
+		defer pr.leave()
+	}
+	instances := 1
 	for {
 		select {
 		case <-ctx.Done():
@@ -268,10 +329,15 @@ func (w *worker) observe(ctx context.Context) {
 			}
 		}
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if pr != nil {
+			if n, err := pr.beat(ictx); err == nil {
+				instances = n
+			}
+		}
 		info, err := w.cons.Info(ictx)
 		cancel()
 		if err == nil {
-			w.m.Queue(info.NumPending)
+			w.m.Queue((info.NumPending + uint64(instances) - 1) / uint64(instances))
 		}
 	}
 }
