@@ -168,26 +168,26 @@ func (m VisionModel) Throughput(r Record, b int) float64 {
 // Operator is one stage of a simulated pipeline: its Nomad description (the trident_* group
 // meta) and its behaviour model.
 type Operator struct {
-	Name          string
-	Order         int
-	Engine        Engine
-	CPU           float64 // cores per instance
-	MemoryMB      int
-	GPUs          int
-	GPUMemoryMB   int
-	OutputBytes   float64 // mean bytes per output record
-	Amplification float64 // mean output records per input record
+	Name          string  // group name in the job file and stage name in subjects
+	Order         int     // trident_order: stage index, 0 = source side
+	Engine        Engine  // how records are serviced
+	CPU           float64 // trident_cpu: cores per instance
+	MemoryMB      int     // trident_memory_mb: host memory per instance
+	GPUs          int     // trident_gpus: accelerators per instance
+	GPUMemoryMB   int     // trident_gpu_memory_mb: device memory per accelerator (the OOM limit)
+	OutputBytes   float64 // trident_output_bytes: mean bytes per output record
+	Amplification float64 // trident_amplification: mean output records per input record
 	Features      []string
-	Params        string // config space, strategy/configspace syntax
-	Defaults      string // default config "k=v,..."
-	ColdStartSec  float64
+	Params        string  // trident_params: config space, strategy/configspace syntax
+	Defaults      string  // trident_config of the job files: default config "k=v,..."
+	ColdStartSec  float64 // trident_cold_start_s
 
 	Expand func(r Record) []Record // outputs of one input (deterministic in r)
 	Next   func(out Record) string // downstream stage of an output; "" = the pipeline sink
 
-	CPUModel    CPUModel
-	VisionModel VisionModel
-	LLMModel    LLMModel
+	CPUModel    CPUModel    // EngineCPU
+	VisionModel VisionModel // EngineBatch
+	LLMModel    LLMModel    // EngineLLM
 }
 
 // BatchKey is the config key bounding how many records the operator services together.

@@ -55,6 +55,7 @@ type OOMError struct {
 	PeakMiB, LimitMiB float64
 }
 
+// Error describes the peak and the limit.
 func (e *OOMError) Error() string {
 	return fmt.Sprintf("operator %s: device out of memory: peak %.0f MiB > limit %.0f MiB", e.Operator, e.PeakMiB, e.LimitMiB)
 }
