@@ -24,10 +24,19 @@ import (
 //	LengthScale [1e-2, 1e2]·(range of feature d)   (range 1 if the feature is constant)
 //
 // The first start is the current hyperparameters (clamped), the second a data-derived default
-// (ȳ, s_y², 0.05·s_y², half the feature range), then Restarts random starts.
+// (ȳ, s_y², 0.05·s_y², half the feature range), then Restarts random starts perturbing the
+// default.
 type FitOptions struct {
-	// Restarts is the number of extra random starting points (default 2; negative means 0).
+	// Restarts is the number of extra random starting points (default 2 when zero; negative
+	// means none).
 	Restarts int
+	// WarmOnly starts only from the current hyperparameters (the cheapest refit).
+	WarmOnly bool
+	// MaxSamples, if positive, fits the hyperparameters on at most this many samples,
+	// evenly spaced over the samples held (oldest to newest); the installed model still
+	// uses all samples. Each likelihood evaluation costs O(n³), so halving n makes a fit
+	// about eight times cheaper.
+	MaxSamples int
 	// MaxIter bounds L-BFGS major iterations per start (default 100).
 	MaxIter int
 	// Seed seeds the random starting points.
@@ -112,8 +121,10 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 	for d := 0; d < g.dim; d++ {
 		def.LengthScales = append(def.LengthScales, 0.5*math.Exp(sp.hi[3+d]-math.Log(100)))
 	}
-	starts = append(starts, sp.clamp(sp.theta(def)))
-	for r := 0; r < o.Restarts; r++ {
+	if !o.WarmOnly {
+		starts = append(starts, sp.clamp(sp.theta(def)))
+	}
+	for r := 0; r < o.Restarts && !o.WarmOnly; r++ {
 		t := slices.Clone(starts[1])
 		t[0] = rng.Float64()*2 - 1
 		t[1] += math.Log(10) * (2*rng.Float64() - 1)
@@ -124,6 +135,14 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 		starts = append(starts, t)
 	}
 
+	fx, fy := g.xs, g.ys
+	if o.MaxSamples > 1 && n > o.MaxSamples {
+		fx, fy = make([][]float64, o.MaxSamples), make([]float64, o.MaxSamples)
+		for i := range fx {
+			j := i * (n - 1) / (o.MaxSamples - 1)
+			fx[i], fy[i] = g.xs[j], g.ys[j]
+		}
+	}
 	best := math.Inf(1)
 	var bestT []float64
 	var cache struct {
@@ -136,7 +155,7 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 			return cache.f, cache.grad
 		}
 		f, grad := math.Inf(1), make([]float64, len(t))
-		lml, lg, err := LogMarginalLikelihoodGrad(g.xs, g.ys, sp.hyper(t))
+		lml, lg, err := LogMarginalLikelihoodGrad(fx, fy, sp.hyper(t))
 		if err == nil && finite(lml) {
 			f = -lml
 			grad[0] = -lg[GradMean] * sp.ys

@@ -329,3 +329,31 @@ func BenchmarkAddPredictWindow200(b *testing.B) {
 		g.Predict(xs[j])
 	}
 }
+
+// TestFitOnSubsample checks MaxSamples: hyperparameters fitted on 40 of 80 samples still
+// predict held-out points with RMSE below 0.3 (full fit: < 0.25; noise sd 0.1), and the
+// installed model keeps all 80 samples.
+func TestFitOnSubsample(t *testing.T) {
+	xs, ys := randomData(11, 80, 2, 0.1)
+	g := mustGP(t, 2, DefaultHyper(2))
+	for i := range xs {
+		if err := g.Add(xs[i], ys[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.Fit(context.Background(), FitOptions{Seed: 2, MaxSamples: 40}); err != nil {
+		t.Fatal(err)
+	}
+	if g.Len() != 80 {
+		t.Fatalf("Len after subsampled fit %d, want 80", g.Len())
+	}
+	test, truth := randomData(12, 200, 2, 0)
+	var se float64
+	for i, x := range test {
+		m, _ := g.Predict(x)
+		se += (m - truth[i]) * (m - truth[i])
+	}
+	if rmse := math.Sqrt(se / float64(len(test))); rmse > 0.3 {
+		t.Errorf("held-out RMSE %v after subsampled fit, want <= 0.3", rmse)
+	}
+}

@@ -218,12 +218,24 @@ func (e *GPEstimator) Observe(s Sample) (bool, string) {
 	if e.accepted == e.nextFit {
 		o := e.cfg.Fit
 		if e.fitted {
-			o.Restarts, o.MaxIter = -1, 30
+			o = RefitOptions(o)
 		}
 		e.fit(o)
 		e.nextFit += min(e.nextFit, e.cfg.RefitEvery)
 	}
 	return true, ""
+}
+
+// RefitOptions returns the options of a periodic refit derived from the first fit's: no
+// random restarts (the current and the data-derived starting points only), at most 30
+// L-BFGS iterations, and at most 100 samples (unless base sets MaxSamples), which bounds a
+// refit's cost independently of the window.
+func RefitOptions(base gp.FitOptions) gp.FitOptions {
+	base.Restarts, base.MaxIter, base.WarmOnly = -1, 30, false
+	if base.MaxSamples == 0 {
+		base.MaxSamples = 100
+	}
+	return base
 }
 
 func (e *GPEstimator) fit(o gp.FitOptions) {
