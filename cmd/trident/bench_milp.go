@@ -20,11 +20,11 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	pipelines := fs.String("pipelines", "pdf,video", "comma-separated pipelines: pdf, video")
 	mixes := fs.String("mixes", "uniform,hetero,hetero-net", "comma-separated node mixes: uniform, hetero, hetero-net")
 	scenarios := fs.String("scenarios", "startup,resched", "comma-separated scenarios: startup, resched")
-	modes := fs.String("modes", "trident,mip,plain", "comma-separated modes: trident, mip, plain")
+	modes := fs.String("modes", "trident,mip,plain", "comma-separated modes: trident, mip, plain, nosym, nostart, nobound")
 	fs.IntVar(&cfg.Seeds, "seeds", cfg.Seeds, "seeds per pipeline, size, mix and scenario")
 	fs.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "time limit per solve")
 	fs.Float64Var(&cfg.RelGap, "gap", cfg.RelGap, "requested relative MIP gap")
-	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the plain-HiGHS ablation only up to this many nodes")
+	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the plain and nostart ablations only up to this many nodes")
 	verbose := fs.Bool("v", false, "print one line per solve on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -42,7 +42,7 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Scenarios, err = milpbench.ParseList(*scenarios, "startup", "resched"); err != nil {
 		return fmt.Errorf("-scenarios: %w", err)
 	}
-	ms, err := milpbench.ParseList(*modes, "trident", "mip", "plain")
+	ms, err := milpbench.ParseList(*modes, "trident", "mip", "plain", "nosym", "nostart", "nobound")
 	if err != nil {
 		return fmt.Errorf("-modes: %w", err)
 	}
