@@ -171,8 +171,7 @@ func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOC
 	optRng := rand.New(rand.NewPCG(seed, uint64(m)+1))
 	envRng := rand.New(rand.NewPCG(seed, 1000+uint64(m)))
 	opts := bo.Options{Method: m, InitPoints: cfg.InitPoints, MemLimit: cs.Engine.DeviceMemGB,
-		Margin: cfg.MarginGB, Delta: cfg.Delta, Surrogate: bo.GPFactory(bo.GPOptions{Restarts: 1, Seed: seed}),
-		MemSurrogate: bo.GPFactory(bo.GPOptions{Restarts: 1, Seed: seed + 1})}
+		Margin: cfg.MarginGB, Delta: cfg.Delta}
 	obj := func(ctx context.Context, c configspace.Config) (float64, float64, bool, error) {
 		r, err := cs.Engine.Evaluate(c, cs.Workload, cfg.EvalDuration, envRng)
 		return r.Throughput, r.PeakMemGB, r.OOM, err

@@ -95,7 +95,8 @@ type Options struct {
 	// Surrogate makes the throughput surrogate (default: GP, one restart).
 	Surrogate SurrogateFactory
 	// MemSurrogate makes the memory surrogate of constrained BO, which is fitted to the
-	// logarithm of peak memory (default: GP, one restart).
+	// logarithm of peak memory (default: GP, one restart, prior mean log(MemLimit) so
+	// that configurations far from every evaluation are presumed to be at the limit).
 	MemSurrogate SurrogateFactory
 	// Logger receives debug records (default: discard).
 	Logger *slog.Logger
@@ -121,7 +122,8 @@ func (o Options) withDefaults(rng *rand.Rand) Options {
 		o.Surrogate = GPFactory(GPOptions{Restarts: 1, Seed: rng.Uint64()})
 	}
 	if o.MemSurrogate == nil {
-		o.MemSurrogate = GPFactory(GPOptions{Restarts: 1, Seed: rng.Uint64()})
+		o.MemSurrogate = GPFactory(GPOptions{Restarts: 1, Seed: rng.Uint64(),
+			FixedMean: o.MemLimit > 0, Mean: math.Log(math.Max(o.MemLimit, 1e-9))})
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -35,6 +35,13 @@ type GPOptions struct {
 	// TrendSlopeVar is the prior variance of the linear trend's slopes, in standardised
 	// units of y per unit of input (default 4).
 	TrendSlopeVar float64
+	// FixedMean makes Mean the GP's prior mean instead of the sample mean of y: far from
+	// the data the surrogate predicts Mean. Constrained BO uses it for memory with Mean =
+	// log(MemLimit), so unexplored regions count as being at the limit (unsafe until data
+	// near them say otherwise) rather than at the average of the configurations tried.
+	FixedMean bool
+	// Mean is the prior mean used with FixedMean, in units of y.
+	Mean float64
 	// MaxNoise bounds the noise variance relative to the variance of y (default 0.1).
 	MaxNoise float64
 }
@@ -100,6 +107,9 @@ func (s *GPSurrogate) Fit(ctx context.Context, xs [][]float64, ys []float64) err
 		mu += y
 	}
 	mu /= float64(len(ys))
+	if s.o.FixedMean {
+		mu = s.o.Mean
+	}
 	var ss float64
 	for _, y := range ys {
 		ss += (y - mu) * (y - mu)
