@@ -321,7 +321,7 @@ func withFeatures(r Record, kv ...any) Record {
 const cpuParams = "threads=int[1,8]"
 
 // PDF document types (the paper's three regimes, processed in sequence).
-var pdfTypes = []string{"academic", "annual-report", "financial-report"}
+func pdfTypes() []string { return []string{"academic", "annual-report", "financial-report"} }
 
 func pdfSource(seed uint64, i, regime int) Record {
 	id := sourceID(seed, "d", i)
@@ -439,7 +439,7 @@ func pdfOperators() (parse, layout, segment, ocrText, ocrTable, ocrFormula, aggr
 // blocks) -> ocr-text | ocr-table | ocr-formula (LLM-like, one accelerator each) -> aggregate.
 func PDFPipeline() *Pipeline {
 	parse, layout, segment, t, tb, f, agg := pdfOperators()
-	return &Pipeline{Name: "pdf", Regimes: pdfTypes, Source: pdfSource,
+	return &Pipeline{Name: "pdf", Regimes: pdfTypes(), Source: pdfSource,
 		Operators: []*Operator{parse, layout, segment, t, tb, f, agg}}
 }
 
@@ -450,12 +450,12 @@ func PDFMiniPipeline() *Pipeline {
 	parse.Next = to("segment")
 	segment.Next = to("aggregate")
 	agg.Order = 2
-	return &Pipeline{Name: "pdfmini", Regimes: pdfTypes, Source: pdfSource,
+	return &Pipeline{Name: "pdfmini", Regimes: pdfTypes(), Source: pdfSource,
 		Operators: []*Operator{parse, segment, agg}}
 }
 
 // Video categories (the paper's two regimes).
-var videoTypes = []string{"short-form", "long-form"}
+func videoTypes() []string { return []string{"short-form", "long-form"} }
 
 func videoSource(seed uint64, i, regime int) Record {
 	id := sourceID(seed, "v", i)
@@ -565,6 +565,6 @@ func VideoPipeline() *Pipeline {
 		Next: to(""),
 		LLMModel: LLMModel{WeightsMiB: 16384, KVMiBPerToken: 0.12, ActMiBPerBatchTok: 0.25,
 			StepSec: 0.03, Knee: 32, PrefillTokPerSec: 12000}}
-	return &Pipeline{Name: "video", Regimes: videoTypes, Source: videoSource,
+	return &Pipeline{Name: "video", Regimes: videoTypes(), Source: videoSource,
 		Operators: []*Operator{decode, split, aesthetic, textDetect, caption}}
 }
