@@ -150,40 +150,38 @@ func (h HiGHS) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, 
 		}
 		return s, nil
 	}
-	// the greedy plan is already proven within RelGap by the aggregate bound: HiGHS would
-	// stop at its first gap check, so it is not started at all
-	if !opts.NoBound && !opts.AlwaysMIP && (g.Gap <= opts.RelGap || q.Tub == 0) {
-		g.Status = StatusOptimal
+	// proven reports whether a start is already within RelGap of the aggregate bound: then
+	// HiGHS would stop at its first gap check, so it is not started at all
+	proven := func() bool {
+		if !opts.NoBound && !opts.AlwaysMIP && (g.Gap <= opts.RelGap || q.Tub == 0) {
+			g.Status = StatusOptimal
+			return true
+		}
+		return false
+	}
+	if proven() || ctx.Err() != nil {
 		return finish(g)
 	}
 	m := buildModel(q, opts)
 	var startVals []float64
 	if !opts.NoWarmStart {
 		startVals = m.startVector(g)
-		// route the greedy placement optimally first: the same model with its integer
-		// columns fixed is an LP; a better-routed start helps when the network binds
-		if r := m.routeLP(ctx, startVals, opts, deadline); r != nil && r.Objective > g.Objective {
-			log.Debug("milp: routing LP improved the greedy plan", "from", g.Objective, "to", r.Objective)
-			r.Status, r.Source, r.Bound = StatusHeuristic, "greedy", q.Tub
-			r.Gap = relGap(r.Bound, r.Objective)
-			g = r
-			startVals = m.startVector(g)
-			if !opts.NoBound && !opts.AlwaysMIP && g.Gap <= opts.RelGap {
-				g.Status = StatusOptimal
-				return finish(g)
+		// (1) route the greedy placement optimally: the model with its integer columns
+		// fixed is an LP, which matters when the network binds; (2) LP rounding
+		for _, improve := range []func() *Solution{
+			func() *Solution { return m.routeLP(ctx, startVals, opts, deadline) },
+			func() *Solution { return m.lpRound(ctx, opts, deadline) },
+		} {
+			r := improve()
+			if r == nil || r.Objective <= g.Objective {
+				continue
 			}
-		}
-	}
-	if !opts.NoWarmStart {
-		// LP rounding: floor the LP relaxation's placement, top it up greedily, route it
-		if r := m.lpRound(ctx, opts, deadline); r != nil && r.Objective > g.Objective {
-			log.Debug("milp: LP rounding improved the start", "from", g.Objective, "to", r.Objective)
+			log.Debug("milp: start improved", "from", g.Objective, "to", r.Objective)
 			r.Status, r.Source, r.Bound = StatusHeuristic, "greedy", q.Tub
 			r.Gap = relGap(r.Bound, r.Objective)
 			g = r
 			startVals = m.startVector(g)
-			if !opts.NoBound && !opts.AlwaysMIP && g.Gap <= opts.RelGap {
-				g.Status = StatusOptimal
+			if proven() {
 				return finish(g)
 			}
 		}
