@@ -61,13 +61,12 @@ type model struct {
 	classes [][]int // identical-node classes (size >= 2) used for symmetry breaking
 }
 
-var inf = math.Inf(1)
-
 // buildModel writes the complete model of Sec. 6 (Eqs. 10-26) in the per-node
 // local/export/import network form; see doc.go for the variable and row map.
 func buildModel(q *prep, opts Options) *model {
 	p := q.p
 	N, M := q.N, q.M
+	inf := math.Inf(1)
 	m := &model{q: q}
 	Tup := inf
 	if !opts.NoBound {
