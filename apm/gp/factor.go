@@ -59,11 +59,11 @@ func (f *factor) factorize(k *mat.SymDense) bool {
 }
 
 // extend appends a row and column to K: w holds the new off-diagonal covariances (len n) and
-// kk the new diagonal entry. It returns false, leaving f unchanged, if the extended matrix is
-// not numerically positive definite.
-func (f *factor) extend(w []float64, kk float64) bool {
+// kk the new diagonal entry. The new column of U is (c, d). It returns ok = false, leaving f
+// unchanged, if the extended matrix is not numerically positive definite.
+func (f *factor) extend(w []float64, kk float64) (c []float64, d float64, ok bool) {
 	n := f.n
-	c := append([]float64(nil), w...)
+	c = append([]float64(nil), w...)
 	if n > 0 {
 		blas64.Trsv(blas.Trans, f.tri(), blas64.Vector{N: n, Data: c, Inc: 1})
 	}
@@ -72,24 +72,30 @@ func (f *factor) extend(w []float64, kk float64) bool {
 		dot += v * v
 	}
 	if !(kk-dot > 0) {
-		return false
+		return nil, 0, false
 	}
+	d = math.Sqrt(kk - dot)
 	f.reserve(n + 1)
 	for i, v := range c {
 		f.u[i*f.stride+n] = v
 	}
-	f.u[n*f.stride+n] = math.Sqrt(kk - dot)
+	f.u[n*f.stride+n] = d
 	f.n = n + 1
-	return true
+	return c, d, true
 }
 
-// remove deletes row and column k of K in O(n²).
+// remove deletes row and column k of K in O(n²), and returns the solution z' of U'ᵀz' = r'
+// (r without entry k) given z solving Uᵀz = r.
 //
 // With U partitioned around row/column k as [U11 u12 U13; 0 u22 u23; 0 0 U33], the factor of
 // K without row and column k is [U11 U13; 0 U33'] where U33'ᵀU33' = U33ᵀU33 + u23ᵀu23: a
-// rank-one update, done with Givens rotations.
-func (f *factor) remove(k int) {
+// rank-one update, done with Givens rotations Q such that Q[U33; u23] = [U33'; 0]. Applying
+// the same rotations to [z3; z_k] yields z3' (z1 is unchanged), since
+// U33'ᵀz3' = U33ᵀz3 + u23ᵀz_k.
+func (f *factor) remove(k int, z []float64) []float64 {
 	n, s := f.n, f.stride
+	zk := z[k]
+	z = append(z[:k], z[k+1:]...)
 	x := append([]float64(nil), f.u[k*s+k+1:k*s+n]...)
 	for i := 0; i < k; i++ {
 		copy(f.u[i*s+k:i*s+n-1], f.u[i*s+k+1:i*s+n])
@@ -105,24 +111,16 @@ func (f *factor) remove(k int) {
 		rjj := row[j]
 		r := math.Hypot(rjj, x[j])
 		c, sn := r/rjj, x[j]/rjj
+		ic := rjj / r
 		row[j] = r
 		for l := j + 1; l < m; l++ {
-			row[l] = (row[l] + sn*x[l]) / c
+			row[l] = (row[l] + sn*x[l]) * ic
 			x[l] = c*x[l] - sn*row[l]
 		}
+		zj := (z[k+j] + sn*zk) * ic
+		zk = c*zk - sn*zj
+		z[k+j] = zj
 	}
-}
-
-// solve returns K⁻¹b (O(n²)).
-func (f *factor) solve(b []float64) []float64 {
-	z := append([]float64(nil), b...)
-	if f.n == 0 {
-		return z
-	}
-	t := f.tri()
-	v := blas64.Vector{N: f.n, Data: z, Inc: 1}
-	blas64.Trsv(blas.Trans, t, v)
-	blas64.Trsv(blas.NoTrans, t, v)
 	return z
 }
 

@@ -115,11 +115,11 @@ type GP struct {
 	window int
 	radius float64
 
-	xs    [][]float64 // samples in arrival order
-	ys    []float64
-	nn    []float64 // scaled distance to the nearest other sample
-	chol  factor
-	alpha []float64 // K⁻¹ (y − mean)
+	xs   [][]float64 // samples in arrival order
+	ys   []float64
+	nn   []float64 // scaled distance to the nearest other sample
+	chol factor
+	z    []float64 // U⁻ᵀ (y − mean), with K = UᵀU; maintained in O(n) per Add
 }
 
 // New returns an empty GP over dim inputs with hyperparameters h.
@@ -162,7 +162,7 @@ func (g *GP) Data() (xs [][]float64, ys []float64) {
 
 // Reset drops all samples and keeps the hyperparameters.
 func (g *GP) Reset() {
-	g.xs, g.ys, g.nn, g.alpha = nil, nil, nil, nil
+	g.xs, g.ys, g.nn, g.z = nil, nil, nil, nil
 	g.chol.reset()
 }
 
@@ -210,7 +210,8 @@ func (g *GP) Add(x []float64, y float64) error {
 	g.xs = append(g.xs, x)
 	g.ys = append(g.ys, y)
 	g.addNN(x)
-	if !g.chol.extend(w, g.h.SignalVar+g.h.diagNoise()) {
+	c, d, ok := g.chol.extend(w, g.h.SignalVar+g.h.diagNoise())
+	if !ok {
 		// Numerically singular extension (e.g. a duplicate input with tiny noise): fall back
 		// to a full factorisation, which reports a clear error if it fails too.
 		if err := g.refactor(); err != nil {
@@ -218,7 +219,12 @@ func (g *GP) Add(x []float64, y float64) error {
 		}
 		return nil
 	}
-	g.solveAlpha()
+	// The new row of Uᵀz = r: cᵀz + d·z_n = y − mean.
+	var cz float64
+	for i, v := range c {
+		cz += v * g.z[i]
+	}
+	g.z = append(g.z, (y-g.h.Mean-cz)/d)
 	return nil
 }
 
@@ -244,16 +250,15 @@ func (g *GP) Predict(x []float64) (mean, variance float64) {
 	if n == 0 {
 		return g.h.Mean, g.h.SignalVar
 	}
-	ks := make([]float64, n)
-	mean = g.h.Mean
+	// v = U⁻ᵀk*; mean = Mean + k*ᵀK⁻¹r = Mean + vᵀz; variance = σ_f² − vᵀv.
+	v := make([]float64, n)
 	for i, xi := range g.xs {
-		ks[i] = kern(xi, x, &g.h)
-		mean += ks[i] * g.alpha[i]
+		v[i] = kern(xi, x, &g.h)
 	}
-	// v = U⁻ᵀ k*, variance = σ_f² − vᵀv.
-	g.chol.solveUT(ks)
-	variance = g.h.SignalVar
-	for _, t := range ks {
+	g.chol.solveUT(v)
+	mean, variance = g.h.Mean, g.h.SignalVar
+	for i, t := range v {
+		mean += t * g.z[i]
 		variance -= t * t
 	}
 	if variance < 0 {
@@ -268,35 +273,35 @@ func (g *GP) LogMarginalLikelihood() float64 {
 	if n == 0 {
 		return 0
 	}
-	var fit float64
-	for i, y := range g.ys {
-		fit += (y - g.h.Mean) * g.alpha[i]
+	var fit float64 // rᵀK⁻¹r = zᵀz
+	for _, v := range g.z {
+		fit += v * v
 	}
 	return -0.5*fit - 0.5*g.chol.logDet() - 0.5*float64(n)*math.Log(2*math.Pi)
 }
 
-// refactor factorises the kernel matrix from scratch and recomputes alpha.
+// refactor factorises the kernel matrix from scratch and recomputes z.
 func (g *GP) refactor() error {
 	if len(g.ys) == 0 {
 		g.chol.reset()
-		g.alpha = nil
+		g.z = nil
 		return nil
 	}
 	if !g.chol.factorize(kernelMatrix(g.xs, &g.h)) {
 		g.chol.reset()
 		return fmt.Errorf("gp: kernel matrix of %d samples is not positive definite", len(g.ys))
 	}
-	g.solveAlpha()
+	g.solveZ()
 	return nil
 }
 
-// solveAlpha recomputes alpha = K⁻¹ (y − mean) from the current factor (O(n²)).
-func (g *GP) solveAlpha() {
-	r := make([]float64, len(g.ys))
+// solveZ recomputes z = U⁻ᵀ (y − mean) from the current factor (O(n²)).
+func (g *GP) solveZ() {
+	g.z = make([]float64, len(g.ys))
 	for i, y := range g.ys {
-		r[i] = y - g.h.Mean
+		g.z[i] = y - g.h.Mean
 	}
-	g.alpha = g.chol.solve(r)
+	g.chol.solveUT(g.z)
 }
 
 // kernelMatrix returns K(X, X) + noise·I.

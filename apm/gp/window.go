@@ -72,7 +72,6 @@ func (g *GP) remove(k int) error {
 			g.nn[i] = best
 		}
 	}
-	g.chol.remove(k)
-	g.solveAlpha()
+	g.z = g.chol.remove(k, g.z)
 	return nil
 }
