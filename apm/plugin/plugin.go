@@ -31,6 +31,7 @@ import (
 	nomadHelper "github.com/hashicorp/nomad-autoscaler/sdk/helper/nomad"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/trident-sched/trident/apm/feed"
 	"github.com/trident-sched/trident/internal/opmetrics"
 )
 
@@ -42,7 +43,13 @@ const (
 	ConfigScrapeTimeout = "scrape_timeout" // per-instance scrape timeout (default 2s)
 	ConfigStaleAfter    = "stale_after"    // metrics older than this are an error (default 2m)
 	ConfigHistory       = "history"        // how much scrape history to keep (default 15m)
+	ConfigPlannerAddr   = "planner_addr"   // publish capacity estimates to this planner
+	ConfigPlannerToken  = "planner_token"  // planner ACL token
+	ConfigFeedInterval  = "feed_interval"  // how often estimates are published (default 5s)
 )
+
+// minScrapeGap is the shortest interval between two scrapes of one group.
+const minScrapeGap = 2 * time.Second
 
 // Metric names accepted in queries.
 const (
@@ -64,7 +71,8 @@ type Plugin struct {
 	stale    time.Duration
 	history  time.Duration
 	groups   map[string]*groupState // key job/group
-	capacity CapacityEstimator
+	capacity *feed.Estimator
+	stopFeed context.CancelFunc
 }
 
 var _ apm.APM = (*Plugin)(nil)
@@ -78,7 +86,7 @@ func New(log hclog.Logger) *Plugin {
 		stale:    2 * time.Minute,
 		history:  15 * time.Minute,
 		groups:   map[string]*groupState{},
-		capacity: NewObservationEstimator(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		capacity: feed.NewEstimator(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}
 }
 
@@ -113,7 +121,48 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 		}
 	}
 	p.nomad = cl
+	if p.stopFeed != nil {
+		p.stopFeed()
+		p.stopFeed = nil
+	}
+	if addr := config[ConfigPlannerAddr]; addr != "" {
+		interval := 5 * time.Second
+		if v := config[ConfigFeedInterval]; v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("trident-apm: config %s=%q: want a positive duration", ConfigFeedInterval, v)
+			}
+			interval = d
+		}
+		f, err := feed.New(p.capacity, feed.Options{
+			Planner: addr, Token: config[ConfigPlannerToken], Interval: interval, Refresh: p.refreshDeclared,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		})
+		if err != nil {
+			return fmt.Errorf("trident-apm: %w", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		p.stopFeed = cancel
+		go f.Run(ctx)
+		p.log.Info("publishing capacity estimates to the planner", "planner", addr, "interval", interval)
+	}
 	return nil
+}
+
+// refreshDeclared is the feeder's refresh: features come from the planner's description.
+func (p *Plugin) refreshDeclared(ctx context.Context, job, group string, features []string) error {
+	if err := p.capacity.Declare(job, group, features); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if gs, ok := p.groups[key(job, group)]; ok {
+		gs.declared = true
+	} else {
+		p.groups[key(job, group)] = &groupState{job: job, group: group, declared: true}
+	}
+	p.mu.Unlock()
+	_, err := p.refresh(ctx, job, group)
+	return err
 }
 
 // SetNomadClient replaces the Nomad client (tests and embedding).
@@ -179,7 +228,8 @@ func groupFeatures(ctx context.Context, cl *api.Client, job, group string) ([]st
 		return nil, fmt.Errorf("trident-apm: read job %q: %w", job, err)
 	}
 	for _, tg := range j.TaskGroups {
-		if tg.Name == nil || *tg.Name != group {
+		// Planner-rendered groups ("<op>@<node>...") name their operator in meta.
+		if tg.Name == nil || (*tg.Name != group && tg.Meta["trident_operator"] != group) {
 			continue
 		}
 		var out []string
@@ -208,6 +258,16 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 	if cl == nil {
 		return nil, errors.New("trident-apm: not configured")
 	}
+	// The feeder and the autoscaler's checks both refresh; a scrape younger than
+	// minScrapeGap is reused so that intervals fed to the estimator are not tiny.
+	p.mu.Lock()
+	if gs, ok := p.groups[key(job, group)]; ok && gs.declared {
+		if last := gs.last(); last != nil && time.Since(last.time) < minScrapeGap {
+			p.mu.Unlock()
+			return gs, nil
+		}
+	}
+	p.mu.Unlock()
 	targets, err := Discover(ctx, cl, job, group)
 	if err != nil {
 		return nil, err
@@ -251,7 +311,7 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 		return gs, nil
 	}
 	if prev := gs.last(); prev != nil {
-		p.capacity.Observe(job, group, *prev, snap)
+		p.capacity.Observe(job, group, toFeed(*prev), toFeed(snap))
 	}
 	gs.snaps = append(gs.snaps, snap)
 	cut := time.Now().Add(-history)
@@ -405,4 +465,24 @@ func joinHostPort(host string, port int) string {
 		return "[" + host + "]:" + strconv.Itoa(port)
 	}
 	return host + ":" + strconv.Itoa(port)
+}
+
+// key names a job's group.
+func key(job, group string) string { return job + "/" + group }
+
+// toFeed converts a scrape to the estimator's snapshot type.
+func toFeed(s snapshot) feed.Snapshot {
+	out := feed.Snapshot{Time: s.time, Instances: make(map[string]feed.Instance, len(s.instances))}
+	for id, m := range s.instances {
+		util := m.CPUUtil
+		if m.HasAccelerator {
+			util = m.AccelUtil
+		}
+		out.Instances[id] = feed.Instance{
+			RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BusySeconds: m.BusySeconds, UsefulSeconds: m.UsefulSeconds,
+			QueueLength: m.QueueLength, Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts,
+			FeatureMean: m.FeatureMean, FeatureStd: m.FeatureStd, Epoch: m.Epoch,
+		}
+	}
+	return out
 }

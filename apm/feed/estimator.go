@@ -1,4 +1,4 @@
-package plugin
+package feed
 
 import (
 	"errors"
@@ -7,29 +7,35 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/trident-sched/trident/apm/observe"
 )
 
-// CapacityEstimator turns consecutive scrapes of a group into a per-instance sustainable
-// capacity estimate (input records/s).
-type CapacityEstimator interface {
-	// Declare tells the estimator the workload feature names of job/group (from the
-	// group's trident_features meta); it is called before the first Observe.
-	Declare(job, group string, features []string) error
-	// Observe feeds the interval between two snapshots of job/group.
-	Observe(job, group string, prev, cur snapshot)
-	// Capacity returns the current per-instance estimate at the group's latest features.
-	Capacity(job, group string) (float64, error)
-	// Invalidate resets job/group after a committed configuration change.
-	Invalidate(job, group string)
+// Snapshot is one scrape of every instance of an operator.
+type Snapshot struct {
+	Time      time.Time
+	Instances map[string]Instance // by allocation ID
 }
 
-// ObservationEstimator feeds the observation layer (apm/observe): every instance's scrape
+// Instance is one instance's scraped counters and gauges (the operator metrics contract).
+type Instance struct {
+	RecordsIn, RecordsOut, BusySeconds, UsefulSeconds float64
+	QueueLength                                       float64
+	// Utilization is accelerator utilisation for accelerator operators, else CPU, 0..1.
+	Utilization   float64
+	DeviceMemPeak float64
+	OOMRestarts   float64
+	FeatureMean   map[string]float64
+	FeatureStd    map[string]float64
+	Epoch         float64
+}
+
+// Estimator feeds the observation layer (apm/observe): every instance's scrape
 // interval becomes one sample (input records, busy/useful time, queue, utilisation,
 // workload feature means, config epoch) of its operator, and capacity is the two-stage
 // filtered GP estimate (EMA during cold start) at the group's current features.
-type ObservationEstimator struct {
+type Estimator struct {
 	layer *observe.Layer
 
 	mu       sync.Mutex
@@ -44,9 +50,9 @@ type Counters struct {
 	Rejected map[string]int
 }
 
-// NewObservationEstimator returns an estimator over a new observation layer.
-func NewObservationEstimator(log *slog.Logger) *ObservationEstimator {
-	return &ObservationEstimator{
+// NewEstimator returns an estimator over a new observation layer.
+func NewEstimator(log *slog.Logger) *Estimator {
+	return &Estimator{
 		layer:    observe.NewLayer(log),
 		features: map[string][]string{},
 		latest:   map[string][]float64{},
@@ -54,10 +60,8 @@ func NewObservationEstimator(log *slog.Logger) *ObservationEstimator {
 	}
 }
 
-func key(job, group string) string { return job + "/" + group }
-
 // Declare registers job/group with the observation layer (idempotent).
-func (e *ObservationEstimator) Declare(job, group string, features []string) error {
+func (e *Estimator) Declare(job, group string, features []string) error {
 	k := key(job, group)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -78,7 +82,7 @@ func (e *ObservationEstimator) Declare(job, group string, features []string) err
 
 // featureVector picks the declared features' means from an instance's metrics; a feature
 // the instance does not report is 0 ("const" is always 1).
-func featureVector(names []string, m InstanceMetrics) []float64 {
+func featureVector(names []string, m Instance) []float64 {
 	v := make([]float64, len(names))
 	for i, n := range names {
 		if n == "const" {
@@ -97,7 +101,7 @@ func featureVector(names []string, m InstanceMetrics) []float64 {
 }
 
 // Observe offers one sample per instance present in both snapshots.
-func (e *ObservationEstimator) Observe(job, group string, prev, cur snapshot) {
+func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	k := key(job, group)
 	e.mu.Lock()
 	names, ok := e.features[k]
@@ -106,35 +110,31 @@ func (e *ObservationEstimator) Observe(job, group string, prev, cur snapshot) {
 	if !ok {
 		return
 	}
-	dt := cur.time.Sub(prev.time)
+	dt := cur.Time.Sub(prev.Time)
 	if dt <= 0 {
 		return
 	}
 	mean := make([]float64, len(names))
 	count := 0
-	for id, m := range cur.instances {
+	for id, m := range cur.Instances {
 		fv := featureVector(names, m)
 		for i := range mean {
 			mean[i] += fv[i]
 		}
 		count++
-		old, ok := prev.instances[id]
+		old, ok := prev.Instances[id]
 		if !ok || m.RecordsIn < old.RecordsIn { // new or restarted instance: no interval
 			continue
 		}
-		util := m.CPUUtil
-		if m.HasAccelerator {
-			util = m.AccelUtil
-		}
 		s := observe.Sample{
-			Time:          cur.time,
+			Time:          cur.Time,
 			Interval:      dt,
 			Records:       m.RecordsIn - old.RecordsIn,
 			BusySeconds:   math.Max(0, m.BusySeconds-old.BusySeconds),
 			UsefulSeconds: math.Max(0, m.UsefulSeconds-old.UsefulSeconds),
 			QueueStart:    old.QueueLength,
 			QueueEnd:      m.QueueLength,
-			Utilization:   util,
+			Utilization:   m.Utilization,
 			Features:      fv,
 			Epoch:         uint64(math.Max(0, m.Epoch)),
 		}
@@ -157,30 +157,39 @@ func (e *ObservationEstimator) Observe(job, group string, prev, cur snapshot) {
 	}
 }
 
-// Capacity returns the layer's estimate at the latest features.
-func (e *ObservationEstimator) Capacity(job, group string) (float64, error) {
+// Capacity returns the layer's per-instance estimate at the latest features.
+func (e *Estimator) Capacity(job, group string) (float64, error) {
+	est, err := e.Estimate(job, group)
+	return est.Capacity, err
+}
+
+// Estimate returns the layer's full estimate (capacity, std, epoch) at the latest features.
+func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
 	k := key(job, group)
 	e.mu.Lock()
 	fv, ok := e.latest[k]
 	e.mu.Unlock()
 	if !ok {
-		return 0, errors.New("no capacity estimate yet: the group has not been scraped twice")
+		return observe.Estimate{}, errors.New("no capacity estimate yet: the operator has not been scraped twice")
 	}
 	est, err := e.layer.Capacity(k, fv)
 	if err != nil {
-		return 0, err
+		return observe.Estimate{}, err
 	}
-	if math.IsNaN(est.Capacity) || est.Capacity <= 0 {
-		return 0, fmt.Errorf("no capacity estimate yet (%d accepted samples)", est.Samples)
+	if math.IsNaN(est.Capacity) || math.IsInf(est.Capacity, 0) || est.Capacity <= 0 {
+		return observe.Estimate{}, fmt.Errorf("no capacity estimate yet (%d accepted samples)", est.Samples)
 	}
-	return est.Capacity, nil
+	if math.IsNaN(est.StdDev) || math.IsInf(est.StdDev, 0) || est.StdDev < 0 {
+		est.StdDev = 0
+	}
+	return est, nil
 }
 
 // Invalidate resets the operator's samples after a committed config change.
-func (e *ObservationEstimator) Invalidate(job, group string) { e.layer.Invalidate(key(job, group)) }
+func (e *Estimator) Invalidate(job, group string) { e.layer.Invalidate(key(job, group)) }
 
 // Stats returns a copy of the filter counters of job/group.
-func (e *ObservationEstimator) Stats(job, group string) Counters {
+func (e *Estimator) Stats(job, group string) Counters {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c := Counters{Rejected: map[string]int{}}
@@ -192,3 +201,6 @@ func (e *ObservationEstimator) Stats(job, group string) Counters {
 	}
 	return c
 }
+
+// key names an operator of a job.
+func key(job, op string) string { return job + "/" + op }

@@ -1,4 +1,4 @@
-package plugin
+package feed
 
 import (
 	"math"
@@ -9,13 +9,13 @@ import (
 
 // steady builds snapshots of one instance processing rate records/s with noise, a stable
 // queue and high utilisation: the conditions under which the filter accepts samples.
-func steady(n int, rate float64, epoch float64, rng *rand.Rand) []snapshot {
+func steady(n int, rate float64, epoch float64, rng *rand.Rand) []Snapshot {
 	t0 := time.Unix(1_000_000, 0)
-	var out []snapshot
+	var out []Snapshot
 	in, busy, useful := 0.0, 0.0, 0.0
 	for i := 0; i < n; i++ {
-		out = append(out, snapshot{time: t0.Add(time.Duration(i) * 5 * time.Second), instances: map[string]InstanceMetrics{
-			"a1": {RecordsIn: in, BusySeconds: busy, UsefulSeconds: useful, QueueLength: 100, AccelUtil: 0.9, HasAccelerator: true,
+		out = append(out, Snapshot{Time: t0.Add(time.Duration(i) * 5 * time.Second), Instances: map[string]Instance{
+			"a1": {RecordsIn: in, BusySeconds: busy, UsefulSeconds: useful, QueueLength: 100, Utilization: 0.9,
 				FeatureMean: map[string]float64{"tokens": 512}, Epoch: epoch},
 		}})
 		in += rate * 5 * (1 + 0.02*rng.NormFloat64())
@@ -26,7 +26,7 @@ func steady(n int, rate float64, epoch float64, rng *rand.Rand) []snapshot {
 }
 
 func TestObservationEstimatorConverges(t *testing.T) {
-	e := NewObservationEstimator(nil)
+	e := NewEstimator(nil)
 	if err := e.Declare("pdf", "ocr", []string{"tokens"}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestObservationEstimatorConverges(t *testing.T) {
 }
 
 func TestFeatureVector(t *testing.T) {
-	m := InstanceMetrics{FeatureMean: map[string]float64{"in": 3}, FeatureStd: map[string]float64{"in": 0.5}}
+	m := Instance{FeatureMean: map[string]float64{"in": 3}, FeatureStd: map[string]float64{"in": 0.5}}
 	got := featureVector([]string{"in", "in_std", "in_mean", "missing", "const"}, m)
 	want := []float64{3, 0.5, 3, 0, 1}
 	for i := range want {
