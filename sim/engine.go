@@ -43,6 +43,7 @@ type opState struct {
 	target    OpConfig
 	unplaced  int
 	lastStats OpStats
+	lastAttrs Attrs
 	// accumulated for the run summary
 	processed, busy, runningSec float64
 	ooms                        int
@@ -80,6 +81,9 @@ type RunConfig struct {
 	DisturbProb float64
 	// TimelineStep is the bucket width in seconds of Result.Timeline (default 60).
 	TimelineStep float64
+	// NoOOM disables out-of-memory failures (the OOM-free oracle of Table 6); peak memory
+	// is still reported.
+	NoOOM bool
 }
 
 func (c *RunConfig) defaults() {
@@ -510,6 +514,7 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 	st := &snap.Ops[i]
 	st.QueueCap = spec.QueueCap
 	st.PerNode = make([]int, len(e.cluster.Nodes))
+	st.PerNodeOnTarget = make([]int, len(e.cluster.Nodes))
 	st.Unplaced = op.unplaced
 	st.Config = op.target
 	for _, in := range op.insts {
@@ -526,6 +531,7 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		}
 		if in.state != stStopping && !in.probe && in.cfg.Equal(op.target) {
 			st.OnTarget++
+			st.PerNodeOnTarget[in.node]++
 		}
 	}
 	gs := op.groups()
@@ -648,6 +654,7 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 				out = append(out, cohort{amount: o, attrs: c.attrs, srcPer: c.srcPer / amp})
 			}
 		}
+		op.lastAttrs = c.attrs
 		c.amount -= x
 		if c.amount <= 1e-9 {
 			op.queue = op.queue[1:]
@@ -694,50 +701,98 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 	}
 	if running > 0 {
 		if spec.Async {
-			// Any request in flight makes the device (and the instance) busy.
-			var u float64
+			// Any request in flight makes the device (and the instance) busy; occupancy is
+			// the batch fill (running batch / admission limit), as device telemetry of a
+			// batching engine reports it.
+			var u, occ float64
+			a := e.headAttrs(op, out)
 			for gi, g := range gs {
 				u += float64(g.n) * math.Min(1, cIn[gi])
 				st.InFlight += float64(g.n) * cIn[gi] * active
+				if a != nil {
+					occ += float64(g.n) * occupancy(m, spec, a, g.cfg, cIn[gi])
+				}
+				if perInst[gi] > 0 {
+					// Little's law: a record stays c/r seconds in service.
+					st.UsefulSec += processed * float64(g.n) * perInst[gi] / math.Max(capSum, 1e-12) * cIn[gi] / perInst[gi]
+				}
 			}
 			busy = u * dt * active
+			st.Occupancy = occ / float64(running) * active
 		} else if capSum > 0 {
 			busy = math.Min(1, processed/(capSum*dt)) * float64(running) * dt
 			st.InFlight = math.Min(float64(running), processed/math.Max(1e-9, capSum*dt)*float64(running))
+			st.UsefulSec = busy
 		}
 		st.BusySec = busy
 		st.Util = busy / (float64(running) * dt)
+		if !spec.Async {
+			st.Occupancy = st.Util
+		}
 	}
 	op.processed += processed
 	op.busy += busy
 
-	// Probe metrics: its share of work follows its rate.
-	for gi, g := range gs {
-		if !g.probe || capSum <= 0 {
+	// Probe metrics: the probe is dispatched first, so it runs at its own admission limit
+	// whenever the queue holds that much work (an evaluation under sustained load).
+	for _, g := range gs {
+		if !g.probe {
 			continue
 		}
 		st.ProbeRunning = true
-		st.ProbeProcessed = processed * perInst[gi] / capSum
+		a := e.headAttrs(op, out)
+		if a == nil {
+			break
+		}
+		c := 1.0
 		if spec.Async {
-			st.ProbeBusySec = math.Min(1, cIn[gi]) * dt
-		} else {
-			st.ProbeBusySec = math.Min(1, processed/(capSum*dt)) * dt
+			c = math.Min(spec.inFlightLimit(g.cfg), queue0)
+		}
+		r := m.Rate(a, g.cfg, c) * noise
+		st.ProbeProcessed = math.Min(r*dt*active, queue0)
+		st.ProbeBusySec = dt * active
+		if queue0 <= 0 {
+			st.ProbeBusySec = 0
 		}
 	}
 
 	// Device memory and OOM restarts.
 	if spec.Need.Acc > 0 && len(gs) > 0 {
-		var a Attrs
-		if len(op.queue) > 0 {
-			a = op.queue[0].attrs
-		} else if len(out) > 0 {
-			a = out[len(out)-1].attrs
-		}
-		if a != nil {
-			e.deviceMemory(op, gs, cIn, a, st, dt)
+		if a := e.headAttrs(op, out); a != nil {
+			cm := append([]float64(nil), cIn...)
+			for gi, g := range gs {
+				if g.probe && spec.Async {
+					cm[gi] = math.Min(spec.inFlightLimit(g.cfg), queue0)
+				}
+			}
+			e.deviceMemory(op, gs, cm, a, st, dt)
 		}
 	}
 	op.lastStats = *st
+}
+
+// Occupier is implemented by models of batching operators that know their batch fill.
+type Occupier interface {
+	// Occupancy returns the running batch as a fraction of its limit (0..1).
+	Occupancy(a Attrs, cfg OpConfig, c float64) float64
+}
+
+func occupancy(m Model, spec *OpSpec, a Attrs, cfg OpConfig, c float64) float64 {
+	if o, ok := m.(Occupier); ok {
+		return math.Min(1, math.Max(0, o.Occupancy(a, cfg, c)))
+	}
+	return math.Min(1, c/spec.inFlightLimit(cfg))
+}
+
+// headAttrs returns the attributes of the records the operator is working on.
+func (e *Engine) headAttrs(op *opState, out []cohort) Attrs {
+	if len(op.queue) > 0 {
+		return op.queue[0].attrs
+	}
+	if len(out) > 0 {
+		return out[len(out)-1].attrs
+	}
+	return op.lastAttrs
 }
 
 // deviceMemory samples per-instance peak memory and triggers OOM restarts.
@@ -761,7 +816,7 @@ func (e *Engine) deviceMemory(op *opState, gs []group, cIn []float64, a Attrs, s
 			st.ProbePeakMemGB = math.Max(st.ProbePeakMemGB, math.Min(limit, mean+sd*math.Abs(e.rng.NormFloat64())))
 		}
 		st.PeakMemGB = math.Max(st.PeakMemGB, peak)
-		if pOOM < 1e-12 {
+		if pOOM < 1e-12 || e.cfg.NoOOM {
 			continue
 		}
 		// Scale the hazard to the tick length (pOOM is per second).
@@ -856,16 +911,24 @@ func (o *opState) push(c cohort) {
 	o.queue = append(o.queue, c)
 	const maxCohorts = 48
 	if k := len(o.queue); k > maxCohorts {
-		a, b := o.queue[k-2], o.queue[k-1]
+		// Merge the adjacent pair with the smallest combined amount, so that resolution
+		// stays even along the queue (the head cohort is never merged).
+		j, best := 1, math.Inf(1)
+		for i := 1; i < k-1; i++ {
+			if w := o.queue[i].amount + o.queue[i+1].amount; w < best {
+				j, best = i, w
+			}
+		}
+		a, b := o.queue[j], o.queue[j+1]
 		w := a.amount + b.amount
 		if w > 0 {
 			m := make(Attrs, len(a.attrs))
-			for j := range m {
-				m[j] = (a.attrs[j]*a.amount + b.attrs[j]*b.amount) / w
+			for x := range m {
+				m[x] = (a.attrs[x]*a.amount + b.attrs[x]*b.amount) / w
 			}
-			o.queue[k-2] = cohort{amount: w, attrs: m, srcPer: (a.srcPer*a.amount + b.srcPer*b.amount) / w}
+			o.queue[j] = cohort{amount: w, attrs: m, srcPer: (a.srcPer*a.amount + b.srcPer*b.amount) / w}
 		}
-		o.queue = o.queue[:k-1]
+		o.queue = append(o.queue[:j+1], o.queue[j+2:]...)
 	}
 }
 

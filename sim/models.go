@@ -64,7 +64,12 @@ func LLMSpace(defSeqs, defTokens float64) Space {
 }
 
 // LLMModel is an asynchronous accelerator operator running a continuous-batching LLM/VLM
-// engine on the share Frac(a) of its input records (the rest passes through at PassCost).
+// engine (vLLM style) on the share Frac(a) of its input records (the rest passes through at
+// PassCost). The engine pre-allocates its KV cache: GPUMemUtil of the device minus the
+// weights and the activation reserve of one max-num-batched-tokens chunk. The running batch
+// is bounded by max-num-seqs and by the sequences that fit the cache; beyond that requests
+// are preempted and recomputed. Peak memory is the weights, the used KV cache and the
+// prefill activations; OOMs come from activation peaks above the profiled reserve.
 type LLMModel struct {
 	// Frac returns the fraction of records the engine processes (nil: 1).
 	Frac func(a Attrs) float64
@@ -77,8 +82,12 @@ type LLMModel struct {
 	P1, P0 float64
 	// PassCost is the service time of a passed-through record (s).
 	PassCost float64
-	// WeightsGB, KVGBPerTok and ActGBPerTok define the peak-memory model.
+	// DeviceGB and GPUMemUtil size the engine's memory budget.
+	DeviceGB, GPUMemUtil float64
+	// WeightsGB, KVGBPerTok and ActGBPerTok define the memory model.
 	WeightsGB, KVGBPerTok, ActGBPerTok float64
+	// ActCV is the relative spread of activation peaks (default 0.2).
+	ActCV float64
 	// Amp, Out and Feat as in CPUModel.
 	Amp  func(a Attrs) float64
 	Out  func(a Attrs) float64
@@ -92,10 +101,27 @@ func (m *LLMModel) frac(a Attrs) float64 {
 	return math.Min(1, math.Max(0, m.Frac(a)))
 }
 
-// batch returns the effective running batch for in-flight c under cfg.
-func (m *LLMModel) batch(cfg OpConfig, c float64) float64 {
-	b := math.Min(c, cfg[LLMMaxNumSeqs])
-	return math.Max(1, b)
+// kvSeqs returns how many sequences of attrs a fit the pre-allocated KV cache under cfg.
+func (m *LLMModel) kvSeqs(a Attrs, cfg OpConfig) float64 {
+	in, out, _ := m.Tokens(a)
+	util := m.GPUMemUtil
+	if util == 0 {
+		util = 0.9
+	}
+	pool := util*m.DeviceGB - m.WeightsGB - cfg[LLMMaxBatchedTokens]*m.ActGBPerTok
+	perSeq := (in + out + cfg[LLMBlockSize]/2) * m.KVGBPerTok
+	return math.Max(0, pool/perSeq)
+}
+
+// batch returns the running batch for c records in flight and whether requests are
+// being preempted for lack of KV cache.
+func (m *LLMModel) batch(a Attrs, cfg OpConfig, c float64) (float64, bool) {
+	want := math.Min(c*math.Max(m.frac(a), 0.05), cfg[LLMMaxNumSeqs])
+	kv := m.kvSeqs(a, cfg)
+	if want > kv {
+		return math.Max(1, kv), true
+	}
+	return math.Max(1, want), false
 }
 
 // EngineRate returns engine requests/s at batch b (exported for tests and calibration).
@@ -109,7 +135,7 @@ func (m *LLMModel) EngineRate(a Attrs, cfg OpConfig, b float64) float64 {
 		// Without chunked prefill long prompts stall the decode batch.
 		prefill *= 1.25
 	}
-	// Larger KV blocks waste memory but cut block-table overhead slightly.
+	// Larger KV blocks cut block-table overhead slightly.
 	bs := cfg[LLMBlockSize]
 	decode *= 1 + 0.02*math.Log2(32/bs)
 	return 1 / (decode + prefill)
@@ -118,26 +144,31 @@ func (m *LLMModel) EngineRate(a Attrs, cfg OpConfig, b float64) float64 {
 // Rate implements Model.
 func (m *LLMModel) Rate(a Attrs, cfg OpConfig, c float64) float64 {
 	f := m.frac(a)
-	b := m.batch(cfg, c*math.Max(f, 0.05))
+	b, preempt := m.batch(a, cfg, c)
 	r := m.EngineRate(a, cfg, b)
+	if preempt {
+		r *= 0.85 // recomputation of preempted sequences
+	}
 	return 1 / (f/r + (1-f)*m.PassCost)
 }
 
-// PeakMem implements Model: weights + KV cache of the running batch (with block-size
-// fragmentation) + prefill activations of one chunk.
+// Occupancy implements sim.Occupier: running batch / max-num-seqs.
+func (m *LLMModel) Occupancy(a Attrs, cfg OpConfig, c float64) float64 {
+	b, _ := m.batch(a, cfg, c)
+	return b / cfg[LLMMaxNumSeqs]
+}
+
+// PeakMem implements Model.
 func (m *LLMModel) PeakMem(a Attrs, cfg OpConfig, c float64) (float64, float64) {
 	in, out, cv := m.Tokens(a)
-	f := m.frac(a)
-	b := m.batch(cfg, c*math.Max(f, 0.05))
-	bs := cfg[LLMBlockSize]
-	perSeq := (in + out + bs/2) * m.KVGBPerTok
-	kv := b * perSeq
-	act := math.Min(cfg[LLMMaxBatchedTokens], b*in) * m.ActGBPerTok
-	mean := m.WeightsGB + kv + act
-	// Request lengths vary: the KV of a full batch has sd ~ cv*kv/sqrt(b) plus bursts of
-	// long requests that arrive together (correlated within a cohort).
-	sd := kv*cv*(0.15+0.5/math.Sqrt(b)) + 0.05*act
-	return mean, sd
+	b, _ := m.batch(a, cfg, c)
+	kv := b * (in + out + cfg[LLMBlockSize]/2) * m.KVGBPerTok
+	act := math.Min(cfg[LLMMaxBatchedTokens], math.Max(b*in, in)) * m.ActGBPerTok
+	acv := m.ActCV
+	if acv == 0 {
+		acv = 0.2
+	}
+	return m.WeightsGB + kv + act, act * acv * (1 + cv)
 }
 
 // Amplification implements Model.

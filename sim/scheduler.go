@@ -81,6 +81,14 @@ type OpStats struct {
 	// NVML or cgroup accounting reports it: for async operators, the fraction of time any
 	// request is in flight.
 	Util float64
+	// Occupancy is the mean compute occupancy of running instances (DCGM "SM active" or
+	// NPU AI-core utilisation): the fraction of peak throughput in use. For synchronous
+	// operators it equals Util.
+	Occupancy float64
+	// UsefulSec is the per-record service time summed over the processed records, as
+	// DS2-style instrumentation reports it (for async operators overlapping requests make
+	// it exceed wall time).
+	UsefulSec float64
 	// InFlight is the number of requests in flight over all running instances.
 	InFlight float64
 	// PeakMemGB is the largest per-instance peak device memory during the tick.
@@ -94,9 +102,11 @@ type OpStats struct {
 	SrcRecords float64
 	// OutMB is the mean size of an output record.
 	OutMB float64
-	// Config is the operator's target configuration and OnTarget how many instances run it.
-	Config   OpConfig
-	OnTarget int
+	// Config is the operator's target configuration and OnTarget how many instances run it
+	// (PerNodeOnTarget per node, non-stopping, probe excluded).
+	Config          OpConfig
+	OnTarget        int
+	PerNodeOnTarget []int
 	// ProbeRunning reports a running probe instance; ProbeProcessed, ProbeBusySec,
 	// ProbePeakMemGB and ProbeOOM are its metrics.
 	ProbeRunning   bool

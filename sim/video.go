@@ -89,8 +89,8 @@ func VideoPipeline(scale float64) *Pipeline {
 					vis := math.Min(framesPerClip(a), 8) * 90 * math.Min(math.Sqrt(vidMP(a)/0.92), 1.5)
 					return vis + 120, 200, 0.35
 				},
-				T0: 0.035, T1: 0.0009, P1: 0.00022, P0: 0.03,
-				WeightsGB: 16, KVGBPerTok: 5.5e-5, ActGBPerTok: 2.6e-3,
+				T0: 0.035, T1: 0.0009, P1: 0.00022, P0: 0.3, DeviceGB: 64,
+				WeightsGB: 16, KVGBPerTok: 5.5e-5, ActGBPerTok: 1.2e-3,
 				Out: func(Attrs) float64 { return 0.005 },
 			}},
 		{Name: "caption_filter", Need: cpu(1, 2), ColdStartS: 6, StopS: 1, QueueCap: 20000, FeatureNames: vfeat,

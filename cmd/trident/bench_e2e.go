@@ -2,11 +2,46 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/trident-sched/trident/sim/experiment"
 )
 
-// runBenchE2E is not built yet.
+// runBenchE2E runs every scheduler (Trident, baselines, controlled variants, ablations, the
+// OOM comparison) on the simulated PDF and video pipelines and prints the paper's Figure 2,
+// Table 2, Figure 3, Table 6 and §8.7 next to ours (logic in sim/experiment).
 func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "bench-e2e", "directory for e2e.csv and e2e.svg (empty: none)")
+	pipes := fs.String("pipelines", "pdf,video", "comma-separated pipelines: pdf, video")
+	scale := fs.Float64("scale", 1, "dataset size multiplier (1: the calibrated datasets)")
+	seed := fs.Uint64("seed", 1, "random seed")
+	workers := fs.Int("workers", 0, "concurrent simulations (0: GOMAXPROCS)")
+	verbose := fs.Bool("v", false, "log each finished run on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench e2e: unexpected arguments %q", fs.Args())
+	}
+	cfg := experiment.Config{Pipelines: strings.Split(*pipes, ","), Scale: *scale, Seed: *seed, Workers: *workers}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	start := time.Now()
+	runs, err := experiment.RunAll(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("bench e2e: %w", err)
+	}
+	rep := experiment.NewReport(cfg.Pipelines, runs, time.Since(start))
+	if err := rep.Write(stdout, *out); err != nil {
+		return fmt.Errorf("bench e2e: %w", err)
+	}
+	return nil
 }

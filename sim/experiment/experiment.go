@@ -1,0 +1,232 @@
+// Package experiment reproduces the Trident paper's evaluation (§8.2, §8.3, §8.5, §8.6,
+// §8.7) in the simulator: it runs every scheduler on both pipelines, normalises throughput
+// to Static, and renders the tables, a CSV file and an SVG chart next to the paper's
+// published figures (which are reported as peers, never used as results).
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/trident-sched/trident/sim"
+	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/sim/tridentsched"
+)
+
+// Config controls a benchmark run.
+type Config struct {
+	// Pipelines to run ("pdf", "video").
+	Pipelines []string
+	// Scale multiplies the dataset size (1 = the calibrated size, ~2-4 h of pipeline time).
+	Scale float64
+	// Seed makes everything deterministic.
+	Seed uint64
+	// Workers bounds concurrent simulations (default GOMAXPROCS).
+	Workers int
+	// Logger receives progress (default: discard).
+	Logger *slog.Logger
+}
+
+// Run is one simulation of the benchmark.
+type Run struct {
+	Pipeline string
+	// Key identifies the scheduler variant, e.g. "trident", "ds2+shared".
+	Key string
+	// Result is the simulator's outcome.
+	Result *sim.Result
+	// Trident holds layer statistics for Trident variants (nil otherwise).
+	Trident *tridentsched.Trident
+	// Wall is the wall time of the simulation.
+	Wall time.Duration
+}
+
+// Throughput is source records per second over the run (dataset / makespan).
+func (r *Run) Throughput() float64 { return r.Result.Throughput }
+
+type spec struct {
+	key  string
+	make func(seed uint64) (sim.Scheduler, *tridentsched.Trident)
+	cfg  func(c sim.RunConfig) sim.RunConfig
+}
+
+func same(c sim.RunConfig) sim.RunConfig { return c }
+
+func trident(opt tridentsched.Options) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
+	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) {
+		opt.Seed = seed
+		t := tridentsched.New(opt)
+		return t, t
+	}
+}
+
+func plain(f func(seed uint64) sim.Scheduler) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
+	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) { return f(seed), nil }
+}
+
+// specs lists every scheduler variant the benchmark runs.
+func specs() []spec {
+	return []spec{
+		{key: "static", make: plain(func(uint64) sim.Scheduler { return &baseline.Static{} }), cfg: same},
+		{key: "static-striped", make: plain(func(uint64) sim.Scheduler {
+			return &baseline.Static{Striped: true, Label: "static-striped"}
+		}), cfg: same},
+		{key: "nomad-target-value", make: plain(func(uint64) sim.Scheduler { return &baseline.Nomad{} }), cfg: same},
+		{key: "nomad-threshold", make: plain(func(uint64) sim.Scheduler { return &baseline.Nomad{Strategy: baseline.Threshold} }), cfg: same},
+		{key: "ray-data", make: plain(func(uint64) sim.Scheduler { return &baseline.RayData{} }), cfg: same},
+		{key: "ds2", make: plain(func(uint64) sim.Scheduler { return &baseline.DS2{} }), cfg: same},
+		{key: "conttune", make: plain(func(uint64) sim.Scheduler { return baseline.NewContTune() }), cfg: same},
+		{key: "scoot", make: plain(func(seed uint64) sim.Scheduler { return &baseline.SCOOT{Seed: seed} }), cfg: same},
+		{key: "trident", make: trident(tridentsched.Options{}), cfg: same},
+		// Controlled comparison (§8.3): shared observation + adaptation, all-at-once switching.
+		{key: "ray-data+shared", make: plain(func(seed uint64) sim.Scheduler {
+			return &baseline.RayData{Advisor: tridentsched.NewShared(tridentsched.Options{Seed: seed}), Label: "ray-data+shared"}
+		}), cfg: same},
+		{key: "ds2+shared", make: plain(func(seed uint64) sim.Scheduler {
+			h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
+			return &baseline.DS2{Capacity: h, Advisor: h, Label: "ds2+shared"}
+		}), cfg: same},
+		{key: "conttune+shared", make: plain(func(seed uint64) sim.Scheduler {
+			h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
+			return &baseline.DS2{Conservative: true, Capacity: h, Advisor: h, Label: "conttune+shared"}
+		}), cfg: same},
+		// Ablations (§8.6); "w/o rolling update" is also Trident (all-at-once) of §8.3.
+		{key: "trident-no-observation", make: trident(tridentsched.Options{NoObservation: true, Label: "trident-no-observation"}), cfg: same},
+		{key: "trident-no-adaptation", make: trident(tridentsched.Options{NoAdaptation: true, Label: "trident-no-adaptation"}), cfg: same},
+		{key: "trident-no-placement", make: trident(tridentsched.Options{NoPlacement: true, Label: "trident-no-placement"}), cfg: same},
+		{key: "trident-all-at-once", make: trident(tridentsched.Options{AllAtOnce: true, Label: "trident-all-at-once"}), cfg: same},
+		// Table 6: unconstrained BO, and the OOM-free oracle.
+		{key: "trident-unconstrained-bo", make: trident(tridentsched.Options{Unconstrained: true, Label: "trident-unconstrained-bo"}), cfg: same},
+		{key: "trident-oom-free", make: trident(tridentsched.Options{Label: "trident-oom-free"}), cfg: func(c sim.RunConfig) sim.RunConfig {
+			c.NoOOM = true
+			return c
+		}},
+	}
+}
+
+// Pipeline returns the named pipeline at the given scale.
+func Pipeline(name string, scale float64) (*sim.Pipeline, error) {
+	switch name {
+	case "pdf":
+		return sim.PDFPipeline(scale), nil
+	case "video":
+		return sim.VideoPipeline(scale), nil
+	}
+	return nil, fmt.Errorf("unknown pipeline %q (want pdf or video)", name)
+}
+
+// RunAll runs every scheduler variant on every pipeline, Workers at a time.
+func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
+	if cfg.Scale <= 0 {
+		cfg.Scale = 1
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Pipelines) == 0 {
+		cfg.Pipelines = []string{"pdf", "video"}
+	}
+	type job struct {
+		pipe string
+		sp   spec
+	}
+	var jobs []job
+	for _, pn := range cfg.Pipelines {
+		if _, err := Pipeline(pn, cfg.Scale); err != nil {
+			return nil, err
+		}
+		for _, sp := range specs() {
+			jobs = append(jobs, job{pn, sp})
+		}
+	}
+	// Longest jobs first keeps both workers busy to the end.
+	sort.SliceStable(jobs, func(a, b int) bool { return cost(jobs[a].sp.key) > cost(jobs[b].sp.key) })
+	runs := make([]*Run, len(jobs))
+	errs := make([]error, len(jobs))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range next {
+				j := jobs[k]
+				p, _ := Pipeline(j.pipe, cfg.Scale)
+				s, tr := j.sp.make(cfg.Seed)
+				rc := j.sp.cfg(sim.RunConfig{Seed: cfg.Seed})
+				t0 := time.Now()
+				res, err := sim.Run(ctx, p, sim.PaperCluster(8), s, rc)
+				if err != nil {
+					errs[k] = fmt.Errorf("%s/%s: %w", j.pipe, j.sp.key, err)
+					cancel()
+					continue
+				}
+				runs[k] = &Run{Pipeline: j.pipe, Key: j.sp.key, Result: res, Trident: tr, Wall: time.Since(t0)}
+				cfg.Logger.Info("run done", "pipeline", j.pipe, "scheduler", j.sp.key,
+					"throughput", res.Throughput, "sim_s", res.SimSeconds, "wall", time.Since(t0).Round(time.Millisecond))
+			}
+		}()
+	}
+	for k := range jobs {
+		select {
+		case next <- k:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil && err != context.Canceled {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// cost orders jobs: Trident variants and ContTune are the slowest to simulate.
+func cost(key string) int {
+	switch {
+	case key == "conttune" || key == "conttune+shared":
+		return 2
+	case len(key) >= 7 && key[:7] == "trident":
+		return 3
+	case key == "ray-data+shared" || key == "ds2+shared":
+		return 2
+	}
+	return 1
+}
+
+// SchedulerNames lists the scheduler keys Scheduler accepts.
+func SchedulerNames() string {
+	var s string
+	for i, k := range allKeys() {
+		if i > 0 {
+			s += ", "
+		}
+		s += k
+	}
+	return s
+}
+
+// Scheduler returns a fresh scheduler for key.
+func Scheduler(key string, seed uint64) (sim.Scheduler, error) {
+	for _, sp := range specs() {
+		if sp.key == key {
+			s, _ := sp.make(seed)
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("unknown scheduler %q (want one of %s)", key, SchedulerNames())
+}

@@ -1,0 +1,66 @@
+package experiment
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trident-sched/trident/sim"
+)
+
+func fakeRun(p, key string, thr float64, ooms int) *Run {
+	return &Run{Pipeline: p, Key: key, Result: &sim.Result{Scheduler: key, Throughput: thr, SimSeconds: 1000, Done: true,
+		OOMs: ooms, OOMDowntimeS: 33 * float64(ooms)}}
+}
+
+// The report normalises to Static and to full Trident, and ends with one RESULT line.
+func TestReportNumbersAndOutputs(t *testing.T) {
+	runs := []*Run{
+		fakeRun("pdf", "static", 1, 0), fakeRun("pdf", "trident", 2, 3),
+		fakeRun("pdf", "trident-no-adaptation", 1.6, 0), fakeRun("pdf", "trident-unconstrained-bo", 1.8, 10),
+		fakeRun("pdf", "trident-oom-free", 2.1, 0),
+	}
+	rep := NewReport([]string{"pdf"}, runs, time.Second)
+	if got := rep.norm("pdf", "trident"); got != 2 {
+		t.Fatalf("normalised trident %v, want 2", got)
+	}
+	if got := rep.pct("pdf", "trident-no-adaptation"); got != 80 {
+		t.Fatalf("ablation %v %%, want 80", got)
+	}
+	ev, down, loss := rep.oom("pdf", "trident-unconstrained-bo")
+	if ev != 10 || down != 330 || loss < 14.28 || loss > 14.29 {
+		t.Fatalf("oom row %d %v %v, want 10 330 14.29", ev, down, loss)
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := rep.Write(&out, dir); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, `RESULT {"bench":"e2e"`) {
+		t.Fatalf("last line %q is not the RESULT line", last)
+	}
+	if n := strings.Count(out.String(), "RESULT "); n != 1 {
+		t.Fatalf("%d RESULT lines, want 1", n)
+	}
+	for _, f := range []string{"e2e.csv", "e2e.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || len(b) == 0 {
+			t.Fatalf("%s: %v (%d bytes)", f, err, len(b))
+		}
+	}
+}
+
+func TestSchedulerLookup(t *testing.T) {
+	for _, k := range allKeys() {
+		if _, err := Scheduler(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Scheduler("nope", 1); err == nil {
+		t.Fatal("unknown scheduler accepted")
+	}
+}

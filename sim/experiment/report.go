@@ -1,0 +1,424 @@
+package experiment
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/trident-sched/trident/internal/benchfmt"
+)
+
+// Paper figures (Trident paper §8). Figure 2's per-baseline values are not in the text we
+// have (only their ordering), so Figure 2 has no numeric peers except Static.
+var (
+	paperTable2 = map[string][2]float64{ // PDF, video
+		"static": {1.00, 1.00}, "ray-data+shared": {1.22, 1.30}, "ds2+shared": {1.38, 1.25},
+		"conttune+shared": {1.42, 1.36}, "trident-all-at-once": {1.92, 1.79}, "trident": {2.01, 1.88},
+	}
+	paperFig3 = map[string][2]float64{ // % of full Trident
+		"trident": {100, 100}, "trident-no-observation": {66.5, 60.9}, "trident-no-adaptation": {79.6, 78.1},
+		"trident-no-placement": {90.5, 84.0}, "trident-all-at-once": {95.5, 95.2},
+	}
+	// Table 6: OOM events, downtime (s), loss vs oracle (%): unconstrained, constrained.
+	paperTable6 = map[string]map[string][2]float64{
+		"pdf":   {"ooms": {14, 3}, "downtime": {462, 102}, "loss": {8.7, 3.2}},
+		"video": {"ooms": {11, 2}, "downtime": {352, 68}, "loss": {7.2, 2.7}},
+	}
+	paperOverheadMs = map[string]float64{"observe": 2, "adapt": 4, "milp.pdf": 206, "milp.video": 62}
+)
+
+var (
+	fig2Keys   = []string{"static", "static-striped", "nomad-target-value", "nomad-threshold", "ray-data", "ds2", "conttune", "scoot", "trident"}
+	table2Keys = []string{"static", "ray-data+shared", "ds2+shared", "conttune+shared", "trident-all-at-once", "trident"}
+	fig3Keys   = []string{"trident", "trident-no-observation", "trident-no-adaptation", "trident-no-placement", "trident-all-at-once"}
+	fig3Labels = map[string]string{"trident": "Trident (full)", "trident-no-observation": "w/o observation layer",
+		"trident-no-adaptation": "w/o adaptation layer", "trident-no-placement": "w/o placement-aware scheduling",
+		"trident-all-at-once": "w/o rolling update"}
+)
+
+// Report holds the benchmark's runs indexed by pipeline and scheduler key.
+type Report struct {
+	Pipelines []string
+	Runs      map[string]map[string]*Run
+	Wall      time.Duration
+}
+
+// NewReport indexes runs.
+func NewReport(pipelines []string, runs []*Run, wall time.Duration) *Report {
+	r := &Report{Pipelines: pipelines, Runs: map[string]map[string]*Run{}, Wall: wall}
+	for _, run := range runs {
+		if r.Runs[run.Pipeline] == nil {
+			r.Runs[run.Pipeline] = map[string]*Run{}
+		}
+		r.Runs[run.Pipeline][run.Key] = run
+	}
+	return r
+}
+
+// norm returns key's throughput divided by Static's on pipeline p (NaN if missing).
+func (r *Report) norm(p, key string) float64 {
+	a, b := r.Runs[p][key], r.Runs[p]["static"]
+	if a == nil || b == nil || b.Throughput() <= 0 {
+		return math.NaN()
+	}
+	return a.Throughput() / b.Throughput()
+}
+
+func (r *Report) pct(p, key string) float64 {
+	a, b := r.Runs[p][key], r.Runs[p]["trident"]
+	if a == nil || b == nil || b.Throughput() <= 0 {
+		return math.NaN()
+	}
+	return 100 * a.Throughput() / b.Throughput()
+}
+
+func (r *Report) col(p string) int {
+	if p == "video" {
+		return 1
+	}
+	return 0
+}
+
+func f2(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func f1(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+// overhead returns Trident's per-invocation observation and adaptation time and mean MILP
+// solve time, in milliseconds, on pipeline p.
+func (r *Report) overhead(p string) (obs, adapt, solve float64) {
+	run := r.Runs[p]["trident"]
+	if run == nil || run.Trident == nil || run.Trident.Stats.Invocations == 0 {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	st := run.Trident.Stats
+	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(max(n, 1)) }
+	return ms(st.Observe, st.Invocations), ms(st.Adapt, st.Invocations), ms(st.Solve, st.Rounds)
+}
+
+func (r *Report) oom(p, key string) (events int, downtime, loss float64) {
+	run, oracle := r.Runs[p][key], r.Runs[p]["trident-oom-free"]
+	if run == nil {
+		return 0, math.NaN(), math.NaN()
+	}
+	loss = math.NaN()
+	if oracle != nil && oracle.Throughput() > 0 {
+		loss = 100 * (1 - run.Throughput()/oracle.Throughput())
+	}
+	return run.Result.OOMs, run.Result.OOMDowntimeS, loss
+}
+
+// Tables renders every table of the report.
+func (r *Report) Tables() []*benchfmt.Table {
+	var out []*benchfmt.Table
+	hdr := []string{"scheduler"}
+	for _, p := range r.Pipelines {
+		hdr = append(hdr, p+" (ours)", p+" (paper)")
+	}
+	t := &benchfmt.Table{Title: "Figure 2: end-to-end throughput normalised to Static (native baselines)", Header: hdr}
+	for _, k := range fig2Keys {
+		row := []string{k}
+		for _, p := range r.Pipelines {
+			peer := "n/a"
+			if k == "static" {
+				peer = "1.00"
+			}
+			row = append(row, f2(r.norm(p, k)), peer)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	out = append(out, t)
+
+	t = &benchfmt.Table{Title: "Table 2: controlled comparison (shared observation + adaptation; baselines switch all-at-once)", Header: hdr}
+	for _, k := range table2Keys {
+		row := []string{k}
+		for _, p := range r.Pipelines {
+			row = append(row, f2(r.norm(p, k)), f2(paperTable2[k][r.col(p)]))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	out = append(out, t)
+
+	t = &benchfmt.Table{Title: "Figure 3: ablation, % of full Trident throughput", Header: hdr}
+	for _, k := range fig3Keys {
+		row := []string{fig3Labels[k]}
+		for _, p := range r.Pipelines {
+			row = append(row, f1(r.pct(p, k)), f1(paperFig3[k][r.col(p)]))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	out = append(out, t)
+
+	h6 := []string{"metric"}
+	for _, p := range r.Pipelines {
+		h6 = append(h6, p+" unconstr. (ours)", "(paper)", p+" constr. (ours)", "(paper)")
+	}
+	t = &benchfmt.Table{Title: "Table 6: OOM events and downtime, unconstrained vs memory-constrained BO", Header: h6}
+	for _, m := range []string{"ooms", "downtime", "loss"} {
+		label := map[string]string{"ooms": "OOM events", "downtime": "cumulative downtime (s)", "loss": "throughput loss vs OOM-free oracle (%)"}[m]
+		row := []string{label}
+		for _, p := range r.Pipelines {
+			ue, ud, ul := r.oom(p, "trident-unconstrained-bo")
+			ce, cd, cl := r.oom(p, "trident")
+			pp := paperTable6[p][m]
+			switch m {
+			case "ooms":
+				row = append(row, fmt.Sprint(ue), fmt.Sprint(pp[0]), fmt.Sprint(ce), fmt.Sprint(pp[1]))
+			case "downtime":
+				row = append(row, fmt.Sprintf("%.0f", ud), fmt.Sprint(pp[0]), fmt.Sprintf("%.0f", cd), fmt.Sprint(pp[1]))
+			case "loss":
+				row = append(row, f1(ul), f1(pp[0]), f1(cl), f1(pp[1]))
+			}
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	out = append(out, t)
+
+	t = &benchfmt.Table{Title: "Section 8.7: per-invocation overhead of each layer (ms, wall time on this machine)", Header: hdr}
+	for _, layer := range []string{"observation layer", "adaptation layer", "scheduling layer (MILP solve)"} {
+		row := []string{layer}
+		for _, p := range r.Pipelines {
+			o, a, s := r.overhead(p)
+			switch layer {
+			case "observation layer":
+				row = append(row, fmt.Sprintf("%.3f", o), f1(paperOverheadMs["observe"]))
+			case "adaptation layer":
+				row = append(row, fmt.Sprintf("%.3f", a), f1(paperOverheadMs["adapt"]))
+			default:
+				row = append(row, fmt.Sprintf("%.1f", s), f1(paperOverheadMs["milp."+p]))
+			}
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	out = append(out, t)
+
+	t = &benchfmt.Table{Title: "Runs", Header: []string{"pipeline", "scheduler", "makespan (h)", "records/s", "vs static", "OOMs", "OOM downtime (s)", "mean egress MB/s/node", "wall (s)"}}
+	for _, p := range r.Pipelines {
+		for _, k := range allKeys() {
+			run := r.Runs[p][k]
+			if run == nil {
+				continue
+			}
+			res := run.Result
+			t.Rows = append(t.Rows, []string{p, k, fmt.Sprintf("%.2f", res.SimSeconds/3600), fmt.Sprintf("%.4g", res.Throughput),
+				f2(r.norm(p, k)), fmt.Sprint(res.OOMs), fmt.Sprintf("%.0f", res.OOMDowntimeS), fmt.Sprintf("%.0f", res.MeanEgressMBps),
+				fmt.Sprintf("%.1f", run.Wall.Seconds())})
+		}
+	}
+	out = append(out, t)
+	return out
+}
+
+func allKeys() []string {
+	var ks []string
+	for _, s := range specs() {
+		ks = append(ks, s.key)
+	}
+	return ks
+}
+
+// Result returns the machine-readable figures and the paper's peers.
+func (r *Report) Result() benchfmt.Result {
+	fig := map[string]any{}
+	peers := map[string]any{}
+	round := func(x float64, d float64) any {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return math.Round(x*d) / d
+	}
+	for _, p := range r.Pipelines {
+		c := r.col(p)
+		for _, k := range allKeys() {
+			if r.Runs[p][k] != nil {
+				fig[p+".norm."+k] = round(r.norm(p, k), 1000)
+			}
+		}
+		for _, k := range fig3Keys {
+			fig[p+".ablation_pct."+k] = round(r.pct(p, k), 10)
+			peers["paper."+p+".ablation_pct."+k] = paperFig3[k][c]
+		}
+		for _, k := range table2Keys {
+			peers["paper."+p+".table2."+k] = paperTable2[k][c]
+		}
+		ue, ud, ul := r.oom(p, "trident-unconstrained-bo")
+		ce, cd, cl := r.oom(p, "trident")
+		fig[p+".oom.unconstrained.events"] = ue
+		fig[p+".oom.constrained.events"] = ce
+		fig[p+".oom.unconstrained.downtime_s"] = round(ud, 1)
+		fig[p+".oom.constrained.downtime_s"] = round(cd, 1)
+		fig[p+".oom.unconstrained.loss_pct"] = round(ul, 10)
+		fig[p+".oom.constrained.loss_pct"] = round(cl, 10)
+		pp := paperTable6[p]
+		peers["paper."+p+".oom.unconstrained.events"] = pp["ooms"][0]
+		peers["paper."+p+".oom.constrained.events"] = pp["ooms"][1]
+		peers["paper."+p+".oom.unconstrained.downtime_s"] = pp["downtime"][0]
+		peers["paper."+p+".oom.constrained.downtime_s"] = pp["downtime"][1]
+		peers["paper."+p+".oom.unconstrained.loss_pct"] = pp["loss"][0]
+		peers["paper."+p+".oom.constrained.loss_pct"] = pp["loss"][1]
+		o, a, s := r.overhead(p)
+		fig[p+".overhead_ms.observe"] = round(o, 1000)
+		fig[p+".overhead_ms.adapt"] = round(a, 1000)
+		fig[p+".overhead_ms.milp"] = round(s, 10)
+		peers["paper."+p+".overhead_ms.milp"] = paperOverheadMs["milp."+p]
+		if st := r.Runs[p]["static"]; st != nil {
+			fig[p+".static.records_per_s"] = round(st.Throughput(), 10000)
+		}
+	}
+	peers["paper.overhead_ms.observe"] = paperOverheadMs["observe"]
+	peers["paper.overhead_ms.adapt"] = paperOverheadMs["adapt"]
+	fig["wall_s"] = round(r.Wall.Seconds(), 10)
+	return benchfmt.Result{Bench: "e2e", Figures: fig, Peers: peers}
+}
+
+// WriteCSV writes one row per run to path.
+func (r *Report) WriteCSV(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("e2e csv: %w", err)
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"pipeline", "scheduler", "throughput_records_per_s", "normalized_to_static", "pct_of_trident",
+		"makespan_s", "done", "ooms", "oom_downtime_s", "mean_egress_mb_s", "decisions", "decide_wall_s", "wall_s"})
+	for _, p := range r.Pipelines {
+		for _, k := range allKeys() {
+			run := r.Runs[p][k]
+			if run == nil {
+				continue
+			}
+			res := run.Result
+			_ = w.Write([]string{p, k, fmt.Sprintf("%.6g", res.Throughput), fmt.Sprintf("%.4f", r.norm(p, k)),
+				fmt.Sprintf("%.2f", r.pct(p, k)), fmt.Sprintf("%.0f", res.SimSeconds), fmt.Sprint(res.Done),
+				fmt.Sprint(res.OOMs), fmt.Sprintf("%.0f", res.OOMDowntimeS), fmt.Sprintf("%.1f", res.MeanEgressMBps),
+				fmt.Sprint(res.Decisions), fmt.Sprintf("%.3f", res.DecideWall.Seconds()), fmt.Sprintf("%.3f", run.Wall.Seconds())})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return fmt.Errorf("e2e csv: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("e2e csv: %w", err)
+	}
+	return nil
+}
+
+// WriteSVG writes a grouped bar chart: Figure 2 (normalised throughput) and Figure 3
+// (ablation) for every pipeline, ours next to the paper's where it publishes a number.
+func (r *Report) WriteSVG(path string) error {
+	var b strings.Builder
+	const W, rowH, left = 900, 22, 260
+	type bar struct {
+		label string
+		ours  float64
+		paper float64
+	}
+	type panel struct {
+		title string
+		bars  []bar
+		max   float64
+		unit  string
+	}
+	var panels []panel
+	for _, p := range r.Pipelines {
+		pn := panel{title: p + ": throughput normalised to Static (Figure 2 / Table 2)", unit: "x"}
+		for _, k := range append(append([]string{}, fig2Keys...), "ray-data+shared", "ds2+shared", "conttune+shared", "trident-all-at-once") {
+			pv := math.NaN()
+			if v, ok := paperTable2[k]; ok {
+				pv = v[r.col(p)]
+			}
+			if k == "trident" || k == "static" {
+				pv = paperTable2[k][r.col(p)]
+			}
+			pn.bars = append(pn.bars, bar{k, r.norm(p, k), pv})
+		}
+		panels = append(panels, pn)
+		pa := panel{title: p + ": ablation, % of full Trident (Figure 3)", unit: "%"}
+		for _, k := range fig3Keys {
+			pa.bars = append(pa.bars, bar{fig3Labels[k], r.pct(p, k), paperFig3[k][r.col(p)]})
+		}
+		panels = append(panels, pa)
+	}
+	height := 40
+	for i := range panels {
+		for _, br := range panels[i].bars {
+			for _, v := range []float64{br.ours, br.paper} {
+				if !math.IsNaN(v) && v > panels[i].max {
+					panels[i].max = v
+				}
+			}
+		}
+		height += 40 + len(panels[i].bars)*rowH + 10
+	}
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">Trident e2e benchmark (simulated): ours (blue) vs paper (grey)</text>`+"\n")
+	y := 40
+	for _, pn := range panels {
+		fmt.Fprintf(&b, `<text x="10" y="%d" font-weight="bold">%s</text>`+"\n", y+15, esc(pn.title))
+		y += 25
+		scale := float64(W-left-80) / math.Max(pn.max, 1e-9)
+		for _, br := range pn.bars {
+			fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-8, y+14, esc(br.label))
+			if !math.IsNaN(br.ours) {
+				fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="9" fill="#3366cc"/>`+"\n", left, y+2, br.ours*scale)
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="10">%s%s</text>`+"\n", float64(left)+br.ours*scale+4, y+10, f2(br.ours), pn.unit)
+			}
+			if !math.IsNaN(br.paper) {
+				fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="8" fill="#aaaaaa"/>`+"\n", left, y+12, br.paper*scale)
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="10" fill="#666">%s%s</text>`+"\n", float64(left)+br.paper*scale+4, y+20, f2(br.paper), pn.unit)
+			}
+			y += rowH
+		}
+		y += 15
+	}
+	b.WriteString("</svg>\n")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("e2e svg: %w", err)
+	}
+	return nil
+}
+
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// Write prints every table and the RESULT line to w and writes e2e.csv and e2e.svg into
+// dir (created if needed; skipped when dir is empty).
+func (r *Report) Write(w io.Writer, dir string) error {
+	for _, t := range r.Tables() {
+		if err := t.Write(w); err != nil {
+			return err
+		}
+	}
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("e2e: output directory: %w", err)
+		}
+		csvPath, svgPath := filepath.Join(dir, "e2e.csv"), filepath.Join(dir, "e2e.svg")
+		if err := r.WriteCSV(csvPath); err != nil {
+			return err
+		}
+		if err := r.WriteSVG(svgPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nwrote %s and %s\n", csvPath, svgPath)
+	}
+	fmt.Fprintf(w, "benchmark wall time: %.1f s\n", r.Wall.Seconds())
+	return benchfmt.WriteResult(w, r.Result())
+}

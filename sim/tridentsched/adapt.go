@@ -1,0 +1,156 @@
+package tridentsched
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/trident-sched/trident/sim"
+	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/strategy/bo"
+	"github.com/trident-sched/trident/strategy/cluster"
+	"github.com/trident-sched/trident/strategy/configspace"
+)
+
+// adapt runs the adaptation layer for one control-loop invocation: it finishes measured BO
+// trials, suggests the next ones, turns finished tuning sessions into recommendations and
+// hands the dominant cluster's configuration to the scheduling layer. It returns the probe
+// configuration per operator and whether a new candidate appeared.
+func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, bool, error) {
+	probes := make([]sim.OpConfig, len(t.ops))
+	newCand := false
+	for i, o := range t.ops {
+		if o.cl == nil {
+			continue
+		}
+		st := &s.Ops[i]
+		// OOM guard: production instances failing repeatedly on the configuration they run
+		// (typically one tuned for a previous workload) fall back to the default at once,
+		// and the dominant cluster is tuned again.
+		recent := o.prodOOMs[:0]
+		for _, at := range o.prodOOMs {
+			if at > s.Time-120 {
+				recent = append(recent, at)
+			}
+		}
+		o.prodOOMs = recent
+		if len(recent) >= t.opt.OOMGuard && !o.current.Equal(o.spec.Space.Default()) || (len(recent) >= t.opt.OOMGuard && o.candidate != nil) {
+			o.current = o.spec.Space.Default()
+			o.candidate, o.committed = nil, false
+			o.revert = true
+			o.prodOOMs = o.prodOOMs[:0]
+			if d := o.cl.Resolve(o.dominant); d >= 0 {
+				delete(o.cands, d)
+				_ = o.cl.SetStatus(d, cluster.Untuned)
+			}
+			o.epoch++
+			t.layer.Invalidate(o.spec.Name)
+			t.ds2[i].Reset()
+			t.Reverts++
+		}
+		// Transition finished: every non-probe instance runs the candidate.
+		if o.committed && o.candidate != nil && st.OnTarget >= st.Running+st.Starting+st.Restarting-boolInt(st.ProbeRunning) {
+			o.current = o.candidate.cfg
+			o.candidate, o.committed = nil, false
+		}
+		if tu := o.tune; tu != nil {
+			if tu.trial != nil && (tu.oom || tu.measured >= t.opt.EvalS) {
+				thr, peak := 0.0, tu.peak
+				if !tu.oom && tu.measured > 0 {
+					thr = tu.done / tu.measured
+				}
+				if tu.oom {
+					peak = t.env.Cluster.Nodes[0].AccMemGB
+				}
+				if err := tu.opt.Observe(tu.trial, thr, peak, tu.oom); err != nil {
+					return nil, false, fmt.Errorf("trident: %s: BO observe: %w", o.spec.Name, err)
+				}
+				tu.evals++
+				tu.trial = nil
+			}
+			if tu.trial == nil && tu.evals >= t.opt.Budget {
+				rec, err := tu.opt.Recommend(ctx)
+				o.tune = nil
+				if err == nil {
+					c := candidate{cfg: fromConfig(o.spec.Space, rec.Config), rate: rec.Predicted}
+					o.cands[tu.cluster] = c
+					_ = o.cl.SetBest(tu.cluster, rec.Config, rec.Measured)
+					_ = o.cl.SetStatus(tu.cluster, cluster.Tuned)
+				} else {
+					_ = o.cl.SetStatus(tu.cluster, cluster.Untuned)
+				}
+			} else if tu.trial == nil {
+				cfg, err := tu.opt.Suggest(ctx)
+				if err != nil {
+					return nil, false, fmt.Errorf("trident: %s: BO suggest: %w", o.spec.Name, err)
+				}
+				tu.trial, tu.trialCfg = cfg, fromConfig(o.spec.Space, cfg)
+				tu.measured, tu.done, tu.peak, tu.oom = 0, 0, 0, false
+			}
+			if o.tune != nil {
+				probes[i] = o.tune.trialCfg
+			}
+		}
+		d := o.cl.Resolve(o.dominant)
+		if o.dominant < 0 || d < 0 {
+			continue
+		}
+		if c, ok := o.cands[d]; ok {
+			if t.propose(o, c) {
+				newCand = true
+			}
+			continue
+		}
+		if o.tune == nil {
+			method := bo.Constrained
+			if t.opt.Unconstrained {
+				method = bo.Unconstrained
+			}
+			opt, err := bo.New(o.space, bo.Options{
+				Method: method, MemLimit: t.env.Cluster.Nodes[0].AccMemGB, Margin: t.opt.MarginGB,
+				Delta: t.opt.Delta, Logger: t.opt.Logger,
+			}, rand.New(rand.NewPCG(t.rng.Uint64(), uint64(i))))
+			if err != nil {
+				return nil, false, fmt.Errorf("trident: %s: %w", o.spec.Name, err)
+			}
+			o.tune = &tuning{cluster: d, opt: opt}
+			_ = o.cl.SetStatus(d, cluster.Tuning)
+		}
+	}
+	return probes, newCand, nil
+}
+
+// propose hands c to the scheduling layer unless it is already the running or pending
+// configuration; a running transition keeps the new recommendation waiting (single
+// pending transition per operator).
+func (t *Trident) propose(o *opState, c candidate) bool {
+	if o.committed {
+		return false
+	}
+	if o.candidate == nil && c.cfg.Equal(o.current) {
+		return false
+	}
+	if o.candidate != nil && o.candidate.cfg.Equal(c.cfg) {
+		return false
+	}
+	if c.cfg.Equal(o.current) {
+		o.candidate = nil
+		return false
+	}
+	cc := c
+	o.candidate = &cc
+	return true
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// toSpace converts a simulator configuration space to a configspace.Space.
+func toSpace(s sim.Space) (*configspace.Space, error) { return baseline.SpaceOf(s) }
+
+// fromConfig converts a configspace.Config to the simulator's value order.
+func fromConfig(s sim.Space, c configspace.Config) sim.OpConfig { return baseline.ConfigOf(s, c) }

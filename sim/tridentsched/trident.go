@@ -1,0 +1,559 @@
+// Package tridentsched drives Trident's three layers inside the simulator: the observation
+// layer (apm/observe: two-stage filtered GP capacity per operator), the adaptation layer
+// (strategy/cluster online clustering + strategy/bo memory-constrained BO evaluated on a
+// probe instance) and the scheduling layer (strategy/milp: parallelism, placement and
+// rolling configuration transitions). Options switch off single layers for the ablation
+// study (paper §8.6) and select unconstrained BO for the OOM comparison (Table 6).
+package tridentsched
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/trident-sched/trident/apm/observe"
+	"github.com/trident-sched/trident/sim"
+	"github.com/trident-sched/trident/strategy/bo"
+	"github.com/trident-sched/trident/strategy/cluster"
+	"github.com/trident-sched/trident/strategy/configspace"
+	"github.com/trident-sched/trident/strategy/milp"
+)
+
+// Options configures Trident and its ablations.
+type Options struct {
+	// NoObservation replaces the GP capacity model by DS2's useful-time rate
+	// (ablation "w/o observation layer").
+	NoObservation bool
+	// NoAdaptation disables clustering and configuration tuning ("w/o adaptation layer").
+	NoAdaptation bool
+	// NoPlacement removes network modelling and co-location incentives from the MILP
+	// ("w/o placement-aware scheduling").
+	NoPlacement bool
+	// AllAtOnce switches every instance of an operator at once ("w/o rolling update").
+	AllAtOnce bool
+	// Unconstrained tunes with plain-EI BO, blind to memory (Table 6 comparison).
+	Unconstrained bool
+	// RoundS is the MILP rescheduling period (default 120 s); SampleS the observation
+	// interval (default 10 s, also the control-loop period).
+	RoundS, SampleS float64
+	// EvalS is how long a BO trial is measured once its probe runs (default 40 s).
+	EvalS float64
+	// Budget is the number of BO evaluations per workload cluster (default 10).
+	Budget int
+	// MarginGB is the BO memory safety margin μ (default 3 GB); Delta the minimum
+	// probability of feasibility δ (default 0.5).
+	MarginGB, Delta float64
+	// WindowS is the MILP scheduling window W of Eq. (11) (default 900 s).
+	WindowS float64
+	// MaxBatchFrac caps rolling batches at this fraction of an operator's instances
+	// (default 0.25).
+	MaxBatchFrac float64
+	// OOMGuard is the number of production OOMs of one operator within 120 s that makes
+	// it fall back to its default configuration at once (default 3).
+	OOMGuard int
+	// Solver solves the MILP (default milp.HiGHS).
+	Solver milp.Solver
+	// Seed seeds the BO.
+	Seed uint64
+	// Label overrides Name.
+	Label string
+	// Logger receives layer logs (default: discard).
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.RoundS == 0 {
+		o.RoundS = 120
+	}
+	if o.SampleS == 0 {
+		o.SampleS = 10
+	}
+	if o.EvalS == 0 {
+		o.EvalS = 40
+	}
+	if o.Budget == 0 {
+		o.Budget = 10
+	}
+	if o.MarginGB == 0 {
+		o.MarginGB = 3
+	}
+	if o.Delta == 0 {
+		o.Delta = 0.5
+	}
+	if o.WindowS == 0 {
+		o.WindowS = 900
+	}
+	if o.MaxBatchFrac == 0 {
+		o.MaxBatchFrac = 0.25
+	}
+	if o.OOMGuard == 0 {
+		o.OOMGuard = 3
+	}
+	if o.Solver == nil {
+		o.Solver = milp.HiGHS{Logger: o.Logger}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Overhead accumulates the wall time each layer spends.
+type Overhead struct {
+	// Invocations counts control-loop invocations (every SampleS).
+	Invocations int
+	// Observe and Adapt are the observation and adaptation layers' total time.
+	Observe, Adapt time.Duration
+	// Rounds counts MILP solves; Solve is their total time.
+	Rounds int
+	Solve  time.Duration
+}
+
+// Trident is the full scheduler.
+type Trident struct {
+	opt   Options
+	env   *sim.Env
+	layer *observe.Layer
+	ds2   []*observe.DS2
+	ops   []*opState
+	rng   *rand.Rand
+	// Stats is filled during the run.
+	Stats    Overhead
+	nextRnd  float64
+	lastSnap *sim.Snapshot
+	// TuneOOMs counts OOMs of probe trials (exploration) during the run.
+	TuneOOMs int
+	// Reverts counts OOM-guard fallbacks to the default configuration.
+	Reverts int
+}
+
+type window struct {
+	processed, busy, useful, occ, running, src, emitted, outMB float64
+	ticks                                                      int
+	q0                                                         float64
+	feat                                                       []float64
+	featW                                                      float64
+}
+
+type opState struct {
+	spec  *sim.OpSpec
+	epoch uint64
+	w     window
+	// last window's values
+	feat []float64
+	// scaled is the latest per-instance rate divided by occupancy: the capacity fallback
+	// for an operator the observation layer has no estimate for.
+	scaled float64
+	amp    float64
+	outMB  float64
+	// adaptation
+	space     *configspace.Space
+	cl        *cluster.Clusterer
+	dominant  int
+	tune      *tuning
+	cands     map[int]candidate // best configuration per workload cluster
+	current   sim.OpConfig      // configuration most instances run
+	candidate *candidate        // pending transition target
+	committed bool              // candidate transition started (observation invalidated)
+	// prodOOMs holds the times of recent OOMs of production (non-probe) instances.
+	prodOOMs []float64
+	revert   bool
+}
+
+type candidate struct {
+	cfg  sim.OpConfig
+	rate float64
+}
+
+type tuning struct {
+	cluster  int
+	opt      *bo.Optimizer
+	evals    int
+	trial    configspace.Config
+	trialCfg sim.OpConfig
+	measured float64 // seconds measured
+	done     float64 // records processed by the probe while measured
+	peak     float64
+	oom      bool
+}
+
+// New returns a Trident scheduler.
+func New(opt Options) *Trident {
+	opt.defaults()
+	return &Trident{opt: opt}
+}
+
+// Name implements sim.Scheduler.
+func (t *Trident) Name() string {
+	if t.opt.Label != "" {
+		return t.opt.Label
+	}
+	return "trident"
+}
+
+// Interval implements sim.Scheduler: the control loop runs every SampleS.
+func (t *Trident) Interval() float64 { return t.opt.SampleS }
+
+// Init implements sim.Scheduler: register operators with the layers and start from an even
+// split of every pool (no capacity is known yet).
+func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
+	t.env = env
+	t.rng = rand.New(rand.NewPCG(t.opt.Seed, 0x7472696465))
+	t.layer = observe.NewLayer(t.opt.Logger)
+	p := env.Pipeline
+	for i := range p.Ops {
+		spec := &p.Ops[i]
+		o := &opState{spec: spec, amp: math.NaN(), cands: map[int]candidate{}, dominant: -1}
+		if len(spec.FeatureNames) == 0 {
+			return nil, fmt.Errorf("trident: operator %q declares no workload features", spec.Name)
+		}
+		cfg := observe.Config{Signal: observe.SignalConfig{MinUtilization: 0.6}, Logger: t.opt.Logger}
+		if err := t.layer.Register(spec.Name, observe.OperatorSpec{Features: spec.FeatureNames, Config: cfg}); err != nil {
+			return nil, fmt.Errorf("trident: %w", err)
+		}
+		t.ds2 = append(t.ds2, &observe.DS2{})
+		if spec.Tunable() {
+			o.current = spec.Space.Default()
+			if !t.opt.NoAdaptation {
+				sp, err := toSpace(spec.Space)
+				if err != nil {
+					return nil, fmt.Errorf("trident: operator %q: %w", spec.Name, err)
+				}
+				o.space = sp
+				cl, err := cluster.New(len(spec.FeatureNames), cluster.Options{})
+				if err != nil {
+					return nil, fmt.Errorf("trident: operator %q: clustering: %w", spec.Name, err)
+				}
+				o.cl = cl
+			}
+		}
+		t.ops = append(t.ops, o)
+	}
+	dem := make([]float64, len(p.Ops))
+	for i := range dem {
+		dem[i] = 1
+	}
+	n := sim.Balance(env.Cluster, p, dem)
+	need := make([]sim.Resources, len(p.Ops))
+	for i := range need {
+		need[i] = p.Ops[i].Need
+	}
+	per := sim.PlaceStriped(env.Cluster, need, n)
+	if per == nil {
+		return nil, fmt.Errorf("trident: initial deployment does not fit")
+	}
+	t.nextRnd = t.opt.RoundS
+	return sim.PlanFromCounts(per), nil
+}
+
+// Observe implements sim.Scheduler: accumulate the observation window, feed workload
+// features to the clusterers and measure running BO trials.
+func (t *Trident) Observe(s *sim.Snapshot) {
+	t.lastSnap = s
+	start := time.Now()
+	for i, o := range t.ops {
+		st := &s.Ops[i]
+		w := &o.w
+		if w.ticks == 0 {
+			w.q0 = st.Queue - st.Arrived + st.Processed
+		}
+		w.ticks++
+		w.processed += st.Processed
+		w.busy += st.BusySec
+		w.useful += st.UsefulSec
+		w.occ += st.Occupancy
+		w.running += float64(st.Running)
+		w.src += st.SrcRecords
+		w.emitted += st.Emitted
+		w.outMB += st.OutMB * st.Emitted
+		if st.Processed > 0 && len(st.Features) > 0 {
+			if w.feat == nil {
+				w.feat = make([]float64, len(st.Features))
+			}
+			for k, v := range st.Features {
+				w.feat[k] += v * st.Processed
+			}
+			w.featW += st.Processed
+		}
+	}
+	t.Stats.Observe += time.Since(start)
+	start = time.Now()
+	for i, o := range t.ops {
+		st := &s.Ops[i]
+		if o.cl != nil && st.Processed > 0 && len(st.Features) > 0 {
+			ev, err := o.cl.Observe(st.Features)
+			if err == nil && ev.Shift != nil {
+				o.dominant = ev.Shift.To
+			}
+		}
+		if tu := o.tune; tu != nil && tu.trial != nil && st.ProbeRunning {
+			if st.ProbeBusySec > 0 {
+				tu.measured += s.Tick
+				tu.done += st.ProbeProcessed
+			}
+			tu.peak = math.Max(tu.peak, st.ProbePeakMemGB)
+		}
+		if tu := o.tune; tu != nil && tu.trial != nil && st.ProbeOOM {
+			tu.oom = true
+			t.TuneOOMs++
+		}
+		if n := st.OOMs - boolInt(st.ProbeOOM); n > 0 && o.spec.Tunable() {
+			for range n {
+				o.prodOOMs = append(o.prodOOMs, s.Time)
+			}
+		}
+	}
+	t.Stats.Adapt += time.Since(start)
+}
+
+// flushWindow turns the accumulated window into one observation sample per operator.
+func (t *Trident) flushWindow(s *sim.Snapshot) {
+	for i, o := range t.ops {
+		w := o.w
+		o.w = window{}
+		if w.ticks == 0 {
+			continue
+		}
+		runMean := w.running / float64(w.ticks)
+		if w.src > 0 {
+			a := w.processed / w.src
+			if math.IsNaN(o.amp) {
+				o.amp = a
+			} else {
+				o.amp = 0.7*o.amp + 0.3*a
+			}
+		}
+		if w.emitted > 0 {
+			o.outMB = w.outMB / w.emitted
+		}
+		if w.featW > 0 {
+			o.feat = make([]float64, len(w.feat))
+			for k := range w.feat {
+				o.feat[k] = w.feat[k] / w.featW
+			}
+		}
+		if runMean < 0.5 || o.feat == nil {
+			continue
+		}
+		interval := float64(w.ticks) * s.Tick
+		perInst := w.processed / runMean
+		if occ := w.occ / float64(w.ticks); perInst > 0 {
+			// Utilisation-scaled rate of the latest window (fallback capacity).
+			o.scaled = perInst / interval / math.Max(occ, 0.01)
+		}
+		sample := observe.Sample{
+			Time:          time.Unix(0, 0).Add(time.Duration(s.Time * float64(time.Second))),
+			Interval:      time.Duration(interval * float64(time.Second)),
+			Records:       perInst,
+			BusySeconds:   math.Min(interval, w.busy/runMean),
+			UsefulSeconds: w.useful / runMean,
+			QueueStart:    math.Max(0, w.q0),
+			QueueEnd:      s.Ops[i].Queue,
+			Utilization:   math.Min(1, w.occ/float64(w.ticks)),
+			Features:      o.feat,
+			Epoch:         o.epoch,
+		}
+		if t.opt.NoObservation {
+			t.ds2[i].Observe(sample)
+		} else {
+			ok, why := t.layer.Observe(o.spec.Name, sample)
+			if t.opt.Logger.Enabled(context.Background(), slog.LevelDebug) && o.spec.Name == "text_ocr" {
+				t.opt.Logger.Debug("sample", "t", s.Time, "ok", ok, "why", why, "rate", sample.Rate(), "util", sample.Utilization, "q0", sample.QueueStart, "q1", sample.QueueEnd, "feat", fmt.Sprint(sample.Features))
+			}
+		}
+	}
+}
+
+// capacity returns operator i's per-instance capacity for the current workload.
+func (t *Trident) capacity(i int) float64 {
+	o := t.ops[i]
+	var est observe.Estimate
+	var err error
+	if t.opt.NoObservation {
+		est, err = t.ds2[i].Estimate(o.feat)
+	} else {
+		est, err = t.layer.Capacity(o.spec.Name, o.feat)
+	}
+	if err == nil && est.Capacity > 0 && !math.IsNaN(est.Capacity) {
+		return est.Capacity
+	}
+	// Never observed under sustained load (every sample rejected as starved or
+	// backpressured): scale the observed rate by the occupancy. This overestimates batched
+	// operators (throughput is concave in batch fill); the operator then becomes a
+	// bottleneck, runs saturated, and the observation layer takes over.
+	if o.scaled > 0 {
+		return o.scaled
+	}
+	return 1
+}
+
+// Decide implements sim.Scheduler: the control loop. Every SampleS it feeds the
+// observation layer and advances BO trials; every RoundS it solves the MILP.
+func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error) {
+	t.Stats.Invocations++
+	start := time.Now()
+	t.flushWindow(s)
+	t.Stats.Observe += time.Since(start)
+
+	start = time.Now()
+	probes, newCand, err := t.adapt(ctx, s)
+	t.Stats.Adapt += time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	round := s.Time >= t.nextRnd-1e-9 || newCand
+	plan := sim.PlanFromCounts(perNode(s))
+	for i, o := range t.ops {
+		plan.Ops[i].Probe = probes[i]
+		if o.revert {
+			plan.Ops[i].Config = o.current
+			plan.Ops[i].Transition = sim.TransitionAll
+			o.revert = false
+		}
+	}
+	if !round {
+		return plan, nil
+	}
+	t.nextRnd = s.Time + t.opt.RoundS
+	sol, err := t.solve(ctx, s)
+	if err != nil {
+		t.opt.Logger.Warn("trident: MILP round failed; keeping the deployment", "err", err)
+		return plan, nil
+	}
+	for i, o := range t.ops {
+		op := &plan.Ops[i]
+		if op.Transition == sim.TransitionAll {
+			// A revert is in flight: keep the deployment this round.
+			continue
+		}
+		op.PerNode = make([]int, len(t.env.Cluster.Nodes))
+		for n, pl := range sol.PerNode[i] {
+			op.PerNode[n] = pl.Total()
+		}
+		if o.candidate != nil && sol.Transitions != nil && sol.Transitions[i] > 0 {
+			op.Config = o.candidate.cfg
+			op.Transition = sol.Transitions[i]
+			if t.opt.AllAtOnce {
+				op.Transition = sim.TransitionAll
+			}
+			if !o.committed {
+				// Committing a transition invalidates the operator's samples (paper §6.6).
+				o.committed = true
+				o.epoch++
+				t.layer.Invalidate(o.spec.Name)
+				t.ds2[i].Reset()
+			}
+		}
+	}
+	return plan, nil
+}
+
+func sumRow(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+func perNode(s *sim.Snapshot) [][]int {
+	out := make([][]int, len(s.Ops))
+	for i, o := range s.Ops {
+		out[i] = append([]int(nil), o.PerNode...)
+	}
+	return out
+}
+
+// solve builds and solves one MILP round.
+func (t *Trident) solve(ctx context.Context, s *sim.Snapshot) (*milp.Solution, error) {
+	p := t.env.Pipeline
+	prob := &milp.Problem{Params: milp.Params{WindowSec: t.opt.WindowS}}
+	for _, n := range t.env.Cluster.Nodes {
+		bw := n.EgressMBps * 1e6
+		if t.opt.NoPlacement {
+			bw = 1e15 // network-agnostic: no bandwidth constraint
+		}
+		prob.Nodes = append(prob.Nodes, milp.Node{Name: n.Name, CPU: n.Cap.CPU, MemMB: n.Cap.MemGB * 1024, GPUs: n.Cap.Acc, EgressBps: bw})
+	}
+	if t.opt.NoPlacement {
+		prob.Params.NetWeight = 1e-300 // no co-location incentive
+	}
+	cur := make(milp.Deployment, len(p.Ops))
+	amp := 1.0
+	for i, o := range t.ops {
+		spec := o.spec
+		a := o.amp
+		if math.IsNaN(a) || a <= 0 {
+			a = amp // not observed yet: assume the upstream amplification
+		}
+		amp = a
+		out := o.outMB
+		if out <= 0 {
+			out = 0.01
+		}
+		op := milp.Operator{
+			Name: spec.Name, CPU: spec.Need.CPU, MemMB: spec.Need.MemGB * 1024, GPUs: spec.Need.Acc,
+			Capacity: t.capacity(i), Amplification: a, OutputBytes: out * 1e6,
+			LaunchSec: spec.ColdStartS, TerminateSec: spec.StopS,
+		}
+		st := &s.Ops[i]
+		cur[i] = make([]milp.Placement, len(t.env.Cluster.Nodes))
+		for n := range cur[i] {
+			cur[i][n] = milp.Placement{Current: st.PerNode[n]}
+		}
+		if o.candidate != nil {
+			op.Candidate = &milp.Candidate{Capacity: o.candidate.rate, ColdStartSec: 33 + t.opt.SampleS}
+			if o.committed {
+				for n := range cur[i] {
+					c := st.PerNodeOnTarget[n]
+					cur[i][n] = milp.Placement{Current: st.PerNode[n] - c, Candidate: c}
+				}
+			}
+		}
+		prob.Operators = append(prob.Operators, op)
+	}
+	prob.Current = cur
+	prob.Params.MaxBatch = t.maxBatch(s)
+	if t.opt.AllAtOnce {
+		prob.Params.MaxBatch = 0
+	}
+	start := time.Now()
+	sol, err := t.opt.Solver.Solve(ctx, prob, milp.Options{TimeLimit: 5 * time.Second})
+	t.Stats.Solve += time.Since(start)
+	t.Stats.Rounds++
+	if err != nil {
+		return nil, fmt.Errorf("trident: MILP at t=%.0fs: %w", s.Time, err)
+	}
+	if t.opt.Logger.Enabled(ctx, slog.LevelDebug) {
+		for i, op := range prob.Operators {
+			n := 0
+			for _, pl := range sol.PerNode[i] {
+				n += pl.Total()
+			}
+			cand := 0.0
+			if op.Candidate != nil {
+				cand = op.Candidate.Capacity
+			}
+			t.opt.Logger.Debug("round", "t", s.Time, "op", op.Name, "mu", op.Capacity, "cand", cand, "amp", op.Amplification,
+				"cur", sumRow(s.Ops[i].PerNode), "new", n, "trans", sol.Transitions[i], "T", sol.Throughput, "observed", s.Ops[i].Processed)
+		}
+	}
+	return sol, nil
+}
+
+// maxBatch returns the rolling batch cap: MaxBatchFrac of the largest tunable operator.
+func (t *Trident) maxBatch(s *sim.Snapshot) int {
+	m := 1
+	for i, o := range t.ops {
+		if o.spec.Tunable() {
+			n := 0
+			for _, k := range s.Ops[i].PerNode {
+				n += k
+			}
+			m = max(m, int(math.Ceil(t.opt.MaxBatchFrac*float64(n))))
+		}
+	}
+	return m
+}
