@@ -280,6 +280,22 @@ func TestLayerEpochsAndErrors(t *testing.T) {
 	if e, _ := l.Capacity("llm", []float64{0}); e.Epoch != 5 || e.Samples != 1 || e.Capacity != 100 {
 		t.Errorf("after a newer-epoch sample: %+v", e)
 	}
+	// Once the GP is in use, invalidation returns the operator to the EMA cold start.
+	for i := 0; i < 30; i++ {
+		s := steady(float64(i%10)/10, 0)
+		s.Epoch = 5
+		l.Observe("llm", s)
+	}
+	if e, _ := l.Capacity("llm", []float64{0.5}); e.Source != SourceGP {
+		t.Fatalf("after 31 samples: source %q, want gp", e.Source)
+	}
+	l.Invalidate("llm")
+	s := steady(0.5, 0)
+	s.Epoch = 6
+	l.Observe("llm", s)
+	if e, _ := l.Capacity("llm", []float64{0.5}); e.Source != SourceEMA || e.Epoch != 6 || e.Samples != 1 {
+		t.Errorf("after invalidating a GP-backed operator: %+v, want EMA of 1 sample at epoch 6", e)
+	}
 	l.Invalidate("nope") // must not panic
 	if got := l.Operators(); len(got) != 1 || got[0] != "llm" {
 		t.Errorf("operators %v", got)
