@@ -28,13 +28,6 @@ type GPOptions struct {
 	Restarts int
 	// Seed seeds the restarts.
 	Seed uint64
-	// LinearTrend fits a linear mean (Bayesian linear regression) before the GP. In the
-	// benchmarks it made the memory surrogate over-confident with fewer than ~20 samples,
-	// so the optimiser does not use it by default.
-	LinearTrend bool
-	// TrendSlopeVar is the prior variance of the linear trend's slopes, in standardised
-	// units of y per unit of input (default 4).
-	TrendSlopeVar float64
 	// FixedMean makes Mean the GP's prior mean instead of the sample mean of y: far from
 	// the data the surrogate predicts Mean. Constrained BO uses it for memory with Mean =
 	// log(MemLimit), so unexplored regions count as being at the limit (unsafe until data
@@ -55,18 +48,11 @@ type GPOptions struct {
 // unit cube). The prior and the bounded noise keep the few-sample fits of BO from
 // explaining every observation as noise (apm/gp's Fit has data-derived bounds that allow
 // that, which is right for the observation layer's many samples but not here).
-//
-// With a linear trend, a Bayesian linear regression on the inputs (noise variance 0.01,
-// slope prior variance TrendSlopeVar) is fitted first and the GP models its residuals; the
-// trend's posterior variance is added to the predictive variance. The trend lets
-// the surrogate extrapolate monotone quantities such as peak memory instead of reverting to
-// the mean far from the data.
 type GPSurrogate struct {
 	dim    int
 	o      GPOptions
 	g      *gp.GP
 	mu, sd float64
-	lin    *linear
 	last   []float64 // last fitted θ, warm start of the next fit
 }
 
@@ -74,9 +60,6 @@ type GPSurrogate struct {
 func NewGPSurrogate(dim int, o GPOptions) *GPSurrogate {
 	if o.MaxNoise <= 0 {
 		o.MaxNoise = 0.1
-	}
-	if o.TrendSlopeVar <= 0 {
-		o.TrendSlopeVar = 100
 	}
 	return &GPSurrogate{dim: dim, o: o}
 }
@@ -121,17 +104,6 @@ func (s *GPSurrogate) Fit(ctx context.Context, xs [][]float64, ys []float64) err
 	z := make([]float64, len(ys))
 	for i, y := range ys {
 		z[i] = (y - mu) / sd
-	}
-	s.lin = nil
-	if s.o.LinearTrend && len(ys) >= 2 {
-		lin, err := fitLinear(xs, z, 0.01, s.o.TrendSlopeVar)
-		if err != nil {
-			return fmt.Errorf("bo: gp surrogate: %w", err)
-		}
-		for i, x := range xs {
-			z[i] -= lin.predict(x)
-		}
-		s.lin = lin
 	}
 	h, err := s.fitHyper(ctx, xs, z)
 	if err != nil {
@@ -262,9 +234,5 @@ func (s *GPSurrogate) Predict(x []float64) (mean, variance float64) {
 		return 0, math.Inf(1)
 	}
 	m, v := s.g.Predict(x)
-	if s.lin != nil {
-		m += s.lin.predict(x)
-		v += s.lin.variance(x)
-	}
 	return s.mu + s.sd*m, s.sd * s.sd * v
 }
