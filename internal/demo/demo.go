@@ -260,17 +260,23 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 		return nil, fmt.Errorf("reset stream: %w", err)
 	}
 	vars := map[string]string{"trident_bin": o.TridentBin, "nats_url": natsURL, "speed": fmt.Sprint(o.Speed)}
-	var stop func()
+	planner := ""
 	if phase == "trident" {
-		s, err := startTrident(ctx, o, n, ph)
+		leader, stop, err := startTrident(ctx, o, n)
 		if err != nil {
 			return ph, err
 		}
-		stop = s
 		defer stop()
+		planner = leader
 	}
 	if err := registerJobFile(ctx, n.API(), jobFile(o.Pipeline), vars); err != nil {
 		return ph, err
+	}
+	if planner != "" {
+		if err := registerPipeline(ctx, planner, jobName(o.Pipeline)); err != nil {
+			return ph, err
+		}
+		fmt.Fprintf(o.Out, "    pipeline %s registered with the planner\n", jobName(o.Pipeline))
 	}
 	defer func() {
 		_, _, _ = n.API().Jobs().Deregister(jobName(o.Pipeline), true, nil)
@@ -287,7 +293,7 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 	}
 	pctx, cancel := context.WithTimeout(ctx, o.PhaseTimeout)
 	defer cancel()
-	err = watch(pctx, o, n, js, pl, ph, start, len(want))
+	err = watch(pctx, o, n, js, pl, ph, start, len(want), planner)
 	ph.Elapsed = time.Since(start)
 	vctx, vcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer vcancel()
@@ -305,7 +311,7 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 }
 
 // watch prints progress every few seconds until all expected records reached the sink.
-func watch(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, ph *Phase, start time.Time, expected int) error {
+func watch(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, ph *Phase, start time.Time, expected int, planner string) error {
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	lastT, lastN := 0.0, 0
@@ -323,7 +329,9 @@ func watch(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStr
 		lastT, lastN = p.T, p.SinkTotal
 		if s, _, err := n.API().Jobs().Summary(jobName(o.Pipeline), nil); err == nil {
 			for g, ts := range s.Summary {
-				p.Counts[g] = ts.Running
+				// Planner-rendered groups are "<operator>@<node>...": count per operator.
+				op, _, _ := strings.Cut(g, "@")
+				p.Counts[op] += ts.Running
 			}
 		}
 		var parts []string
@@ -338,6 +346,9 @@ func watch(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStr
 		ph.Series = append(ph.Series, p)
 		ph.FinalCount = p.Counts
 		fmt.Fprintf(o.Out, "    t=%4.0fs sink %5d/%d (%6.1f rec/s)  %s\n", p.T, p.SinkTotal, expected, p.Rate, strings.Join(parts, " "))
+		if planner != "" && int(p.T)%10 < 2 {
+			fmt.Fprintf(o.Out, "           planner: %s\n", planSummary(ctx, planner, jobName(o.Pipeline)))
+		}
 		if p.SinkTotal >= expected {
 			return nil
 		}

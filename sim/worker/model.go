@@ -281,14 +281,14 @@ func (p *Pipeline) Route(op *Operator, out Record) string {
 // Pipelines returns the catalog of simulated pipelines: pdf, pdfmini (parse -> segment ->
 // aggregate, for tests and small machines) and video.
 func Pipelines() map[string]*Pipeline {
-	return map[string]*Pipeline{"pdf": PDFPipeline(), "pdfmini": PDFMiniPipeline(), "video": VideoPipeline()}
+	return map[string]*Pipeline{"pdf": PDFPipeline(), "pdfmini": PDFMiniPipeline(), "pdfocr": PDFOCRPipeline(), "video": VideoPipeline()}
 }
 
 // LookupPipeline returns the named pipeline from the catalog.
 func LookupPipeline(name string) (*Pipeline, error) {
 	p, ok := Pipelines()[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown pipeline %q (pdf, pdfmini, video)", name)
+		return nil, fmt.Errorf("unknown pipeline %q (pdf, pdfmini, pdfocr, video)", name)
 	}
 	return p, nil
 }
@@ -452,6 +452,19 @@ func PDFMiniPipeline() *Pipeline {
 	agg.Order = 2
 	return &Pipeline{Name: "pdfmini", Regimes: pdfTypes(), Source: pdfSource,
 		Operators: []*Operator{parse, segment, agg}}
+}
+
+// PDFOCRPipeline is a four-stage PDF pipeline with one accelerator operator (parse ->
+// segment -> ocr-text -> aggregate; every block goes to ocr-text), used by the
+// end-to-end test of the planner and the autoscaler plugins.
+func PDFOCRPipeline() *Pipeline {
+	parse, _, segment, text, _, _, agg := pdfOperators()
+	parse.Next = to("segment")
+	segment.Order, segment.Next = 1, to("ocr-text")
+	text.Order = 2
+	agg.Order = 3
+	return &Pipeline{Name: "pdfocr", Regimes: pdfTypes(), Source: pdfSource,
+		Operators: []*Operator{parse, segment, text, agg}}
 }
 
 // Video categories (the paper's two regimes).

@@ -1,0 +1,196 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// PlannerOptions configures a raft cluster of `trident planner` processes on loopback.
+type PlannerOptions struct {
+	// Binary is the trident binary.
+	Binary string
+	// Count is the number of servers (default 3).
+	Count int
+	// NomadAddr is passed as -nomad-addr ("" runs without an actuator).
+	NomadAddr string
+	// Args are extra flags for every server (e.g. -interval 5s).
+	Args []string
+	// Dir holds data dirs and logs (default: <cluster dir>/planners or a temp dir).
+	Dir string
+	// Logger receives progress messages.
+	Logger *slog.Logger
+}
+
+// Planners is a running planner cluster.
+type Planners struct {
+	// HTTP are the servers' API addresses (http://127.0.0.1:port), in server order.
+	HTTP []string
+	// Dir holds data dirs and logs.
+	Dir string
+
+	procs []*agentProc
+	args  [][]string
+	bin   string
+}
+
+// LaunchPlanners starts the servers (the first bootstraps the cluster) and waits for a
+// leader.
+func LaunchPlanners(ctx context.Context, o PlannerOptions) (*Planners, error) {
+	if o.Count == 0 {
+		o.Count = 3
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Dir == "" {
+		d, err := os.MkdirTemp("", "trident-planners-")
+		if err != nil {
+			return nil, fmt.Errorf("planner dir: %w", err)
+		}
+		o.Dir = d
+	}
+	ports, err := freePorts(2 * o.Count)
+	if err != nil {
+		return nil, err
+	}
+	var peers []string
+	for i := 0; i < o.Count; i++ {
+		peers = append(peers, fmt.Sprintf("p%d=127.0.0.1:%d@http://127.0.0.1:%d", i+1, ports[2*i], ports[2*i+1]))
+	}
+	p := &Planners{Dir: o.Dir, bin: o.Binary}
+	for i := 0; i < o.Count; i++ {
+		id := fmt.Sprintf("p%d", i+1)
+		args := []string{"planner", "-id", id,
+			"-bind", fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
+			"-http", fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]),
+			"-data-dir", filepath.Join(o.Dir, id),
+			"-peers", strings.Join(peers, ","),
+		}
+		if o.NomadAddr != "" {
+			args = append(args, "-nomad-addr", o.NomadAddr)
+		}
+		if i == 0 {
+			args = append(args, "-bootstrap")
+		}
+		args = append(args, o.Args...)
+		p.args = append(p.args, args)
+		p.HTTP = append(p.HTTP, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]))
+		proc, err := startProcess(ctx, "planner-"+id, filepath.Join(o.Dir, id+".log"), o.Binary, args...)
+		if err != nil {
+			p.Stop()
+			return nil, err
+		}
+		p.procs = append(p.procs, proc)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	leader, err := p.Leader(wctx)
+	if err != nil {
+		p.Stop()
+		return nil, fmt.Errorf("planner cluster: %w (logs in %s)", err, o.Dir)
+	}
+	o.Logger.Info("planner cluster ready", "servers", o.Count, "leader", leader)
+	return p, nil
+}
+
+// Leader polls the servers until one reports being the raft leader and returns its HTTP
+// address.
+func (p *Planners) Leader(ctx context.Context) (string, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		for i, a := range p.HTTP {
+			if p.procs[i] != nil {
+				select {
+				case <-p.procs[i].done:
+					continue
+				default:
+				}
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a+"/v1/status", nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				continue
+			}
+			var st struct {
+				State string `json:"state"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err == nil && st.State == "Leader" {
+				return a, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no planner became leader: %w", ctx.Err())
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// Kill sends SIGKILL to server i (0-based) and waits for it to exit.
+func (p *Planners) Kill(i int) {
+	_ = syscall.Kill(-p.procs[i].cmd.Process.Pid, syscall.SIGKILL)
+	<-p.procs[i].done
+}
+
+// Restart starts server i again with its original flags (its data dir is kept).
+func (p *Planners) Restart(ctx context.Context, i int) error {
+	id := fmt.Sprintf("p%d", i+1)
+	proc, err := startProcess(ctx, "planner-"+id, filepath.Join(p.Dir, fmt.Sprintf("%s.restart-%d.log", id, time.Now().UnixNano())), p.bin, p.args[i]...)
+	if err != nil {
+		return err
+	}
+	p.procs[i] = proc
+	return nil
+}
+
+// Logs returns the tail of every server's log.
+func (p *Planners) Logs(lines int) string {
+	var b strings.Builder
+	for _, pr := range p.procs {
+		if pr != nil {
+			fmt.Fprintf(&b, "--- %s ---\n%s\n", pr.name, tailFile(pr.logPath, lines))
+		}
+	}
+	return b.String()
+}
+
+// Stop interrupts every server and waits for them to exit.
+func (p *Planners) Stop() {
+	for _, pr := range p.procs {
+		if pr != nil {
+			_ = stopProcess(pr, 10*time.Second)
+		}
+	}
+}
+
+// StartPlanners launches a planner cluster for a test and stops it in t.Cleanup.
+func StartPlanners(t testing.TB, o PlannerOptions) *Planners {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p, err := LaunchPlanners(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(p.Logs(40))
+		}
+		p.Stop()
+	})
+	return p
+}
