@@ -184,6 +184,12 @@ func (e *GPEstimator) Hyper() gp.Hyper { return e.model.Hyper() }
 // Observe applies the filters to s and, if it passes, adds its rate to the EMA and the GP.
 // On the refit schedule (see Config.RefitEvery) it refits the GP's hyperparameters.
 func (e *GPEstimator) Observe(s Sample) (bool, string) {
+	return e.ObserveContext(context.Background(), s)
+}
+
+// ObserveContext is Observe with a context bounding the hyperparameter refit it may run; a
+// cancelled refit keeps the previous hyperparameters (the sample is still accepted).
+func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, string) {
 	if err := s.validate(e.dim); err != nil {
 		return false, ReasonInvalid + ": " + err.Error()
 	}
@@ -220,7 +226,7 @@ func (e *GPEstimator) Observe(s Sample) (bool, string) {
 		if e.fitted {
 			o = RefitOptions(o)
 		}
-		e.fit(o)
+		e.fit(ctx, o)
 		e.nextFit += min(e.nextFit, e.cfg.RefitEvery)
 	}
 	return true, ""
@@ -238,14 +244,14 @@ func RefitOptions(base gp.FitOptions) gp.FitOptions {
 	return base
 }
 
-func (e *GPEstimator) fit(o gp.FitOptions) {
+func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 	if e.accepted == e.cfg.NMin {
 		// First fit: start from a hyperparameter guess scaled to the data, not unit values.
 		if err := e.model.SetHyper(e.initialHyper()); err != nil {
 			e.cfg.Logger.Warn("observe: initial hyperparameters rejected", "estimator", e.Name(), "err", err)
 		}
 	}
-	if _, err := e.model.Fit(context.Background(), o); err != nil {
+	if _, err := e.model.Fit(ctx, o); err != nil {
 		e.cfg.Logger.Warn("observe: GP fit failed; keeping previous hyperparameters", "estimator", e.Name(), "err", err)
 		return
 	}

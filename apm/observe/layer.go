@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -100,6 +101,12 @@ func (l *Layer) Features(op string) ([]string, error) {
 // are rejected as stale; a sample from a newer epoch means an invalidation was missed, so the
 // operator is reset to that epoch first.
 func (l *Layer) Observe(op string, s Sample) (accepted bool, reason string) {
+	return l.ObserveContext(context.Background(), op, s)
+}
+
+// ObserveContext is Observe with a context bounding the hyperparameter refit the sample may
+// trigger (see GPEstimator.ObserveContext).
+func (l *Layer) ObserveContext(ctx context.Context, op string, s Sample) (accepted bool, reason string) {
 	o, err := l.get(op)
 	if err != nil {
 		return false, ReasonUnknownOperator
@@ -115,7 +122,7 @@ func (l *Layer) Observe(op string, s Sample) (accepted bool, reason string) {
 		o.epoch = s.Epoch
 		o.est.Reset()
 	}
-	return o.est.Observe(s)
+	return o.est.ObserveContext(ctx, s)
 }
 
 // Capacity returns operator op's capacity estimate at the given features.

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -338,5 +339,28 @@ func TestLayerConcurrent(t *testing.T) {
 		if err == nil && math.Abs(e.Capacity-150)/150 > 0.15 {
 			t.Errorf("op%d estimate %+v, want ~150", i, e)
 		}
+	}
+}
+
+// TestObserveCancelledRefit checks that a cancelled context stops the first fit: the sample
+// is accepted, the estimator stays on the EMA, and a later sample with a live context fits.
+func TestObserveCancelledRefit(t *testing.T) {
+	e := mustEstimator(t, FilterTwoStage, Config{NMin: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 3; i++ {
+		if ok, r := e.ObserveContext(ctx, steady(float64(i)/2, 0)); !ok {
+			t.Fatalf("sample %d rejected: %s", i, r)
+		}
+	}
+	if est, _ := e.Estimate([]float64{0.5}); est.Source != SourceEMA {
+		t.Errorf("after a cancelled first fit the source is %q, want ema", est.Source)
+	}
+	// The next scheduled fit (at 6 accepted samples) runs with a live context.
+	for i := 0; i < 3; i++ {
+		e.Observe(steady(0.25+float64(i)/4, 0))
+	}
+	if est, _ := e.Estimate([]float64{0.5}); est.Source != SourceGP {
+		t.Errorf("after the next fit the source is %q, want gp", est.Source)
 	}
 }
