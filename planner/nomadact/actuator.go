@@ -206,7 +206,7 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		if transitions > 0 && job != nil {
 			phase = PhaseSurge
 		}
-		return applying, a.register(ctx, p, d, phase, job)
+		return a.submit(ctx, p, d, phase, job)
 	case cur > d.Index:
 		return applying, fmt.Errorf("nomad job %q carries decision %d, newer than the committed decision %d", p.Job, cur, d.Index)
 	}
@@ -236,7 +236,7 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		return applying, err
 	}
 	if phase == PhaseSurge {
-		return applying, a.register(ctx, p, d, PhaseFinal, job)
+		return a.submit(ctx, p, d, PhaseFinal, job)
 	}
 	return planner.StepResult{Status: fsm.StatusDone, Detail: fmt.Sprintf("job version %d", version)}, nil
 }
@@ -310,6 +310,16 @@ func (a *Actuator) converged(ctx context.Context, job *api.Job, version uint64) 
 		}
 	}
 	return true, "", nil
+}
+
+// submit registers the version; a job Nomad refuses as invalid fails the decision (a retry
+// cannot succeed), any other error is returned for a retry.
+func (a *Actuator) submit(ctx context.Context, p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job) (planner.StepResult, error) {
+	err := a.register(ctx, p, d, phase, existing)
+	if err != nil && strings.Contains(err.Error(), "validation failed") {
+		return planner.StepResult{Status: fsm.StatusFailed, Detail: err.Error()}, nil
+	}
+	return planner.StepResult{Status: fsm.StatusApplying}, err
 }
 
 // register submits the rendered version for decision d.

@@ -1,0 +1,220 @@
+package nomadact
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/planner"
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// startNomad starts a loopback cluster: "server" (its own client), "c1" (CPU only) and
+// "c2" with two fake 16 GiB GPUs.
+func startNomad(t *testing.T) *harness.Nomad {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real Nomad: skipped in -short")
+	}
+	devDir := filepath.Join(t.TempDir(), "devplugins")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := harness.BuildPackages(ctx, devDir, "./plugins/trident-gpu"); err != nil {
+		t.Fatal(err)
+	}
+	return harness.StartNomad(t, harness.NomadOptions{
+		DevicePluginDir: devDir,
+		Clients: []harness.ClientSpec{
+			{Name: "c1", NodeClass: "cpu", MemoryMB: 4096},
+			{Name: "c2", NodeClass: "gpu", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 16384},
+		},
+	})
+}
+
+func newTestActuator(n *harness.Nomad) *Actuator {
+	return New(n.API(), Options{
+		MinHealthyTime: time.Second, HealthyDeadline: 20 * time.Second, ProgressDeadline: 40 * time.Second,
+		KillTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+}
+
+// stepUntil calls Step until it reports a final status or timeout passes.
+func stepUntil(t *testing.T, a *Actuator, p *fsm.Pipeline, d fsm.Decision, timeout time.Duration) planner.StepResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		res, err := a.Step(ctx, p, d)
+		if err != nil && ctx.Err() == nil {
+			t.Logf("step decision %d: %v (retrying)", d.Index, err)
+		}
+		if err == nil && res.Status != fsm.StatusApplying {
+			return res
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("decision %d not finished within %v (last: %+v, %v)", d.Index, timeout, res, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// runningByGroup counts running allocations per task group.
+func runningByGroup(t *testing.T, c *api.Client, job string) map[string]int {
+	t.Helper()
+	allocs, _, err := c.Jobs().Allocations(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, al := range allocs {
+		if al.DesiredStatus == "run" && al.ClientStatus == "running" {
+			out[al.TaskGroup+"|"+al.NodeName]++
+		}
+	}
+	return out
+}
+
+// versionsByPhase counts job versions per (decision, phase).
+func versionsByPhase(t *testing.T, c *api.Client, job string) map[string]int {
+	t.Helper()
+	vs, _, _, err := c.Jobs().Versions(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, v := range vs {
+		out[v.Meta[MetaDecision]+"/"+v.Meta[MetaPhase]]++
+	}
+	return out
+}
+
+// TestActuatorAgainstNomad drives one pipeline through placement, a config transition
+// (surge, then final) and a failing transition (auto-revert) on a real Nomad cluster.
+func TestActuatorAgainstNomad(t *testing.T) {
+	n := startNomad(t)
+	a := newTestActuator(n)
+	ctx := context.Background()
+
+	nodes, err := a.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]fsm.Node{}
+	for _, nd := range nodes {
+		byName[nd.Name] = nd
+	}
+	if len(nodes) != 3 || byName["c2"].GPUs != 2 || byName["c2"].GPUMemoryMB != 16384 || byName["c1"].GPUs != 0 || byName["c1"].MemoryMB <= 0 || byName["c1"].CPU <= 0 {
+		t.Fatalf("inventory: %+v", nodes)
+	}
+
+	raw, _ := json.Marshal(testJob("pipe"))
+	p, err := a.Pipeline(ctx, "pipe", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Operators) != 2 || p.Operators[1].Name != "gpu" || p.Operators[1].GPUs != 1 || p.Operators[1].Config != "batch=8" {
+		t.Fatalf("parsed pipeline: %+v", p.Operators)
+	}
+
+	// Decision 100: src 2 on c1 + 1 on server, gpu 1 on c2.
+	d1 := fsm.Decision{Index: 100, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": {Nodes: map[string]fsm.Placement{"c1": {Current: 2}, "server": {Current: 1}}, Config: "mode=fast"},
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1}}, Config: "batch=8"},
+	}}
+	if res := stepUntil(t, a, p, d1, 120*time.Second); res.Status != fsm.StatusDone {
+		t.Fatalf("decision 100: %+v", res)
+	}
+	want := map[string]int{"src@c1.g0|c1": 2, "src@server.g0|server": 1, "gpu@c2.g0|c2": 1}
+	if got := runningByGroup(t, n.API(), "pipe"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after decision 100 running %v, want %v", got, want)
+	}
+	// The GPU allocation holds one nvidia/gpu device.
+	allocs, _, _ := n.API().Jobs().Allocations("pipe", false, nil)
+	for _, st := range allocs {
+		if st.TaskGroup != "gpu@c2.g0" || st.DesiredStatus != "run" {
+			continue
+		}
+		al, _, err := n.API().Allocations().Info(st.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs := al.AllocatedResources.Tasks["run"].Devices
+		if len(devs) != 1 || len(devs[0].DeviceIDs) != 1 || devs[0].Type != "gpu" {
+			t.Fatalf("gpu allocation devices: %+v", devs)
+		}
+	}
+	// Step on a finished decision is a no-op: no new job version.
+	before := versionsByPhase(t, n.API(), "pipe")
+	if res, err := a.Step(ctx, p, d1); err != nil || res.Status != fsm.StatusDone {
+		t.Fatalf("repeat step: %+v %v", res, err)
+	}
+	if after := versionsByPhase(t, n.API(), "pipe"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("repeat step changed versions: %v -> %v", before, after)
+	}
+
+	// Decision 200: the gpu instance moves to batch=16 (surge beside the old one, then final).
+	d2 := fsm.Decision{Index: 200, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": d1.Operators["src"],
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Candidate: 1}}, Config: "batch=8", CandidateConfig: "batch=16", Transitions: 1},
+	}}
+	if res := stepUntil(t, a, p, d2, 120*time.Second); res.Status != fsm.StatusDone {
+		t.Fatalf("decision 200: %+v", res)
+	}
+	want = map[string]int{"src@c1.g0|c1": 2, "src@server.g0|server": 1, "gpu@c2.g1|c2": 1}
+	if got := runningByGroup(t, n.API(), "pipe"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after decision 200 running %v, want %v", got, want)
+	}
+	v := versionsByPhase(t, n.API(), "pipe")
+	if v["200/surge"] != 1 || v["200/final"] != 1 || v["100/final"] != 1 {
+		t.Fatalf("job versions per decision/phase: %v (want exactly one surge and one final for 200)", v)
+	}
+	job, _, _ := n.API().Jobs().Info("pipe", nil)
+	for _, g := range job.TaskGroups {
+		if *g.Name == "gpu@c2.g1" && (g.Meta["trident_config"] != "batch=16" || g.Meta[MetaConfigEpoch] != "1") {
+			t.Fatalf("candidate group meta: %v", g.Meta)
+		}
+	}
+
+	// Decision 300: one src instance on c1 to a config whose task exits: the surge
+	// deployment fails, Nomad auto-reverts, Step reports failed and submits nothing more.
+	d3 := fsm.Decision{Index: 300, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": {Nodes: map[string]fsm.Placement{"c1": {Current: 1, Candidate: 1}, "server": {Current: 1}}, Config: "mode=fast", CandidateConfig: "mode=bad", Transitions: 1},
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1}}, Config: "batch=16", Epoch: 1},
+	}}
+	res := stepUntil(t, a, p, d3, 180*time.Second)
+	if res.Status != fsm.StatusFailed {
+		t.Fatalf("decision 300: %+v, want failed", res)
+	}
+	t.Logf("decision 300 failed as intended: %s", res.Detail)
+	// After the revert the job runs decision 200's placement again.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		job, _, err := n.API().Jobs().Info("pipe", nil)
+		if err == nil && job.Meta[MetaDecision] == "200" && fmt.Sprint(runningByGroup(t, n.API(), "pipe")) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not reverted to decision 200: meta %v running %v", job.Meta, runningByGroup(t, n.API(), "pipe"))
+		}
+		time.Sleep(time.Second)
+	}
+	v = versionsByPhase(t, n.API(), "pipe")
+	if v["300/surge"] != 1 || v["300/final"] != 0 {
+		t.Fatalf("versions after failed transition: %v", v)
+	}
+	if res, err := a.Step(ctx, p, d3); err != nil || res.Status != fsm.StatusFailed {
+		t.Fatalf("repeat step on failed decision: %+v %v", res, err)
+	}
+	if v2 := versionsByPhase(t, n.API(), "pipe"); fmt.Sprint(v2) != fmt.Sprint(v) {
+		t.Fatalf("repeat step on failed decision submitted a version: %v -> %v", v, v2)
+	}
+}
