@@ -61,6 +61,7 @@ func (o FitOptions) withDefaults() FitOptions {
 // fitSpace maps between θ and Hyper and holds the bounds.
 type fitSpace struct {
 	ybar, ys float64
+	ranges   []float64 // per feature: max − min over the samples (1 if constant)
 	lo, hi   []float64
 	fixMean  bool
 	mean     float64 // used when fixMean
@@ -119,7 +120,7 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 	starts := [][]float64{sp.clamp(sp.theta(g.h))}
 	def := Hyper{Mean: sp.ybar, SignalVar: sp.ys * sp.ys, NoiseVar: 0.05 * sp.ys * sp.ys}
 	for d := 0; d < g.dim; d++ {
-		def.LengthScales = append(def.LengthScales, 0.5*math.Exp(sp.hi[3+d]-math.Log(100)))
+		def.LengthScales = append(def.LengthScales, 0.5*sp.ranges[d])
 	}
 	if !o.WarmOnly {
 		starts = append(starts, sp.clamp(sp.theta(def)))
@@ -245,6 +246,7 @@ func (g *GP) space(fixMean bool) *fitSpace {
 		if !(rg > 0) {
 			rg = 1
 		}
+		sp.ranges = append(sp.ranges, rg)
 		sp.lo = append(sp.lo, math.Log(rg)-2*ln10)
 		sp.hi = append(sp.hi, math.Log(rg)+2*ln10)
 	}
