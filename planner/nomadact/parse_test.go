@@ -1,0 +1,126 @@
+package nomadact
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// TestParseJobErrorsNameTheField: each malformed meta value yields an error naming the
+// group and the meta key.
+func TestParseJobErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		group, key, val, want string
+	}{
+		{"src", "trident_cpu", "lots", `group "src": meta trident_cpu="lots": not a number`},
+		{"src", "trident_cpu", "-1", `trident_cpu=-1 must be a positive number`},
+		{"src", "trident_memory_mb", "", `group "src": meta trident_memory_mb is required`},
+		{"src", "trident_order", "first", `group "src": meta trident_order="first": not an integer`},
+		{"gpu", "trident_gpus", "1.5", `group "gpu": meta trident_gpus="1.5": not an integer`},
+		{"gpu", "trident_params", "batch=int[64,1]", `group "gpu": meta trident_params=`},
+		{"gpu", "trident_config", "batch=999", `group "gpu": meta trident_config="batch=999"`},
+		{"src", "trident_amplification", "NaN", `trident_amplification=NaN must be a positive number`},
+		{"src", "trident_cold_start_s", "Inf", `trident_cold_start_s=+Inf must be a finite number`},
+	}
+	for _, c := range cases {
+		job := testJob("pipe")
+		for _, g := range job.TaskGroups {
+			if *g.Name == c.group {
+				g.Meta[c.key] = c.val
+			}
+		}
+		_, err := ParseJob(job)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s=%q: error %v, want it to contain %q", c.group, c.key, c.val, err, c.want)
+		}
+	}
+	ok, err := ParseJob(testJob("pipe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok.Operators[0].Name != "src" || ok.Operators[0].Amplification != 1 || ok.Operators[1].Params != "batch=int[1,64]" {
+		t.Fatalf("parsed: %+v", ok.Operators)
+	}
+	if err := CheckConfig(ok.Operators[1], "batch=100"); err == nil {
+		t.Fatal("out-of-range candidate config accepted")
+	}
+	if err := CheckConfig(ok.Operators[1], "batch=16"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRenderPinsGroupsToNodes checks group names, counts, node constraints, GPU device
+// requests, meta, and that the surge phase keeps old-config instances.
+func TestRenderPinsGroupsToNodes(t *testing.T) {
+	job := testJob("pipe")
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Template, _ = json.Marshal(job)
+	d1 := fsm.Decision{Index: 7, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": {Nodes: map[string]fsm.Placement{"a": {Current: 2}, "b": {Current: 1}}, Config: "mode=fast"},
+		"gpu": {Nodes: map[string]fsm.Placement{"b": {Current: 2}}, Config: "batch=8"},
+	}}
+	o := New(nil, Options{}).o
+	v1, err := Render(p, d1, PhaseFinal, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, g := range v1.TaskGroups {
+		c := g.Constraints[len(g.Constraints)-1]
+		got[*g.Name] = strings.Join([]string{c.LTarget, c.Operand, c.RTarget, g.Meta[MetaDecision], g.Meta["trident_config"]}, " ") + " n=" + itoa(*g.Count)
+		if g.Meta[MetaOperator] == "gpu" {
+			devs := g.Tasks[0].Resources.Devices
+			if len(devs) != 1 || devs[0].Name != "nvidia/gpu" || *devs[0].Count != 1 || devs[0].Constraints[0].RTarget != "8000 MiB" {
+				t.Fatalf("gpu device request: %+v", devs)
+			}
+		}
+		if g.Scaling != nil || g.Update == nil || !*g.Update.AutoRevert {
+			t.Fatalf("group %s: scaling %v update %+v", *g.Name, g.Scaling, g.Update)
+		}
+	}
+	want := map[string]string{
+		"src@a.g0": "${node.unique.name} = a 7 mode=fast n=2",
+		"src@b.g0": "${node.unique.name} = b 7 mode=fast n=1",
+		"gpu@b.g0": "${node.unique.name} = b 7 batch=8 n=2",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("groups %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("group %s: %q, want %q", k, got[k], v)
+		}
+	}
+	if v1.Meta[MetaDecision] != "7" || v1.Meta[MetaPhase] != PhaseFinal {
+		t.Fatalf("job meta %v", v1.Meta)
+	}
+	// Transition one gpu instance: surge keeps both old ones, final drops one.
+	d2 := fsm.Decision{Index: 9, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": d1.Operators["src"],
+		"gpu": {Nodes: map[string]fsm.Placement{"b": {Current: 1, Candidate: 1}}, Config: "batch=8", CandidateConfig: "batch=16", Transitions: 1},
+	}}
+	counts := func(phase string) map[string]int {
+		j, err := Render(p, d2, phase, v1, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, g := range j.TaskGroups {
+			m[*g.Name] = *g.Count
+		}
+		return m
+	}
+	if s := counts(PhaseSurge); s["gpu@b.g0"] != 2 || s["gpu@b.g1"] != 1 {
+		t.Fatalf("surge counts %v", s)
+	}
+	if f := counts(PhaseFinal); f["gpu@b.g0"] != 1 || f["gpu@b.g1"] != 1 {
+		t.Fatalf("final counts %v", f)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
