@@ -125,12 +125,16 @@ func (in PlanInput) Validate() error {
 // Proportional is the fallback scheduler: it sizes every operator in proportion to the
 // work it must do (amplified input rate over unit capacity), bisects on the throughput
 // the cluster can host, and places instances first-fit, preferring nodes where the
-// operator already runs. Already-transitioned instances stay where they are; it starts no
-// new transitions.
-type Proportional struct{}
+// operator already runs. Already-transitioned instances stay where they are. When an
+// operator's candidate config is faster after discounting its cold start over WindowSec
+// (Eq. 11 of the paper), up to MaxBatch further instances switch to it in place.
+type Proportional struct {
+	// WindowSec amortises a transition's cold start (default 300 s).
+	WindowSec float64
+}
 
 // Plan implements Scheduler.
-func (Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
+func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 	if err := in.Validate(); err != nil {
 		return Plan{}, err
 	}
@@ -174,14 +178,43 @@ func (Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 		}
 	}
 	best, _ = try(lo)
+	w := pr.WindowSec
+	if w <= 0 {
+		w = 300
+	}
+	for _, o := range in.Operators {
+		c := o.Candidate
+		if c == nil || c.Capacity*math.Max(0, 1-c.ColdStartSec/w) <= o.Capacity {
+			continue
+		}
+		budget := in.MaxBatch
+		if budget <= 0 {
+			budget = math.MaxInt
+		}
+		for _, n := range in.Nodes {
+			pl := best[o.Name][n.Name]
+			k := min(pl.Current, budget)
+			if k > 0 {
+				pl.Current -= k
+				pl.Candidate += k
+				best[o.Name][n.Name] = pl
+				budget -= k
+			}
+		}
+	}
 	// Report the throughput the placed instances actually support.
 	T := math.Inf(1)
 	for i, o := range in.Operators {
-		n := 0
+		c := 0.0
 		for _, pl := range best[o.Name] {
-			n += pl.Total()
+			c += float64(pl.Current) * o.Capacity
+			if o.Candidate != nil {
+				c += float64(pl.Candidate) * o.Candidate.Capacity
+			} else {
+				c += float64(pl.Candidate) * o.Capacity
+			}
 		}
-		T = math.Min(T, float64(n)*o.Capacity/amp[i])
+		T = math.Min(T, c/amp[i])
 	}
 	return Plan{Targets: best, Throughput: T, Source: "proportional",
 		Reason: fmt.Sprintf("proportional: %.3g records/s", T)}, nil

@@ -1,0 +1,262 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/planner/sched"
+)
+
+// fakeCluster is a shared in-memory "Nomad" for the fake actuators of all servers: Step
+// needs `delay` calls per decision before it reports done, and records every decision it
+// saw finish.
+type fakeCluster struct {
+	mu          sync.Mutex
+	down        bool
+	nodes       []fsm.Node
+	steps       map[uint64]int
+	delay       int
+	applied     []uint64
+	invalidated []string
+}
+
+func (f *fakeCluster) Pipeline(ctx context.Context, job string, raw json.RawMessage) (*fsm.Pipeline, error) {
+	var p fsm.Pipeline
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	p.Job = job
+	return &p, fsm.ValidatePipeline(&p)
+}
+
+func (f *fakeCluster) CheckConfig(op fsm.Operator, config string) error {
+	if strings.Contains(config, "invalid") {
+		return errors.New("config invalid")
+	}
+	return nil
+}
+
+func (f *fakeCluster) Inventory(ctx context.Context) ([]fsm.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return nil, errors.New("dial tcp 127.0.0.1:1: connection refused")
+	}
+	return append([]fsm.Node(nil), f.nodes...), nil
+}
+
+func (f *fakeCluster) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (StepResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return StepResult{}, errors.New("nomad unreachable")
+	}
+	f.steps[d.Index]++
+	if f.steps[d.Index] < f.delay {
+		return StepResult{Status: fsm.StatusApplying}, nil
+	}
+	if f.steps[d.Index] == f.delay {
+		f.applied = append(f.applied, d.Index)
+	}
+	return StepResult{Status: fsm.StatusDone}, nil
+}
+
+func (f *fakeCluster) Invalidate(ctx context.Context, job, op string, epoch uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.invalidated = append(f.invalidated, job+"/"+op+"@"+itoa(epoch))
+	return nil
+}
+
+func itoa(n uint64) string { b, _ := json.Marshal(n); return string(b) }
+
+// gate is a scheduler that blocks while closed, to make a solve outlast several rounds.
+type gate struct {
+	mu    sync.Mutex
+	open  bool
+	calls int
+}
+
+func (g *gate) Plan(ctx context.Context, in sched.PlanInput) (sched.Plan, error) {
+	g.mu.Lock()
+	g.calls++
+	g.mu.Unlock()
+	for {
+		g.mu.Lock()
+		open := g.open
+		g.mu.Unlock()
+		if open {
+			return sched.Proportional{}.Plan(ctx, in)
+		}
+		select {
+		case <-ctx.Done():
+			return sched.Plan{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func testPipeline() fsm.Pipeline {
+	return fsm.Pipeline{Operators: []fsm.Operator{
+		{Name: "parse", Order: 0, CPU: 1, MemoryMB: 1024, Amplification: 1, Config: "threads=1"},
+		{Name: "embed", Order: 1, CPU: 1, MemoryMB: 1024, GPUs: 1, GPUMemoryMB: 8000, Amplification: 1, Config: "batch=8"},
+	}}
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLoopCommitsAppliesAndTransitions runs Algorithm 2 on a 3-node cluster with a fake
+// actuator: the first decision is committed and applied once; a slow solve keeps the
+// committed plan; a candidate config becomes a transition whose completion bumps the
+// observation epoch and calls the invalidator exactly once; bad input is refused with the
+// state unchanged; an unreachable cluster changes nothing.
+func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 3, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+	}}
+	g := &gate{open: true}
+	c := newTestCluster(t, 3, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Scheduler: g, Actuator: fc, Invalidator: fc, SolveTimeout: 10 * time.Second}
+	})
+	li, _ := c.leader(10 * time.Second)
+	f := c.peers[(li+1)%3].HTTPAddr
+	pl := testPipeline()
+	raw, _ := json.Marshal(pl)
+	if code, body := c.do(http.MethodPut, f+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
+		t.Fatalf("register: HTTP %d %s", code, body)
+	}
+	var plan PlanResponse
+	waitFor(t, "first decision applied", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
+	})
+	// proportional on 2 GPUs (embed cap 1/s default) and 8 cores: embed 2, parse 2.
+	if plan.Groups["embed"].Count != 2 || plan.Groups["parse"].Count != 2 || plan.Groups["embed"].Nodes["gpu1"].Current != 2 {
+		t.Fatalf("first plan: %+v", plan)
+	}
+	first := plan.DecisionIndex
+
+	// A solve that does not finish leaves the committed plan in force.
+	g.mu.Lock()
+	g.open = false
+	calls := g.calls
+	g.mu.Unlock()
+	if code, body := c.do(http.MethodPost, f+"/v1/observations", []ObservationRequest{{Job: "pdf", Operator: "parse", Capacity: 0.25}}); code != 200 {
+		t.Fatalf("observe: HTTP %d %s", code, body)
+	}
+	waitFor(t, "a blocked solve", 5*time.Second, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.calls > calls })
+	time.Sleep(500 * time.Millisecond) // five rounds
+	_, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+	_ = json.Unmarshal(body, &plan)
+	if plan.DecisionIndex != first {
+		t.Fatalf("decision changed while the solve was blocked: %d -> %d", first, plan.DecisionIndex)
+	}
+	g.mu.Lock()
+	g.open = true
+	g.mu.Unlock()
+	// parse is now 4x slower: the next plan gives it more instances (8 cores: 6 parse fit).
+	waitFor(t, "re-plan after the slow solve", 10*time.Second, func() bool {
+		_, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		return json.Unmarshal(body, &plan) == nil && plan.DecisionIndex > first && plan.Status == fsm.StatusDone
+	})
+	if plan.Groups["parse"].Count <= 2 {
+		t.Fatalf("plan after slower parse: %+v", plan.Groups["parse"])
+	}
+
+	// Bad input: NaN is not JSON, negative and unknown operators are refused; state unchanged.
+	before := stateOf(c.servers[li])
+	req, _ := http.NewRequest(http.MethodPost, f+"/v1/observations", strings.NewReader(`{"job":"pdf","operator":"parse","capacity":NaN}`))
+	req.Header.Set(HeaderToken, c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("NaN observation: HTTP %d, want 400", resp.StatusCode)
+	}
+	for _, bad := range []any{
+		[]ObservationRequest{{Job: "pdf", Operator: "parse", Capacity: 1}, {Job: "pdf", Operator: "parse", Capacity: -3}},
+		ObservationRequest{Job: "pdf", Operator: "nope", Capacity: 1},
+	} {
+		if code, body := c.do(http.MethodPost, f+"/v1/observations", bad); code != http.StatusUnprocessableEntity {
+			t.Fatalf("bad observation %v: HTTP %d %s", bad, code, body)
+		}
+	}
+	if code, body := c.do(http.MethodPut, f+"/v1/candidates/pdf/embed", CandidateRequest{Config: "invalid", Capacity: 2}); code != http.StatusUnprocessableEntity {
+		t.Fatalf("invalid candidate: HTTP %d %s", code, body)
+	}
+	huge := testPipeline()
+	huge.Operators[1].GPUs = 8
+	raw, _ = json.Marshal(huge)
+	code, body := c.do(http.MethodPut, f+"/v1/pipelines/big", map[string]json.RawMessage{"job": raw})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "trident_gpus=8") {
+		t.Fatalf("impossible pipeline: HTTP %d %s", code, body)
+	}
+	if after := stateOf(c.servers[li]); after != before {
+		t.Fatalf("bad input changed the state")
+	}
+
+	// Nomad unreachable: rounds fail, nothing is committed.
+	fc.mu.Lock()
+	fc.down = true
+	fc.mu.Unlock()
+	before = stateOf(c.servers[li])
+	time.Sleep(500 * time.Millisecond)
+	if after := stateOf(c.servers[li]); after != before {
+		t.Fatalf("state changed while the cluster was unreachable")
+	}
+	fc.mu.Lock()
+	fc.down = false
+	fc.mu.Unlock()
+
+	// A faster candidate config for embed becomes a transition; completion bumps the
+	// epoch once and calls the invalidator once.
+	if code, body := c.do(http.MethodPut, f+"/v1/candidates/pdf/embed", CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
+		t.Fatalf("candidate: HTTP %d %s", code, body)
+	}
+	waitFor(t, "transition applied", 10*time.Second, func() bool {
+		_, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		return json.Unmarshal(body, &plan) == nil && plan.Groups["embed"].ObservationEpoch == 1 && plan.Status == fsm.StatusDone
+	})
+	waitFor(t, "invalidation", 5*time.Second, func() bool { fc.mu.Lock(); defer fc.mu.Unlock(); return len(fc.invalidated) == 1 })
+	fc.mu.Lock()
+	inv := append([]string(nil), fc.invalidated...)
+	applied := append([]uint64(nil), fc.applied...)
+	fc.mu.Unlock()
+	if inv[0] != "pdf/embed@1" {
+		t.Fatalf("invalidations %v", inv)
+	}
+	// Every committed decision was applied exactly once, in order.
+	var decs []fsm.Decision
+	_, body = c.do(http.MethodGet, f+"/v1/decisions?job=pdf", nil)
+	_ = json.Unmarshal(body, &decs)
+	seen := map[uint64]int{}
+	for _, a := range applied {
+		seen[a]++
+	}
+	for _, d := range decs {
+		if seen[d.Index] != 1 {
+			t.Fatalf("decision %d applied %d times (applied %v, decisions %d)", d.Index, seen[d.Index], applied, len(decs))
+		}
+	}
+	if len(applied) != len(decs) {
+		t.Fatalf("applied %v but %d decisions", applied, len(decs))
+	}
+}
