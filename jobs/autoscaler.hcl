@@ -26,6 +26,9 @@ apm "trident-apm" {
     scrape_timeout = "2s"
     stale_after    = "2m"
     history        = "15m"
+    # Publish every operator's capacity estimate to the planner every feed_interval.
+    planner_addr  = "http://127.0.0.1:4650"
+    feed_interval = "5s"
   }
 }
 

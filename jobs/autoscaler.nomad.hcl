@@ -57,6 +57,9 @@ policy {
 }
 apm "trident-apm" {
   driver = "trident-apm"
+  config = {
+    planner_addr = "${var.planner}"
+  }
 }
 strategy "trident" {
   driver = "trident"

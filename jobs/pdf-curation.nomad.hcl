@@ -133,9 +133,7 @@ job "pdf-curation" {
           source = "trident-apm"
           query  = "capacity/pdf-curation/parse"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -214,9 +212,7 @@ job "pdf-curation" {
           source = "trident-apm"
           query  = "capacity/pdf-curation/layout"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -295,9 +291,7 @@ job "pdf-curation" {
           source = "trident-apm"
           query  = "capacity/pdf-curation/segment"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -376,9 +370,7 @@ job "pdf-curation" {
           source = "trident-apm"
           query  = "capacity/pdf-curation/ocr-text"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -473,9 +465,7 @@ job "pdf-curation" {
           source = "trident-apm"
           query  = "capacity/pdf-curation/ocr-table"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -570,9 +560,7 @@ job "pdf-curation" {
           source = "trident-apm"
           query  = "capacity/pdf-curation/ocr-formula"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -667,9 +655,7 @@ job "pdf-curation" {
           source = "trident-apm"
           query  = "capacity/pdf-curation/aggregate"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}

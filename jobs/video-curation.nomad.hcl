@@ -133,9 +133,7 @@ job "video-curation" {
           source = "trident-apm"
           query  = "capacity/video-curation/decode"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -214,9 +212,7 @@ job "video-curation" {
           source = "trident-apm"
           query  = "capacity/video-curation/scene-split"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -295,9 +291,7 @@ job "video-curation" {
           source = "trident-apm"
           query  = "capacity/video-curation/aesthetic"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -392,9 +386,7 @@ job "video-curation" {
           source = "trident-apm"
           query  = "capacity/video-curation/text-detect"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}
@@ -489,9 +481,7 @@ job "video-curation" {
           source = "trident-apm"
           query  = "capacity/video-curation/caption"
 
-          strategy "trident" {
-            planner = "http://127.0.0.1:4650"
-          }
+          strategy "trident" {}
         }
 
         target "trident-target" {}

@@ -72,12 +72,22 @@ func (e *Estimator) Declare(job, group string, features []string) error {
 		// An operator without declared features still gets a (constant-input) model.
 		features = []string{"const"}
 	}
-	if err := e.layer.Register(k, observe.OperatorSpec{Features: features}); err != nil {
+	if err := e.layer.Register(k, observe.OperatorSpec{Features: features, Config: LiveConfig()}); err != nil {
 		return err
 	}
 	e.features[k] = features
 	e.stats[k] = &Counters{Rejected: map[string]int{}}
 	return nil
+}
+
+// LiveConfig is the observation layer configuration for live pipelines. It differs from
+// the defaults in one rule: live pipelines are often fed finite datasets, so once the
+// input stops, every operator's queue drains to empty. While the queue is non-empty the
+// operator is saturated and its rate is its capacity, so a draining queue is accepted
+// (MaxDrain 1.5 > the −1 trend of a queue with no arrivals); starved operators are still
+// rejected by the empty-queue and utilisation rules.
+func LiveConfig() observe.Config {
+	return observe.Config{Signal: observe.SignalConfig{MaxDrain: 1.5}}
 }
 
 // featureVector picks the declared features' means from an instance's metrics; a feature

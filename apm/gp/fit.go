@@ -20,7 +20,7 @@ import (
 //
 //	Mean        ȳ ± 5 s_y
 //	SignalVar   [1e-4, 1e3]·s_y²
-//	NoiseVar    [1e-6, 1e1]·s_y²
+//	NoiseVar    [1e-6, 1e1]·s_y²   (lower bound raised to MinNoiseVar if set)
 //	LengthScale [1e-2, 1e2]·(range of feature d)   (range 1 if the feature is constant)
 //
 // The first start is the current hyperparameters (clamped), the second a data-derived default
@@ -43,6 +43,10 @@ type FitOptions struct {
 	Seed uint64
 	// FixMean keeps Hyper.Mean at its current value instead of fitting it.
 	FixMean bool
+	// MinNoiseVar, if positive, raises the lower bound of NoiseVar to it (units of y²). With
+	// few samples the likelihood favours interpolating them with almost no noise; a floor at
+	// the known measurement precision prevents that overfit.
+	MinNoiseVar float64
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -114,7 +118,7 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 		return g.Hyper(), fmt.Errorf("gp: fit needs at least 2 samples, have %d", n)
 	}
 	o = o.withDefaults()
-	sp := g.space(o.FixMean)
+	sp := g.space(o.FixMean, o.MinNoiseVar)
 	rng := rand.New(rand.NewPCG(o.Seed, 0x74726964656e74))
 
 	starts := [][]float64{sp.clamp(sp.theta(g.h))}
@@ -218,7 +222,7 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 }
 
 // space derives the parameterisation and bounds from the data held.
-func (g *GP) space(fixMean bool) *fitSpace {
+func (g *GP) space(fixMean bool, minNoise float64) *fitSpace {
 	n := float64(len(g.ys))
 	var mean, ss float64
 	for _, y := range g.ys {
@@ -237,6 +241,10 @@ func (g *GP) space(fixMean bool) *fitSpace {
 	ln10 := math.Log(10)
 	sp.lo = []float64{-5, lv - 4*ln10, lv - 6*ln10}
 	sp.hi = []float64{5, lv + 3*ln10, lv + 1*ln10}
+	if minNoise > 0 {
+		sp.lo[2] = math.Max(sp.lo[2], math.Log(minNoise))
+		sp.hi[2] = math.Max(sp.hi[2], sp.lo[2])
+	}
 	for d := 0; d < g.dim; d++ {
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, x := range g.xs {

@@ -37,7 +37,9 @@ func (m Mode) String() string {
 // Config configures a GPEstimator. A zero field takes its default.
 type Config struct {
 	// NMin is the number of accepted samples below which the EMA is reported and the
-	// residual filter is off (default 10).
+	// residual filter is off (default max(10, 5·features): a GP fitted on fewer samples per
+	// feature extrapolates confidently and wrongly, and its residual filter would then
+	// reject good samples).
 	NMin int
 	// EMAAlpha is the EMA weight of the newest accepted rate (default 0.3).
 	EMAAlpha float64
@@ -55,6 +57,11 @@ type Config struct {
 	// (default 10), so that a genuine shift of capacity cannot lock the model out. At K=3 a
 	// well-specified model rejects 0.3% of samples, so ten in a row signal a stale model.
 	MaxResidualRejects int
+	// MinNoiseSD floors the GP's observation noise standard deviation in log-rate units,
+	// i.e. relative (default 0.02: no rate is measured better than ±2%). Without a floor the
+	// first fits, on a handful of samples, interpolate them with near-zero noise and the
+	// residual filter then rejects almost every later sample.
+	MinNoiseSD float64
 	// Signal configures the stage-1 filter.
 	Signal SignalConfig
 	// Fit controls the first hyperparameter fit; refits warm-start from the current
@@ -64,9 +71,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c Config) withDefaults() Config {
+func (c Config) withDefaults(dim int) Config {
 	if c.NMin == 0 {
-		c.NMin = 10
+		c.NMin = max(10, 5*dim)
 	}
 	if c.EMAAlpha == 0 {
 		c.EMAAlpha = 0.3
@@ -76,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RefitEvery == 0 {
 		c.RefitEvery = 400
+	}
+	if c.MinNoiseSD == 0 {
+		c.MinNoiseSD = 0.02
 	}
 	if c.ResidualK == 0 {
 		c.ResidualK = 3
@@ -100,6 +110,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe: window %d smaller than NMin %d", c.Window, c.NMin)
 	case c.RefitEvery < 1:
 		return fmt.Errorf("observe: refit interval %d must be positive", c.RefitEvery)
+	case !(c.MinNoiseSD >= 0):
+		return fmt.Errorf("observe: noise floor %v must not be negative", c.MinNoiseSD)
 	case !(c.ResidualK > 0):
 		return fmt.Errorf("observe: residual threshold %v must be positive", c.ResidualK)
 	}
@@ -155,7 +167,7 @@ func NewGPEstimator(dim int, mode Mode, cfg Config) (*GPEstimator, error) {
 	if mode < FilterNone || mode > FilterTwoStage {
 		return nil, fmt.Errorf("observe: unknown filter mode %d", int(mode))
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.withDefaults(dim)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -223,7 +235,9 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 	e.accepted++
 	if e.accepted == e.nextFit {
 		o := e.cfg.Fit
-		if e.fitted {
+		// While the window fills, fits are cheap and the hyperparameters still move a lot:
+		// search with random restarts. Afterwards refit cheaply (RefitOptions).
+		if e.fitted && e.model.Len() >= e.cfg.Window {
 			o = RefitOptions(o)
 		}
 		e.fit(ctx, o)
@@ -245,6 +259,9 @@ func RefitOptions(base gp.FitOptions) gp.FitOptions {
 }
 
 func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
+	if o.MinNoiseVar == 0 {
+		o.MinNoiseVar = e.cfg.MinNoiseSD * e.cfg.MinNoiseSD
+	}
 	if e.accepted == e.cfg.NMin {
 		// First fit: start from a hyperparameter guess scaled to the data, not unit values.
 		if err := e.model.SetHyper(e.initialHyper()); err != nil {

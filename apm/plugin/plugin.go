@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"sort"
@@ -474,10 +475,9 @@ func key(job, group string) string { return job + "/" + group }
 func toFeed(s snapshot) feed.Snapshot {
 	out := feed.Snapshot{Time: s.time, Instances: make(map[string]feed.Instance, len(s.instances))}
 	for id, m := range s.instances {
-		util := m.CPUUtil
-		if m.HasAccelerator {
-			util = m.AccelUtil
-		}
+		// Operators expose both gauges (the unused one at 0): the busier resource is the
+		// operator's utilisation.
+		util := math.Max(m.CPUUtil, m.AccelUtil)
 		out.Instances[id] = feed.Instance{
 			RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BusySeconds: m.BusySeconds, UsefulSeconds: m.UsefulSeconds,
 			QueueLength: m.QueueLength, Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts,

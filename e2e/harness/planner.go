@@ -58,6 +58,9 @@ func LaunchPlanners(ctx context.Context, o PlannerOptions) (*Planners, error) {
 		}
 		o.Dir = d
 	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("planner dir: %w", err)
+	}
 	ports, err := freePorts(2 * o.Count)
 	if err != nil {
 		return nil, err

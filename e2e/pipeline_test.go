@@ -1,0 +1,311 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/sim/worker"
+)
+
+// pipelineJob is jobs/pdf-curation.nomad.hcl reduced to the four operators of the
+// worker's pdfocr pipeline (parse -> segment -> ocr-text -> aggregate), with stage orders
+// and the -pipeline argument adjusted.
+func pipelineJob(t *testing.T, cl *api.Client, tridentBin, natsURL string) *api.Job {
+	t.Helper()
+	job, err := harness.ParseJobFile(context.Background(), cl, "pdf-curation.nomad.hcl", map[string]string{
+		"trident_bin": tridentBin, "nats_url": natsURL, "speed": "20",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := worker.LookupPipeline("pdfocr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := map[string]int{}
+	for _, op := range pl.Operators {
+		order[op.Name] = op.Order
+	}
+	var groups []*api.TaskGroup
+	for _, g := range job.TaskGroups {
+		o, ok := order[*g.Name]
+		if !ok {
+			continue
+		}
+		g.Meta["trident_order"] = fmt.Sprint(o)
+		for _, task := range g.Tasks {
+			args := task.Config["args"].([]interface{})
+			for i, a := range args {
+				if a == "pdf" && i > 0 && args[i-1] == "-pipeline" {
+					args[i] = "pdfocr"
+				}
+			}
+		}
+		groups = append(groups, g)
+	}
+	if len(groups) != 4 {
+		t.Fatalf("kept %d groups from pdf-curation, want 4", len(groups))
+	}
+	job.TaskGroups = groups
+	return job
+}
+
+// plannerCall does one JSON request against the planner.
+func plannerCall(t *testing.T, method, url string, in, out any) int {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, body)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Logf("%s %s: %v", method, url, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("decode %s: %v: %s", url, err, b)
+		}
+	}
+	if resp.StatusCode/100 != 2 {
+		t.Logf("%s %s: HTTP %d: %s", method, url, resp.StatusCode, b)
+	}
+	return resp.StatusCode
+}
+
+type planGroup struct {
+	Count           int                       `json:"count"`
+	Nodes           map[string]map[string]int `json:"nodes"` // node -> {"current": n, "candidate": m}
+	Config          string                    `json:"config"`
+	CandidateConfig string                    `json:"candidate_config"`
+}
+
+type plan struct {
+	DecisionIndex uint64               `json:"decision_index"`
+	Status        string               `json:"status"`
+	Groups        map[string]planGroup `json:"groups"`
+}
+
+// TestPipelineUnderTrident runs a 4-operator pipeline on a 3-client cluster with the real
+// autoscaler loading all three Trident plugins and a 3-server planner cluster, and checks
+// that the planner's plan (counts, per-node placement, one config transition) is what
+// `nomad job status` and `nomad deployment status` show.
+func TestPipelineUnderTrident(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
+	}
+	asDir, devDir := harness.BuildPlugins(t)
+	binDir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := harness.BuildPackages(ctx, binDir, "./cmd/trident"); err != nil {
+		t.Fatal(err)
+	}
+	tridentBin := filepath.Join(binDir, "trident")
+	n := harness.StartNomad(t, harness.NomadOptions{
+		DevicePluginDir: devDir,
+		Clients: []harness.ClientSpec{
+			{Name: "cpu1", NodeClass: "cpu"},
+			{Name: "cpu2", NodeClass: "cpu"},
+			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920},
+		},
+	})
+	cl := n.API()
+	nomadBin, err := harness.ToolPath("nomad")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	natsPort, _ := harness.FreePort()
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	natsJob, err := harness.ParseJobFile(ctx, cl, "nats.nomad.hcl", map[string]string{"trident_bin": tridentBin, "nats_port": fmt.Sprint(natsPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cl.Jobs().Register(natsJob, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	ps := harness.StartPlanners(t, harness.PlannerOptions{
+		Binary: tridentBin, NomadAddr: n.Addr,
+		Args: []string{"-interval", "3s", "-max-batch", "1", "-min-healthy-time", "1s", "-healthy-deadline", "30s"},
+	})
+	leader, err := ps.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := harness.StartAutoscaler(t, n, harness.AutoscalerOptions{PluginDir: asDir, EvaluationInterval: 3 * time.Second, Plugins: fmt.Sprintf(`
+apm "trident-apm" {
+  driver = "trident-apm"
+  config = {
+    planner_addr  = %q
+    feed_interval = "2s"
+  }
+}
+strategy "trident" {
+  driver = "trident"
+  config = {
+    planner_addr = %q
+  }
+}
+target "trident-target" {
+  driver = "trident-target"
+  config = {
+    planner_addr = %q
+  }
+}
+`, leader, leader, leader)})
+
+	job := pipelineJob(t, cl, tridentBin, natsURL)
+	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
+		t.Fatalf("register pipeline job: %v", err)
+	}
+	if code := plannerCall(t, http.MethodPut, leader+"/v1/pipelines/pdf-curation", map[string]any{}, nil); code/100 != 2 {
+		t.Fatalf("register pipeline with the planner: HTTP %d", code)
+	}
+
+	// Load: a dataset large enough to keep every stage busy during the test.
+	_, js, err := worker.Connect(ctx, natsURL, "e2e", nil)
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
+	pl, _ := worker.LookupPipeline("pdfocr")
+	spec := worker.Spec{Pipeline: "pdfocr", Docs: 400, Regimes: 3, Seed: 7}
+	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
+		t.Fatalf("publish dataset: %v", err)
+	}
+
+	// 1. The observation layer (trident-apm's feeder) publishes capacities to the planner.
+	waitFor(t, 3*time.Minute, "capacity observations for every operator at the planner", func() (bool, string) {
+		var st struct {
+			Observations map[string]map[string]struct {
+				Capacity float64 `json:"capacity"`
+			} `json:"observations"`
+		}
+		plannerCall(t, http.MethodGet, leader+"/v1/state", nil, &st)
+		obs := st.Observations["pdf-curation"]
+		return len(obs) == 4, fmt.Sprintf("%v", obs)
+	})
+
+	// 2. A committed plan is applied: Nomad runs exactly the planned count per operator and
+	// node, in the rendered per-node groups.
+	var p plan
+	waitFor(t, 3*time.Minute, "Nomad to converge to a committed plan", func() (bool, string) {
+		p = plan{}
+		if plannerCall(t, http.MethodGet, leader+"/v1/plan/pdf-curation", nil, &p) != http.StatusOK || p.Status != "done" {
+			return false, fmt.Sprintf("plan #%d status %q", p.DecisionIndex, p.Status)
+		}
+		got := runningByOperatorNode(t, cl, "pdf-curation")
+		for op, g := range p.Groups {
+			for node, pl := range g.Nodes {
+				want := 0
+				for _, c := range pl {
+					want += c
+				}
+				if got[op+"|"+node] != want {
+					return false, fmt.Sprintf("%s on %s: running %d, planned %d (all: %v)", op, node, got[op+"|"+node], want, got)
+				}
+			}
+		}
+		return true, ""
+	})
+	for node := range p.Groups["ocr-text"].Nodes {
+		if node != "gpu1" {
+			t.Errorf("ocr-text (1 GPU) planned on %s; only gpu1 has GPUs", node)
+		}
+	}
+	status := runCLI(t, nomadBin, n.Addr, "job", "status", "pdf-curation")
+	for op := range p.Groups {
+		if !strings.Contains(status, op+"@") {
+			t.Errorf("nomad job status does not show the rendered groups of %s:\n%s", op, status)
+		}
+	}
+
+	// 3. One config transition (as the adaptation layer proposes it) becomes a rolling
+	// deployment of the candidate config.
+	candidate := "block_size=16,max_num_batched_tokens=8192,max_num_seqs=16"
+	if code := plannerCall(t, http.MethodPut, leader+"/v1/candidates/pdf-curation/ocr-text",
+		map[string]any{"config": candidate, "capacity": 1000.0, "cold_start_s": 1.0}, nil); code/100 != 2 {
+		t.Fatalf("propose candidate: HTTP %d", code)
+	}
+	var dep *api.Deployment
+	waitFor(t, 3*time.Minute, "a deployment running the candidate config of ocr-text", func() (bool, string) {
+		j, _, err := cl.Jobs().Info("pdf-curation", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		found := ""
+		for _, g := range j.TaskGroups {
+			if g.Meta["trident_operator"] == "ocr-text" && g.Meta["trident_config"] == candidate && g.Count != nil && *g.Count > 0 {
+				found = *g.Name
+			}
+		}
+		if found == "" {
+			return false, "no group with the candidate config yet"
+		}
+		d, _, err := cl.Jobs().LatestDeployment("pdf-curation", nil)
+		if err != nil || d == nil {
+			return false, fmt.Sprintf("no deployment: %v", err)
+		}
+		if _, ok := d.TaskGroups[found]; !ok {
+			return false, fmt.Sprintf("latest deployment %s does not cover %s", d.ID, found)
+		}
+		dep = d
+		return d.Status == "successful", fmt.Sprintf("deployment %s %s", d.ID, d.Status)
+	})
+	depStatus := runCLI(t, nomadBin, n.Addr, "deployment", "status", dep.ID)
+	if !strings.Contains(depStatus, "ocr-text@gpu1") || !strings.Contains(depStatus, "successful") {
+		t.Errorf("nomad deployment status does not show the ocr-text transition:\n%s", depStatus)
+	}
+	if !strings.Contains(as.Log(), "trident") {
+		t.Error("the autoscaler log never mentions the trident plugins")
+	}
+}
+
+// runningByOperatorNode counts running allocations per "<operator>|<node>".
+func runningByOperatorNode(t *testing.T, cl *api.Client, job string) map[string]int {
+	t.Helper()
+	allocs, _, err := cl.Jobs().Allocations(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, a := range allocs {
+		if a.DesiredStatus == "run" && a.ClientStatus == "running" {
+			op, _, _ := strings.Cut(a.TaskGroup, "@")
+			out[op+"|"+a.NodeName]++
+		}
+	}
+	return out
+}
+
+// runCLI runs the real nomad CLI against the cluster and returns its output.
+func runCLI(t *testing.T, bin, addr string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(cmd.Environ(), "NOMAD_ADDR="+addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nomad %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("$ nomad %s\n%s", strings.Join(args, " "), out)
+	return string(out)
+}
