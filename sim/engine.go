@@ -482,7 +482,9 @@ func (e *Engine) step(dt float64) *Snapshot {
 			a := e.pipe.Regimes[e.regime].Sample(e.rng)
 			capRate += float64(g.n) * src.spec.Model.Rate(a, g.cfg, 1)
 		}
-		e.refillSource(2*capRate*dt + 1)
+		// The source queue holds the files the source operator can open this tick; the
+		// dataset position advances only as they are read.
+		e.refillSource(math.Min(2*capRate*dt+1, e.ops[0].spec.QueueCap))
 	}
 
 	arrived := make([]float64, len(e.ops))

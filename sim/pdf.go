@@ -79,7 +79,7 @@ func PDFPipeline(scale float64) *Pipeline {
 	feat := []string{"pages", "blocks_per_page"}
 	ocrFeat := []string{"modality_frac", "in_tokens", "out_tokens"}
 	ops := []OpSpec{
-		{Name: "read_files", Need: cpu(2, 4), ColdStartS: 10, StopS: 2, QueueCap: 1e9, FeatureNames: feat,
+		{Name: "read_files", Need: cpu(2, 4), ColdStartS: 10, StopS: 2, QueueCap: 200, FeatureNames: feat,
 			Model: &CPUModel{Cost: func(a Attrs) float64 { return 0.01 + docMB(a)/150 }, Out: docMB, Feat: pageFeat}},
 		{Name: "validate", Need: cpu(1, 2), ColdStartS: 8, StopS: 2, QueueCap: 200, FeatureNames: feat,
 			Model: &CPUModel{Cost: func(a Attrs) float64 { return 0.02 + 0.004*a[PDFPages] }, Out: docMB, Feat: pageFeat}},

@@ -52,7 +52,7 @@ func VideoPipeline(scale float64) *Pipeline {
 	videoMB := func(a Attrs) float64 { return a[VidDuration] * a[VidMBps] }
 	clipMB := func(a Attrs) float64 { return clipSeconds(a) * a[VidMBps] }
 	ops := []OpSpec{
-		{Name: "read_video", Need: cpu(2, 4), ColdStartS: 8, StopS: 2, QueueCap: 1e9, FeatureNames: vfeat,
+		{Name: "read_video", Need: cpu(2, 4), ColdStartS: 8, StopS: 2, QueueCap: 400, FeatureNames: vfeat,
 			Model: &CPUModel{Cost: func(a Attrs) float64 { return 0.02 + videoMB(a)/200 }, Out: videoMB, Feat: vf}},
 		{Name: "scene_detect", Need: cpu(8, 16), ColdStartS: 10, StopS: 2, QueueCap: 400, FeatureNames: vfeat,
 			// Decoding at ~2400 megapixel-frames/s on 8 cores at 30 fps analysis rate.

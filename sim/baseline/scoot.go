@@ -43,7 +43,7 @@ func (s *SCOOT) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 		s.Budget = 30
 	}
 	p := env.Pipeline
-	sample := env.Profiler.Sample(60)
+	sample := env.Profiler.Sample(120)
 	s.Tuned = make([]sim.OpConfig, len(p.Ops))
 	rng := rand.New(rand.NewPCG(s.Seed, 0x53434f4f54))
 	for i := range p.Ops {
@@ -62,7 +62,7 @@ func (s *SCOOT) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 
 // TuneOffline runs constrained BO for operator op against the profiler: the objective is
 // the mean saturated throughput over the sample, the constraint the largest peak device
-// memory over a 60 s profiling run of each sampled record type.
+// memory over a 10-minute profiling run of each sampled record type.
 func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, budget int, rng *rand.Rand) (sim.OpConfig, error) {
 	spec := &env.Pipeline.Ops[op]
 	space, err := SpaceOf(spec.Space)
@@ -75,7 +75,7 @@ func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, 
 		var thr, peak float64
 		for _, a := range sample {
 			thr += env.Profiler.Capacity(op, a, cfg) / float64(len(sample))
-			pk, oom := env.Profiler.PeakMem(op, a, cfg, 60)
+			pk, oom := env.Profiler.PeakMem(op, a, cfg, 600)
 			if oom {
 				return 0, limit, true, nil
 			}

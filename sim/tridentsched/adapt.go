@@ -20,7 +20,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 	probes := make([]sim.OpConfig, len(t.ops))
 	newCand := false
 	for i, o := range t.ops {
-		if o.cl == nil {
+		if o.cl == nil || o.space == nil {
 			continue
 		}
 		st := &s.Ops[i]

@@ -36,6 +36,9 @@ type Options struct {
 	AllAtOnce bool
 	// Unconstrained tunes with plain-EI BO, blind to memory (Table 6 comparison).
 	Unconstrained bool
+	// NoShiftInvalidation keeps an operator's capacity samples across workload regime
+	// shifts (the paper invalidates only on configuration commits).
+	NoShiftInvalidation bool
 	// RoundS is the MILP rescheduling period (default 120 s); SampleS the observation
 	// interval (default 10 s, also the control-loop period).
 	RoundS, SampleS float64
@@ -43,14 +46,18 @@ type Options struct {
 	EvalS float64
 	// Budget is the number of BO evaluations per workload cluster (default 10).
 	Budget int
-	// MarginGB is the BO memory safety margin μ (default 3 GB); Delta the minimum
-	// probability of feasibility δ (default 0.5).
+	// MarginGB is the BO memory safety margin μ (default 6 GB: a 40 s evaluation sees
+	// about two standard deviations of the per-second peak, a sustained run four or more);
+	// Delta the minimum probability of feasibility δ (0: strategy/bo's default).
 	MarginGB, Delta float64
 	// WindowS is the MILP scheduling window W of Eq. (11) (default 900 s).
 	WindowS float64
 	// MaxBatchFrac caps rolling batches at this fraction of an operator's instances
 	// (default 0.25).
 	MaxBatchFrac float64
+	// StaleAfter is the number of consecutive model-filter rejections after which an
+	// operator's capacity model is invalidated (default 6).
+	StaleAfter int
 	// OOMGuard is the number of production OOMs of one operator within 120 s that makes
 	// it fall back to its default configuration at once (default 3).
 	OOMGuard int
@@ -78,16 +85,16 @@ func (o *Options) defaults() {
 		o.Budget = 10
 	}
 	if o.MarginGB == 0 {
-		o.MarginGB = 3
-	}
-	if o.Delta == 0 {
-		o.Delta = 0.5
+		o.MarginGB = 6
 	}
 	if o.WindowS == 0 {
 		o.WindowS = 900
 	}
 	if o.MaxBatchFrac == 0 {
 		o.MaxBatchFrac = 0.25
+	}
+	if o.StaleAfter == 0 {
+		o.StaleAfter = 6
 	}
 	if o.OOMGuard == 0 {
 		o.OOMGuard = 3
@@ -127,6 +134,10 @@ type Trident struct {
 	TuneOOMs int
 	// Reverts counts OOM-guard fallbacks to the default configuration.
 	Reverts int
+	// Shifts counts regime shifts that invalidated an operator's capacity samples.
+	Shifts int
+	// Stale counts models invalidated after StaleAfter consecutive residual rejections.
+	Stale int
 }
 
 type window struct {
@@ -143,8 +154,8 @@ type opState struct {
 	w     window
 	// last window's values
 	feat []float64
-	// scaled is the latest per-instance rate divided by occupancy: the capacity fallback
-	// for an operator the observation layer has no estimate for.
+	// scaled is the decaying maximum of per-instance rate divided by occupancy: the
+	// capacity fallback for an operator the observation layer has no estimate for.
 	scaled float64
 	amp    float64
 	outMB  float64
@@ -160,6 +171,8 @@ type opState struct {
 	// prodOOMs holds the times of recent OOMs of production (non-probe) instances.
 	prodOOMs []float64
 	revert   bool
+	// residuals counts consecutive samples rejected by the model filter.
+	residuals int
 }
 
 type candidate struct {
@@ -216,17 +229,23 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 		t.ds2 = append(t.ds2, &observe.DS2{})
 		if spec.Tunable() {
 			o.current = spec.Space.Default()
-			if !t.opt.NoAdaptation {
+		}
+		if !t.opt.NoAdaptation {
+			// Every operator's workload is clustered online; tunable operators also get a
+			// BO session per cluster.
+			// Per-tick feature samples: a two-minute half-life and a wider threshold keep
+			// cohort-to-cohort variation within a regime from flapping the dominant cluster.
+			cl, err := cluster.New(len(spec.FeatureNames), cluster.Options{Threshold: 4, RecentHalfLife: 120, WarmUp: 60})
+			if err != nil {
+				return nil, fmt.Errorf("trident: operator %q: clustering: %w", spec.Name, err)
+			}
+			o.cl = cl
+			if spec.Tunable() {
 				sp, err := toSpace(spec.Space)
 				if err != nil {
 					return nil, fmt.Errorf("trident: operator %q: %w", spec.Name, err)
 				}
 				o.space = sp
-				cl, err := cluster.New(len(spec.FeatureNames), cluster.Options{})
-				if err != nil {
-					return nil, fmt.Errorf("trident: operator %q: clustering: %w", spec.Name, err)
-				}
-				o.cl = cl
 			}
 		}
 		t.ops = append(t.ops, o)
@@ -286,6 +305,15 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 			ev, err := o.cl.Observe(st.Features)
 			if err == nil && ev.Shift != nil {
 				o.dominant = ev.Shift.To
+				if ev.Shift.From >= 0 && !t.opt.NoShiftInvalidation {
+					// A regime shift invalidates the operator's capacity samples: the GP
+					// (constant mean) cannot extrapolate to the new workload and its
+					// residual filter would reject the new regime's samples.
+					o.epoch++
+					t.layer.Invalidate(o.spec.Name)
+					t.ds2[i].Reset()
+					t.Shifts++
+				}
 			}
 		}
 		if tu := o.tune; tu != nil && tu.trial != nil && st.ProbeRunning {
@@ -340,8 +368,9 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 		interval := float64(w.ticks) * s.Tick
 		perInst := w.processed / runMean
 		if occ := w.occ / float64(w.ticks); perInst > 0 {
-			// Utilisation-scaled rate of the latest window (fallback capacity).
-			o.scaled = perInst / interval / math.Max(occ, 0.01)
+			// Utilisation-scaled rate (at most three times the observed rate), as a slowly
+			// decaying maximum: a starved or backpressured window says little about capacity.
+			o.scaled = math.Max(o.scaled*0.995, perInst/interval/math.Max(occ, 1.0/3))
 		}
 		sample := observe.Sample{
 			Time:          time.Unix(0, 0).Add(time.Duration(s.Time * float64(time.Second))),
@@ -358,9 +387,19 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 		if t.opt.NoObservation {
 			t.ds2[i].Observe(sample)
 		} else {
-			ok, why := t.layer.Observe(o.spec.Name, sample)
-			if t.opt.Logger.Enabled(context.Background(), slog.LevelDebug) && o.spec.Name == "text_ocr" {
-				t.opt.Logger.Debug("sample", "t", s.Time, "ok", ok, "why", why, "rate", sample.Rate(), "util", sample.Utilization, "q0", sample.QueueStart, "q1", sample.QueueEnd, "feat", fmt.Sprint(sample.Features))
+			_, why := t.layer.Observe(o.spec.Name, sample)
+			// A model that rejects every new sample as an outlier no longer describes the
+			// operator (a workload shift the GP cannot extrapolate to): start it afresh.
+			if why == observe.ReasonResidual {
+				o.residuals++
+				if o.residuals >= t.opt.StaleAfter {
+					o.residuals = 0
+					o.epoch++
+					t.layer.Invalidate(o.spec.Name)
+					t.Stale++
+				}
+			} else if why == "" {
+				o.residuals = 0
 			}
 		}
 	}
