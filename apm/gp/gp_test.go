@@ -357,3 +357,46 @@ func TestFitOnSubsample(t *testing.T) {
 		t.Errorf("held-out RMSE %v after subsampled fit, want <= 0.3", rmse)
 	}
 }
+
+// TestLOOResiduals compares the closed-form leave-one-out residuals with explicitly refitting
+// without each sample (1e-6 relative: exact algebra, rounding only), and checks that Remove
+// agrees with a GP built without the sample.
+func TestLOOResiduals(t *testing.T) {
+	xs, ys := randomData(31, 25, 2, 0.1)
+	ys[7] += 3 // an outlier
+	h := Hyper{Mean: 10, SignalVar: 4, NoiseVar: 0.01, LengthScales: []float64{0.5, 0.8}}
+	g := mustGP(t, 2, h)
+	for i := range xs {
+		if err := g.Add(xs[i], ys[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loo := g.LOOResiduals()
+	for i := range xs {
+		other := mustGP(t, 2, h)
+		for j := range xs {
+			if j != i {
+				if err := other.Add(xs[j], ys[j]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		m, v := other.Predict(xs[i])
+		want := (ys[i] - m) / math.Sqrt(v+h.NoiseVar)
+		if math.Abs(loo[i]-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			t.Errorf("LOO residual %d = %v, explicit %v", i, loo[i], want)
+		}
+		if i == 7 {
+			if err := g.Remove(7); err != nil {
+				t.Fatal(err)
+			}
+			m2, v2 := g.Predict(xs[7])
+			if math.Abs(m2-m) > 1e-8*math.Abs(m) || math.Abs(v2-v) > 1e-8 {
+				t.Errorf("after Remove(7): (%v, %v), GP without it (%v, %v)", m2, v2, m, v)
+			}
+		}
+	}
+	if math.Abs(loo[7]) < 10 {
+		t.Errorf("outlier LOO residual %v, want large (it is 3 units off with noise sd 0.1)", loo[7])
+	}
+}

@@ -75,3 +75,11 @@ func (g *GP) remove(k int) error {
 	g.z = g.chol.remove(k, g.z)
 	return nil
 }
+
+// Remove deletes sample i (0 = oldest) in O(n²).
+func (g *GP) Remove(i int) error {
+	if err := g.remove(i); err != nil {
+		return fmt.Errorf("gp: %w", err)
+	}
+	return nil
+}

@@ -1,10 +1,12 @@
 package observe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 
 	"github.com/trident-sched/trident/apm/gp"
 )
@@ -273,6 +275,43 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 		return
 	}
 	e.fitted = true
+	if e.mode == FilterTwoStage && e.screen() > 0 {
+		if _, err := e.model.Fit(ctx, RefitOptions(o)); err != nil {
+			e.cfg.Logger.Warn("observe: GP refit after screening failed", "estimator", e.Name(), "err", err)
+		}
+	}
+}
+
+// screen applies the residual filter retroactively to the samples the GP holds, using
+// leave-one-out residuals: it removes samples with |z| > ResidualK, largest first, at most
+// a tenth of the samples per call, and returns how many it removed. Samples accepted during
+// the cold start (stage 1 only) would otherwise stay in the model, and a GP bent around one
+// of them rejects the good samples that would straighten it.
+func (e *GPEstimator) screen() int {
+	z := e.model.LOOResiduals()
+	type cand struct {
+		i int
+		z float64
+	}
+	var out []cand
+	for i, v := range z {
+		if math.Abs(v) > e.cfg.ResidualK {
+			out = append(out, cand{i, math.Abs(v)})
+		}
+	}
+	slices.SortFunc(out, func(a, b cand) int { return cmp.Compare(b.z, a.z) })
+	out = out[:min(len(out), max(1, len(z)/10))]
+	// Remove from the newest index down so that earlier indices stay valid.
+	slices.SortFunc(out, func(a, b cand) int { return cmp.Compare(b.i, a.i) })
+	removed := 0
+	for _, c := range out {
+		if err := e.model.Remove(c.i); err != nil {
+			e.cfg.Logger.Warn("observe: screening", "estimator", e.Name(), "err", err)
+			break
+		}
+		removed++
+	}
+	return removed
 }
 
 // initialHyper guesses hyperparameters (log space) from the accepted samples: the log of

@@ -364,3 +364,33 @@ func TestObserveCancelledRefit(t *testing.T) {
 		t.Errorf("after the next fit the source is %q, want gp", est.Source)
 	}
 }
+
+// TestScreeningDropsColdStartOutlier checks the retroactive residual filter: a contention
+// outlier accepted during the cold start (stage 2 off) is removed at the first fit, so the
+// GP is not bent around it. Without screening the GP would hold all 20 samples and
+// predict well below the truth near x=0.5.
+func TestScreeningDropsColdStartOutlier(t *testing.T) {
+	e := mustEstimator(t, FilterTwoStage, Config{NMin: 20})
+	for i := 0; i < 20; i++ {
+		x := float64(i) / 19
+		rel := 0.01 * float64(i%3-1)
+		if i == 10 {
+			rel = -0.5 // a GC pause that passes stage 1
+		}
+		if ok, r := e.Observe(steady(x, rel)); !ok {
+			t.Fatalf("cold-start sample %d rejected: %s", i, r)
+		}
+	}
+	if n := e.model.Len(); n != 19 {
+		t.Errorf("GP holds %d samples after the first fit, want 19 (outlier screened out)", n)
+	}
+	x := 10.0 / 19
+	est, err := e.Estimate([]float64{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Neighbours at ±1/19 with 1% noise pin the line: within 3% of the truth.
+	if want := capacityAt(x); est.Source != SourceGP || math.Abs(est.Capacity-want)/want > 0.03 {
+		t.Errorf("estimate at the outlier's features %+v, want ~%.1f from the GP", est, want)
+	}
+}
