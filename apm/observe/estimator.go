@@ -237,9 +237,7 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 	e.accepted++
 	if e.accepted == e.nextFit {
 		o := e.cfg.Fit
-		// While the window fills, fits are cheap and the hyperparameters still move a lot:
-		// search with random restarts. Afterwards refit cheaply (RefitOptions).
-		if e.fitted && e.model.Len() >= e.cfg.Window {
+		if e.fitted {
 			o = RefitOptions(o)
 		}
 		e.fit(ctx, o)
