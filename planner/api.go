@@ -437,6 +437,15 @@ func planResponse(st *fsm.State, d fsm.Decision) *PlanResponse {
 		Status: st.Progress[d.Job].Status, Throughput: d.Throughput, Groups: map[string]PlanGroup{},
 	}
 	for name, t := range d.Operators {
+		if r := st.Rollouts[d.Job][name]; r != nil && r.Epoch > t.Epoch && r.CandidateConfig == "" {
+			// The decision's transition has been promoted: its candidate instances now run
+			// the current config (same generation, same Nomad groups).
+			nodes := map[string]fsm.Placement{}
+			for n, pl := range t.Nodes {
+				nodes[n] = fsm.Placement{Current: pl.Total()}
+			}
+			t.Nodes, t.Config, t.Epoch, t.CandidateConfig = nodes, r.Config, r.Epoch, ""
+		}
 		resp.Groups[name] = PlanGroup{
 			Count: t.Count(), Reason: d.Reason, DecisionIndex: d.Index, Nodes: t.Nodes,
 			Config: t.Config, ConfigEpoch: t.Epoch, CandidateConfig: t.CandidateConfig, Transitions: t.Transitions,
