@@ -15,13 +15,36 @@ import (
 	"github.com/trident-sched/trident/apm/trace"
 )
 
-// Method names in table order, as Estimator.Name reports them.
-var Methods = []string{"ds2", "ema", "gp", "gp+signal", "gp+two-stage"}
+// methods are the method names in table order, as Estimator.Name reports them.
+var methods = [...]string{"ds2", "ema", "gp", "gp+signal", "gp+two-stage"}
 
-// PaperMAPE holds Table 3 of the paper (percent), by trace kind and method.
-var PaperMAPE = map[trace.Kind]map[string]float64{
-	trace.PDF:   {"ds2": 62.7, "ema": 28.3, "gp": 24.3, "gp+signal": 8.4, "gp+two-stage": 5.6},
-	trace.Video: {"ds2": 54.3, "ema": 25.7, "gp": 21.8, "gp+signal": 7.1, "gp+two-stage": 4.8},
+// Methods returns the compared methods in table order, as Estimator.Name reports them.
+func Methods() []string { return methods[:] }
+
+// PaperMAPE returns Table 3 of the paper (percent) for a trace kind and method, and whether
+// the paper reports it.
+func PaperMAPE(kind trace.Kind, method string) (float64, bool) {
+	var row [len(methods)]float64
+	switch kind {
+	case trace.PDF:
+		row = [...]float64{62.7, 28.3, 24.3, 8.4, 5.6}
+	case trace.Video:
+		row = [...]float64{54.3, 25.7, 21.8, 7.1, 4.8}
+	default:
+		return 0, false
+	}
+	for i, m := range methods {
+		if m == method {
+			return row[i], true
+		}
+	}
+	return 0, false
+}
+
+// paper is PaperMAPE without the flag, for tables.
+func paper(kind trace.Kind, method string) float64 {
+	v, _ := PaperMAPE(kind, method)
+	return v
 }
 
 // Warmup is the number of leading intervals not scored: every estimator has seen at least
@@ -29,7 +52,7 @@ var PaperMAPE = map[trace.Kind]map[string]float64{
 const Warmup = 20
 
 // Estimators returns fresh instances of the five compared estimators for dim features, in
-// the order of Methods. The GP estimators share cfg.
+// the order of Methods(). The GP estimators share cfg.
 func Estimators(dim int, cfg observe.Config) ([]observe.Estimator, error) {
 	ema, err := observe.NewEMA(0.3)
 	if err != nil {

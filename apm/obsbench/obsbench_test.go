@@ -20,16 +20,16 @@ func TestTable3Ordering(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 2×2000 intervals through five estimators")
 	}
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		scores, err := Accuracy(context.Background(), k, 1, 2000, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, s := range scores {
-			if s.Method != Methods[i] {
-				t.Fatalf("%s: method %d is %q, want %q", k, i, s.Method, Methods[i])
+			if s.Method != methods[i] {
+				t.Fatalf("%s: method %d is %q, want %q", k, i, s.Method, methods[i])
 			}
-			t.Logf("%s %-13s MAPE %6.2f%% (paper %4.1f%%) accepted %3.0f%%", k, s.Method, s.MAPE, PaperMAPE[k][s.Method], 100*s.Accepted)
+			t.Logf("%s %-13s MAPE %6.2f%% (paper %4.1f%%) accepted %3.0f%%", k, s.Method, s.MAPE, paper(k, s.Method), 100*s.Accepted)
 		}
 		if !OrderingHolds(scores) {
 			t.Errorf("%s: Table 3 ordering violated: %+v", k, scores)
@@ -44,7 +44,7 @@ func TestOrderingHolds(t *testing.T) {
 	mk := func(ms ...float64) []Score {
 		s := make([]Score, len(ms))
 		for i, m := range ms {
-			s[i] = Score{Method: Methods[i], MAPE: m}
+			s[i] = Score{Method: methods[i], MAPE: m}
 		}
 		return s
 	}
@@ -88,13 +88,13 @@ func TestReportResultLine(t *testing.T) {
 		t.Errorf("bench %q", res.Bench)
 	}
 	for _, k := range []trace.Kind{trace.PDF, trace.Video} {
-		for _, m := range Methods {
+		for _, m := range methods {
 			key := string(k) + "_mape_" + metricName(m)
 			if !(res.Figures[key] > 0) {
 				t.Errorf("figure %s = %v, want measured > 0", key, res.Figures[key])
 			}
-			if res.Peers["paper_"+key] != PaperMAPE[k][m] {
-				t.Errorf("peer paper_%s = %v, want %v", key, res.Peers["paper_"+key], PaperMAPE[k][m])
+			if res.Peers["paper_"+key] != paper(k, m) {
+				t.Errorf("peer paper_%s = %v, want %v", key, res.Peers["paper_"+key], paper(k, m))
 			}
 		}
 	}
@@ -102,5 +102,20 @@ func TestReportResultLine(t *testing.T) {
 		if !(res.Figures[key] > 0) {
 			t.Errorf("figure %s = %v, want measured > 0", key, res.Figures[key])
 		}
+	}
+}
+
+func TestPaperMAPE(t *testing.T) {
+	if v, ok := PaperMAPE(trace.Video, "gp+two-stage"); !ok || v != 4.8 {
+		t.Errorf("video two-stage %v %v, want 4.8", v, ok)
+	}
+	if _, ok := PaperMAPE(trace.PDF, "nope"); ok {
+		t.Error("unknown method reported")
+	}
+	if _, ok := PaperMAPE("audio", "ema"); ok {
+		t.Error("unknown kind reported")
+	}
+	if len(Methods()) != 5 || len(Kinds()) != 2 {
+		t.Errorf("methods %v kinds %v", Methods(), Kinds())
 	}
 }

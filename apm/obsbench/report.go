@@ -60,8 +60,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Kinds are the trace kinds benchmarked, in table order.
-var Kinds = []trace.Kind{trace.PDF, trace.Video}
+// kinds are the trace kinds benchmarked, in table order.
+var kinds = [...]trace.Kind{trace.PDF, trace.Video}
+
+// Kinds returns the trace kinds benchmarked, in table order.
+func Kinds() []trace.Kind { return kinds[:] }
 
 // SeedRun is the accuracy of all methods on one trace.
 type SeedRun struct {
@@ -80,7 +83,7 @@ func OrderingHolds(scores []Score) bool {
 			return false
 		}
 	}
-	return len(scores) == len(Methods)
+	return len(scores) == len(methods)
 }
 
 // Speed is the measured cost of GP operations at one window size.
@@ -114,7 +117,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &Report{Options: o}
 	// Accuracy runs are independent; run them on all available cores.
 	for i := 0; i <= o.ExtraSeeds; i++ {
-		for _, k := range Kinds {
+		for _, k := range kinds {
 			r.Runs = append(r.Runs, SeedRun{Kind: k, Seed: o.Seed + uint64(i)})
 		}
 	}
@@ -221,7 +224,7 @@ func timeLayer(ctx context.Context, ops int, seed uint64, logger *slog.Logger) (
 	l := observe.NewLayer(logger)
 	traces := make([]*trace.Trace, ops)
 	for i := range traces {
-		kind := Kinds[i%len(Kinds)]
+		kind := kinds[i%len(kinds)]
 		tr, err := trace.Generate(trace.Config{Kind: kind, Seed: seed + uint64(i), Samples: warm + ticks})
 		if err != nil {
 			return 0, 0, err
@@ -272,14 +275,14 @@ func (r *Report) Write(w io.Writer) error {
 	}
 	figures := map[string]any{}
 	peers := map[string]any{}
-	for i, m := range Methods {
+	for i, m := range methods {
 		row := []any{m}
-		for _, k := range Kinds {
+		for _, k := range kinds {
 			s := main[k].Scores[i]
-			row = append(row, round(s.MAPE, 2), PaperMAPE[k][m], fmt.Sprintf("%.0f%%", 100*s.Accepted))
+			row = append(row, round(s.MAPE, 2), paper(k, m), fmt.Sprintf("%.0f%%", 100*s.Accepted))
 			key := fmt.Sprintf("%s_mape_%s", k, metricName(m))
 			figures[key] = round(s.MAPE, 3)
-			peers["paper_"+key] = PaperMAPE[k][m]
+			peers["paper_"+key] = paper(k, m)
 		}
 		acc.AddRow(row...)
 	}
@@ -289,7 +292,7 @@ func (r *Report) Write(w io.Writer) error {
 
 	seeds := benchfmt.Table{
 		Title:  "Robustness over seeds (MAPE %; ordering = DS2 > EMA > GP > GP+signal > GP+two-stage)",
-		Header: append(append([]string{"trace", "seed"}, Methods...), "ordering"),
+		Header: append(append([]string{"trace", "seed"}, methods[:]...), "ordering"),
 	}
 	orderOK, worst := 0, 0.0
 	for _, run := range r.Runs {
