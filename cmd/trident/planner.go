@@ -40,7 +40,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	maxBatch := fs.Int("max-batch", 0, "max config transitions per operator and round (0 = no cap)")
 	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
 	election := fs.Duration("election-timeout", time.Second, "raft election timeout")
-	snapThreshold := fs.Uint64("snapshot-threshold", 8192, "raft log entries between snapshots")
+	snapThreshold := fs.Uint64("snapshot-threshold", 8192, "raft log entries between snapshots (also the trailing log kept after one)")
+	snapInterval := fs.Duration("snapshot-interval", 30*time.Second, "how often raft checks the snapshot threshold")
 	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
@@ -90,7 +91,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	srv, err := planner.New(planner.Config{
 		ID: *id, RaftAddr: *bind, RaftAdvertise: *advertise, HTTPAddr: *httpAddr, DataDir: *dataDir,
 		Peers: ps, Bootstrap: *bootstrap, Token: *token, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA,
-		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, SnapshotThreshold: *snapThreshold,
+		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		Loop: lc, Logger: log, RaftLogOutput: stderr,
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,7 +175,7 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 		p.args = []string{"-id", p.id, "-bind", p.raftBind, "-advertise", c.proxies[i].Addr(), "-http", p.http,
 			"-data-dir", p.dataDir, "-peers", joinComma(peers), "-bootstrap", "-nomad-addr", n.Addr, "-token", token,
 			"-interval", "1s", "-scheduler", "proportional", "-heartbeat-timeout", "500ms", "-election-timeout", "500ms",
-			"-snapshot-threshold", "24", "-min-healthy-time", "4s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
+			"-snapshot-threshold", "24", "-snapshot-interval", "500ms", "-min-healthy-time", "4s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
 		p.start(t, bin)
 	}
 	t.Cleanup(func() {
@@ -208,6 +209,13 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 		t.Fatalf("nomad runs %v, committed plan %v", got, want)
 	}
 	t.Logf("decision %d done: %v", pr.DecisionIndex, wantGroups(pr))
+
+	// Every server takes a snapshot now, so a restart restores from it.
+	for _, p := range c.procs {
+		if code, body := call("POST", p.http, "/v1/snapshot", nil, nil); code != 200 {
+			t.Fatalf("snapshot on %s: HTTP %d %s", p.id, code, body)
+		}
+	}
 
 	// (1) A faster config for "work" -> transition decision; kill -9 the leader while its
 	// surge deployment runs.
@@ -274,6 +282,9 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	// first (3): it restores from its data dir and catches up.
 	killed.start(t, c.bin)
 	waitFor(t, c, "restarted server caught up", 30*time.Second, func() bool { return sameDecisions(c) })
+	if !strings.Contains(tail(killed.log, 400), "restored from snapshot") {
+		t.Fatalf("restarted server %s did not restore from its snapshot:\n%s", killed.id, tail(killed.log, 30))
+	}
 
 	var part *proc
 	var pi int
@@ -287,13 +298,13 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	var st planner.StatusResponse
 	call("GET", part.http, "/v1/status", nil, &st)
 	before := st.AppliedIndex
-	for k := 0; k < 30; k++ {
+	for k := 0; k < 60; k++ {
 		obs := planner.ObservationRequest{Job: "pipe", Operator: "src", Capacity: float64(10 + k), Epoch: 0}
 		if code, body := call("POST", leader.http, "/v1/observations", obs, nil); code != 200 {
 			t.Fatalf("observation during partition: HTTP %d %s", code, body)
 		}
 	}
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second) // > snapshot interval: the leader compacts past the follower
 	call("GET", part.http, "/v1/status", nil, &st)
 	if st.AppliedIndex > before+2 {
 		t.Fatalf("partitioned follower applied %d -> %d: the partition leaks", before, st.AppliedIndex)
@@ -302,8 +313,12 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 		t.Fatalf("leadership moved during a follower partition: %s -> %s", leader.id, l2.id)
 	}
 	c.proxies[pi].Heal()
-	waitFor(t, c, "partitioned follower caught up (snapshot threshold 24 < 30 missed entries)", 30*time.Second, func() bool { return sameDecisions(c) && sameObservation(c) })
-	t.Logf("follower %s caught up after the partition", part.id)
+	waitFor(t, c, "partitioned follower caught up", 30*time.Second, func() bool { return sameDecisions(c) && sameObservation(c) })
+	installed := strings.Contains(tail(part.log, 400), "Installed remote snapshot")
+	t.Logf("follower %s caught up after the partition (missed 60 entries, trailing log 24; installed snapshot: %v)", part.id, installed)
+	if !installed {
+		t.Fatalf("partitioned follower caught up without a snapshot install; the compaction path was not exercised")
+	}
 }
 
 func joinComma(s []string) string {
@@ -347,7 +362,7 @@ func sameObservation(c *cluster) bool {
 		if code, _ := call("GET", p.http, "/v1/state", nil, &st); code != 200 {
 			return false
 		}
-		if st.Observations["pipe"]["src"].Capacity != 39 {
+		if st.Observations["pipe"]["src"].Capacity != 69 {
 			return false
 		}
 	}
