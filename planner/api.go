@@ -64,6 +64,9 @@ type PlanResponse struct {
 	Throughput float64 `json:"throughput"`
 	// Groups maps the operator (the group name in the user's job file) to its target.
 	Groups map[string]PlanGroup `json:"groups"`
+	// FailedDecisionIndex is set when the newest decision failed (Nomad reverted): the
+	// plan shown is then the decision that runs again.
+	FailedDecisionIndex uint64 `json:"failed_decision_index,omitempty"`
 }
 
 // PlanGroup is one operator's committed target.
@@ -169,6 +172,15 @@ func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		id, raftAddr, httpAddr := s.Leader()
+		// Right after an election a follower may not know the leader yet: wait briefly.
+		for wait := time.Now().Add(3 * time.Second); id == "" && time.Now().Before(wait) && r.Context().Err() == nil; {
+			time.Sleep(25 * time.Millisecond)
+			if s.IsLeader() {
+				h(w, r)
+				return
+			}
+			id, raftAddr, httpAddr = s.Leader()
+		}
 		if httpAddr == "" || r.Header.Get(HeaderForwarded) != "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -419,7 +431,20 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
+		var failed uint64
+		if pr := st.Progress[job]; pr.Decision == d.Index && pr.Status == fsm.StatusFailed {
+			// Nomad reverted to the previous version: show the decision that runs.
+			for i := len(st.Decisions) - 1; i >= 0; i-- {
+				if prev := st.Decisions[i]; prev.Job == job && prev.Index < d.Index {
+					failed, d = d.Index, prev
+					break
+				}
+			}
+		}
 		resp = planResponse(st, d)
+		if failed != 0 {
+			resp.FailedDecisionIndex, resp.Status = failed, fsm.StatusFailed
+		}
 	})
 	switch {
 	case resp != nil:
