@@ -21,7 +21,7 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "bench-e2e", "directory for e2e.csv and e2e.svg (empty: none)")
 	pipes := fs.String("pipelines", "pdf,video", "comma-separated pipelines: pdf, video")
 	scale := fs.Float64("scale", 1, "dataset size multiplier (1: the calibrated datasets)")
-	seed := fs.Uint64("seed", 1, "random seed")
+	seeds := fs.Int("seeds", 3, "number of seeds (1..n); figures are medians over seeds")
 	workers := fs.Int("workers", 0, "concurrent simulations (0: GOMAXPROCS)")
 	verbose := fs.Bool("v", false, "log each finished run on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -30,7 +30,13 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench e2e: unexpected arguments %q", fs.Args())
 	}
-	cfg := experiment.Config{Pipelines: strings.Split(*pipes, ","), Scale: *scale, Seed: *seed, Workers: *workers}
+	if *seeds < 1 {
+		return fmt.Errorf("bench e2e: -seeds %d must be at least 1", *seeds)
+	}
+	cfg := experiment.Config{Pipelines: strings.Split(*pipes, ","), Scale: *scale, Workers: *workers}
+	for s := 1; s <= *seeds; s++ {
+		cfg.Seeds = append(cfg.Seeds, uint64(s))
+	}
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	}

@@ -24,8 +24,9 @@ type Config struct {
 	Pipelines []string
 	// Scale multiplies the dataset size (1 = the calibrated size, ~2-4 h of pipeline time).
 	Scale float64
-	// Seed makes everything deterministic.
-	Seed uint64
+	// Seeds are the workload/noise seeds; every variant runs once per seed and the report
+	// takes medians (default {1}).
+	Seeds []uint64
 	// Workers bounds concurrent simulations (default GOMAXPROCS).
 	Workers int
 	// Logger receives progress (default: discard).
@@ -35,6 +36,8 @@ type Config struct {
 // Run is one simulation of the benchmark.
 type Run struct {
 	Pipeline string
+	// Seed is the run's seed.
+	Seed uint64
 	// Key identifies the scheduler variant, e.g. "trident", "ds2+shared".
 	Key string
 	// Result is the simulator's outcome.
@@ -133,17 +136,23 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 	if len(cfg.Pipelines) == 0 {
 		cfg.Pipelines = []string{"pdf", "video"}
 	}
+	if len(cfg.Seeds) == 0 {
+		cfg.Seeds = []uint64{1}
+	}
 	type job struct {
 		pipe string
 		sp   spec
+		seed uint64
 	}
 	var jobs []job
 	for _, pn := range cfg.Pipelines {
 		if _, err := Pipeline(pn, cfg.Scale); err != nil {
 			return nil, err
 		}
-		for _, sp := range specs() {
-			jobs = append(jobs, job{pn, sp})
+		for _, seed := range cfg.Seeds {
+			for _, sp := range specs() {
+				jobs = append(jobs, job{pn, sp, seed})
+			}
 		}
 	}
 	// Longest jobs first keeps both workers busy to the end.
@@ -161,8 +170,8 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 			for k := range next {
 				j := jobs[k]
 				p, _ := Pipeline(j.pipe, cfg.Scale)
-				s, tr := j.sp.make(cfg.Seed)
-				rc := j.sp.cfg(sim.RunConfig{Seed: cfg.Seed})
+				s, tr := j.sp.make(j.seed)
+				rc := j.sp.cfg(sim.RunConfig{Seed: j.seed})
 				t0 := time.Now()
 				res, err := sim.Run(ctx, p, sim.PaperCluster(8), s, rc)
 				if err != nil {
@@ -170,8 +179,8 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 					cancel()
 					continue
 				}
-				runs[k] = &Run{Pipeline: j.pipe, Key: j.sp.key, Result: res, Trident: tr, Wall: time.Since(t0)}
-				cfg.Logger.Info("run done", "pipeline", j.pipe, "scheduler", j.sp.key,
+				runs[k] = &Run{Pipeline: j.pipe, Seed: j.seed, Key: j.sp.key, Result: res, Trident: tr, Wall: time.Since(t0)}
+				cfg.Logger.Info("run done", "pipeline", j.pipe, "scheduler", j.sp.key, "seed", j.seed,
 					"throughput", res.Throughput, "sim_s", res.SimSeconds, "wall", time.Since(t0).Round(time.Millisecond))
 			}
 		}()

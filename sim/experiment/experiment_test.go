@@ -12,7 +12,7 @@ import (
 )
 
 func fakeRun(p, key string, thr float64, ooms int) *Run {
-	return &Run{Pipeline: p, Key: key, Result: &sim.Result{Scheduler: key, Throughput: thr, SimSeconds: 1000, Done: true,
+	return &Run{Pipeline: p, Seed: 1, Key: key, Result: &sim.Result{Scheduler: key, Throughput: thr, SimSeconds: 1000, Done: true,
 		OOMs: ooms, OOMDowntimeS: 33 * float64(ooms)}}
 }
 
@@ -51,6 +51,25 @@ func TestReportNumbersAndOutputs(t *testing.T) {
 		if err != nil || len(b) == 0 {
 			t.Fatalf("%s: %v (%d bytes)", f, err, len(b))
 		}
+	}
+}
+
+// With several seeds every figure is the median of per-seed ratios.
+func TestReportMedianOverSeeds(t *testing.T) {
+	var runs []*Run
+	for seed, tr := range map[uint64]float64{1: 1.2, 2: 2.0, 3: 1.5} {
+		st := fakeRun("video", "static", 10, 0)
+		st.Seed = seed
+		x := fakeRun("video", "trident", 10*tr, 0)
+		x.Seed = seed
+		runs = append(runs, st, x)
+	}
+	rep := NewReport([]string{"video"}, runs, time.Second)
+	if got := rep.norm("video", "trident"); got != 1.5 {
+		t.Fatalf("median normalised throughput %v, want 1.5", got)
+	}
+	if lo, hi := spread(rep.normAll("video", "trident")); lo != 1.2 || hi != 2.0 {
+		t.Fatalf("spread %v..%v, want 1.2..2", lo, hi)
 	}
 }
 

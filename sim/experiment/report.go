@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -41,40 +42,85 @@ var (
 		"trident-all-at-once": "w/o rolling update"}
 )
 
-// Report holds the benchmark's runs indexed by pipeline and scheduler key.
+// Report holds the benchmark's runs indexed by pipeline, scheduler key and seed. Every
+// figure is the median over seeds of the per-seed figure.
 type Report struct {
 	Pipelines []string
-	Runs      map[string]map[string]*Run
+	Seeds     []uint64
+	Runs      map[string]map[string]map[uint64]*Run
 	Wall      time.Duration
 }
 
 // NewReport indexes runs.
 func NewReport(pipelines []string, runs []*Run, wall time.Duration) *Report {
-	r := &Report{Pipelines: pipelines, Runs: map[string]map[string]*Run{}, Wall: wall}
+	r := &Report{Pipelines: pipelines, Runs: map[string]map[string]map[uint64]*Run{}, Wall: wall}
+	seen := map[uint64]bool{}
 	for _, run := range runs {
 		if r.Runs[run.Pipeline] == nil {
-			r.Runs[run.Pipeline] = map[string]*Run{}
+			r.Runs[run.Pipeline] = map[string]map[uint64]*Run{}
 		}
-		r.Runs[run.Pipeline][run.Key] = run
+		if r.Runs[run.Pipeline][run.Key] == nil {
+			r.Runs[run.Pipeline][run.Key] = map[uint64]*Run{}
+		}
+		r.Runs[run.Pipeline][run.Key][run.Seed] = run
+		if !seen[run.Seed] {
+			seen[run.Seed] = true
+			r.Seeds = append(r.Seeds, run.Seed)
+		}
 	}
+	sort.Slice(r.Seeds, func(i, j int) bool { return r.Seeds[i] < r.Seeds[j] })
 	return r
 }
 
-// norm returns key's throughput divided by Static's on pipeline p (NaN if missing).
-func (r *Report) norm(p, key string) float64 {
-	a, b := r.Runs[p][key], r.Runs[p]["static"]
-	if a == nil || b == nil || b.Throughput() <= 0 {
-		return math.NaN()
+func (r *Report) run(p, key string, seed uint64) *Run { return r.Runs[p][key][seed] }
+
+// perSeed applies f to every seed with both runs present and returns the values.
+func (r *Report) perSeed(p, key, ref string, f func(a, b *Run) float64) []float64 {
+	var vs []float64
+	for _, seed := range r.Seeds {
+		a, b := r.run(p, key, seed), r.run(p, ref, seed)
+		if a == nil || b == nil || b.Throughput() <= 0 {
+			continue
+		}
+		vs = append(vs, f(a, b))
 	}
-	return a.Throughput() / b.Throughput()
+	return vs
 }
 
-func (r *Report) pct(p, key string) float64 {
-	a, b := r.Runs[p][key], r.Runs[p]["trident"]
-	if a == nil || b == nil || b.Throughput() <= 0 {
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
 		return math.NaN()
 	}
-	return 100 * a.Throughput() / b.Throughput()
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func spread(vs []float64) (lo, hi float64) {
+	if len(vs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	lo, hi = vs[0], vs[0]
+	for _, v := range vs {
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	return lo, hi
+}
+
+func ratio(a, b *Run) float64 { return a.Throughput() / b.Throughput() }
+
+// normAll returns key's per-seed throughput divided by Static's.
+func (r *Report) normAll(p, key string) []float64 { return r.perSeed(p, key, "static", ratio) }
+
+// norm returns the median over seeds of key's throughput divided by Static's (NaN if
+// missing).
+func (r *Report) norm(p, key string) float64 { return median(r.normAll(p, key)) }
+
+func (r *Report) pct(p, key string) float64 {
+	return median(r.perSeed(p, key, "trident", func(a, b *Run) float64 { return 100 * ratio(a, b) }))
 }
 
 func (r *Report) col(p string) int {
@@ -101,25 +147,38 @@ func f1(x float64) string {
 // overhead returns Trident's per-invocation observation and adaptation time and mean MILP
 // solve time, in milliseconds, on pipeline p.
 func (r *Report) overhead(p string) (obs, adapt, solve float64) {
-	run := r.Runs[p]["trident"]
-	if run == nil || run.Trident == nil || run.Trident.Stats.Invocations == 0 {
+	var o, a, sv time.Duration
+	var inv, rounds int
+	for _, run := range r.Runs[p]["trident"] {
+		if run.Trident == nil {
+			continue
+		}
+		st := run.Trident.Stats
+		o, a, sv = o+st.Observe, a+st.Adapt, sv+st.Solve
+		inv, rounds = inv+st.Invocations, rounds+st.Rounds
+	}
+	if inv == 0 {
 		return math.NaN(), math.NaN(), math.NaN()
 	}
-	st := run.Trident.Stats
 	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(max(n, 1)) }
-	return ms(st.Observe, st.Invocations), ms(st.Adapt, st.Invocations), ms(st.Solve, st.Rounds)
+	return ms(o, inv), ms(a, inv), ms(sv, rounds)
 }
 
+// oom returns the median OOM events, downtime and throughput loss against the OOM-free
+// oracle of the same seed.
 func (r *Report) oom(p, key string) (events int, downtime, loss float64) {
-	run, oracle := r.Runs[p][key], r.Runs[p]["trident-oom-free"]
-	if run == nil {
+	var ev, dt []float64
+	for _, seed := range r.Seeds {
+		if run := r.run(p, key, seed); run != nil {
+			ev = append(ev, float64(run.Result.OOMs))
+			dt = append(dt, run.Result.OOMDowntimeS)
+		}
+	}
+	if len(ev) == 0 {
 		return 0, math.NaN(), math.NaN()
 	}
-	loss = math.NaN()
-	if oracle != nil && oracle.Throughput() > 0 {
-		loss = 100 * (1 - run.Throughput()/oracle.Throughput())
-	}
-	return run.Result.OOMs, run.Result.OOMDowntimeS, loss
+	loss = median(r.perSeed(p, key, "trident-oom-free", func(a, b *Run) float64 { return 100 * (1 - ratio(a, b)) }))
+	return int(math.Round(median(ev))), median(dt), loss
 }
 
 // Tables renders every table of the report.
@@ -206,17 +265,42 @@ func (r *Report) Tables() []*benchfmt.Table {
 	}
 	out = append(out, t)
 
-	t = &benchfmt.Table{Title: "Runs", Header: []string{"pipeline", "scheduler", "makespan (h)", "records/s", "vs static", "OOMs", "OOM downtime (s)", "mean egress MB/s/node", "wall (s)"}}
+	if len(r.Seeds) > 1 {
+		hs := []string{"scheduler"}
+		for _, p := range r.Pipelines {
+			hs = append(hs, p+" median", p+" min", p+" max")
+		}
+		t = &benchfmt.Table{Title: fmt.Sprintf("Spread over %d seeds: throughput normalised to Static", len(r.Seeds)), Header: hs}
+		for _, k := range allKeys() {
+			row := []string{k}
+			for _, p := range r.Pipelines {
+				vs := r.normAll(p, k)
+				lo, hi := spread(vs)
+				row = append(row, f2(median(vs)), f2(lo), f2(hi))
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		out = append(out, t)
+	}
+
+	t = &benchfmt.Table{Title: "Runs", Header: []string{"pipeline", "scheduler", "seed", "makespan (h)", "records/s", "vs static", "OOMs", "OOM downtime (s)", "mean egress MB/s/node", "wall (s)"}}
 	for _, p := range r.Pipelines {
 		for _, k := range allKeys() {
-			run := r.Runs[p][k]
-			if run == nil {
-				continue
+			for _, seed := range r.Seeds {
+				run := r.run(p, k, seed)
+				if run == nil {
+					continue
+				}
+				res := run.Result
+				st := r.run(p, "static", seed)
+				vs := math.NaN()
+				if st != nil && st.Throughput() > 0 {
+					vs = ratio(run, st)
+				}
+				t.Rows = append(t.Rows, []string{p, k, fmt.Sprint(seed), fmt.Sprintf("%.2f", res.SimSeconds/3600), fmt.Sprintf("%.4g", res.Throughput),
+					f2(vs), fmt.Sprint(res.OOMs), fmt.Sprintf("%.0f", res.OOMDowntimeS), fmt.Sprintf("%.0f", res.MeanEgressMBps),
+					fmt.Sprintf("%.1f", run.Wall.Seconds())})
 			}
-			res := run.Result
-			t.Rows = append(t.Rows, []string{p, k, fmt.Sprintf("%.2f", res.SimSeconds/3600), fmt.Sprintf("%.4g", res.Throughput),
-				f2(r.norm(p, k)), fmt.Sprint(res.OOMs), fmt.Sprintf("%.0f", res.OOMDowntimeS), fmt.Sprintf("%.0f", res.MeanEgressMBps),
-				fmt.Sprintf("%.1f", run.Wall.Seconds())})
 		}
 	}
 	out = append(out, t)
@@ -248,6 +332,10 @@ func (r *Report) Result() benchfmt.Result {
 				fig[p+".norm."+k] = round(r.norm(p, k), 1000)
 			}
 		}
+		if lo, hi := spread(r.normAll(p, "trident")); len(r.Seeds) > 1 {
+			fig[p+".norm.trident.min"] = round(lo, 1000)
+			fig[p+".norm.trident.max"] = round(hi, 1000)
+		}
 		for _, k := range fig3Keys {
 			fig[p+".ablation_pct."+k] = round(r.pct(p, k), 10)
 			peers["paper."+p+".ablation_pct."+k] = paperFig3[k][c]
@@ -275,13 +363,18 @@ func (r *Report) Result() benchfmt.Result {
 		fig[p+".overhead_ms.adapt"] = round(a, 1000)
 		fig[p+".overhead_ms.milp"] = round(s, 10)
 		peers["paper."+p+".overhead_ms.milp"] = paperOverheadMs["milp."+p]
-		if st := r.Runs[p]["static"]; st != nil {
-			fig[p+".static.records_per_s"] = round(st.Throughput(), 10000)
+		var stThr []float64
+		for _, st := range r.Runs[p]["static"] {
+			stThr = append(stThr, st.Throughput())
+		}
+		if len(stThr) > 0 {
+			fig[p+".static.records_per_s"] = round(median(stThr), 10000)
 		}
 	}
 	peers["paper.overhead_ms.observe"] = paperOverheadMs["observe"]
 	peers["paper.overhead_ms.adapt"] = paperOverheadMs["adapt"]
 	fig["wall_s"] = round(r.Wall.Seconds(), 10)
+	fig["seeds"] = len(r.Seeds)
 	return benchfmt.Result{Bench: "e2e", Figures: fig, Peers: peers}
 }
 
@@ -292,19 +385,28 @@ func (r *Report) WriteCSV(path string) error {
 		return fmt.Errorf("e2e csv: %w", err)
 	}
 	w := csv.NewWriter(f)
-	_ = w.Write([]string{"pipeline", "scheduler", "throughput_records_per_s", "normalized_to_static", "pct_of_trident",
+	_ = w.Write([]string{"pipeline", "scheduler", "seed", "throughput_records_per_s", "normalized_to_static", "pct_of_trident",
 		"makespan_s", "done", "ooms", "oom_downtime_s", "mean_egress_mb_s", "decisions", "decide_wall_s", "wall_s"})
 	for _, p := range r.Pipelines {
 		for _, k := range allKeys() {
-			run := r.Runs[p][k]
-			if run == nil {
-				continue
+			for _, seed := range r.Seeds {
+				run := r.run(p, k, seed)
+				if run == nil {
+					continue
+				}
+				res := run.Result
+				vs, pt := math.NaN(), math.NaN()
+				if st := r.run(p, "static", seed); st != nil && st.Throughput() > 0 {
+					vs = ratio(run, st)
+				}
+				if tr := r.run(p, "trident", seed); tr != nil && tr.Throughput() > 0 {
+					pt = 100 * ratio(run, tr)
+				}
+				_ = w.Write([]string{p, k, fmt.Sprint(seed), fmt.Sprintf("%.6g", res.Throughput), fmt.Sprintf("%.4f", vs),
+					fmt.Sprintf("%.2f", pt), fmt.Sprintf("%.0f", res.SimSeconds), fmt.Sprint(res.Done),
+					fmt.Sprint(res.OOMs), fmt.Sprintf("%.0f", res.OOMDowntimeS), fmt.Sprintf("%.1f", res.MeanEgressMBps),
+					fmt.Sprint(res.Decisions), fmt.Sprintf("%.3f", res.DecideWall.Seconds()), fmt.Sprintf("%.3f", run.Wall.Seconds())})
 			}
-			res := run.Result
-			_ = w.Write([]string{p, k, fmt.Sprintf("%.6g", res.Throughput), fmt.Sprintf("%.4f", r.norm(p, k)),
-				fmt.Sprintf("%.2f", r.pct(p, k)), fmt.Sprintf("%.0f", res.SimSeconds), fmt.Sprint(res.Done),
-				fmt.Sprint(res.OOMs), fmt.Sprintf("%.0f", res.OOMDowntimeS), fmt.Sprintf("%.1f", res.MeanEgressMBps),
-				fmt.Sprint(res.Decisions), fmt.Sprintf("%.3f", res.DecideWall.Seconds()), fmt.Sprintf("%.3f", run.Wall.Seconds())})
 		}
 	}
 	w.Flush()
@@ -367,7 +469,7 @@ func (r *Report) WriteSVG(path string) error {
 	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">Trident e2e benchmark (simulated): ours (blue) vs paper (grey)</text>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">Trident e2e benchmark (simulated, median of %d seeds): ours (blue) vs paper (grey)</text>`+"\n", len(r.Seeds))
 	y := 40
 	for _, pn := range panels {
 		fmt.Fprintf(&b, `<text x="10" y="%d" font-weight="bold">%s</text>`+"\n", y+15, esc(pn.title))
