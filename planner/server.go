@@ -1,9 +1,3 @@
-// Package planner is the raft-replicated Trident planner server: a hashicorp/raft node
-// (raft-boltdb log and stable store, file snapshots, TCP transport) whose FSM is package
-// planner/fsm, an HTTP API (optionally TLS, ACL token in X-Trident-Token) through which
-// followers forward writes to the leader, and, on the leader only, the periodic
-// rescheduling loop of the Trident paper (Algorithm 2) that commits decisions to raft and
-// then hands them to an Actuator (planner/nomadact for Nomad).
 package planner
 
 import (

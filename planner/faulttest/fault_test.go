@@ -174,7 +174,7 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	for i, p := range c.procs {
 		p.args = []string{"-id", p.id, "-bind", p.raftBind, "-advertise", c.proxies[i].Addr(), "-http", p.http,
 			"-data-dir", p.dataDir, "-peers", joinComma(peers), "-bootstrap", "-nomad-addr", n.Addr, "-token", token,
-			"-interval", "1s", "-scheduler", "proportional", "-heartbeat-timeout", "500ms", "-election-timeout", "500ms",
+			"-interval", "1s", "-scheduler", "milp", "-heartbeat-timeout", "500ms", "-election-timeout", "500ms",
 			"-snapshot-threshold", "24", "-snapshot-interval", "500ms", "-min-healthy-time", "4s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
 		p.start(t, bin)
 	}
