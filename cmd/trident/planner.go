@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"time"
 
+	consul "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/trident-sched/trident/planner"
+	"github.com/trident-sched/trident/planner/discovery"
 	"github.com/trident-sched/trident/planner/nomadact"
 	"github.com/trident-sched/trident/planner/sched"
 	"github.com/trident-sched/trident/strategy/milp"
@@ -46,6 +48,9 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	consulAddr := fs.String("consul-addr", "", "Consul HTTP address for peer discovery (used when -peers is empty)")
+	consulService := fs.String("consul-service", "trident-planner", "Consul service name of the planner servers")
+	bootstrapExpect := fs.Int("bootstrap-expect", 3, "with -consul-addr: servers to wait for before bootstrapping")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,6 +69,39 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	ps, err := planner.ParsePeers(*peers)
 	if err != nil {
 		return fmt.Errorf("planner: -peers: %w", err)
+	}
+	if len(ps) == 0 && *consulAddr != "" {
+		disc, err := consulDiscovery(*consulAddr, *consulService)
+		if err != nil {
+			return err
+		}
+		adv := *advertise
+		if adv == "" {
+			adv = *bind
+		}
+		scheme := "http://"
+		if *tlsCert != "" {
+			scheme = "https://"
+		}
+		if err := disc.Register(ctx, planner.Peer{ID: *id, RaftAddr: adv, HTTPAddr: scheme + *httpAddr}); err != nil {
+			return err
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := disc.Deregister(dctx, *id); err != nil {
+				log.Warn("consul deregister", "err", err)
+			}
+		}()
+		log.Info("waiting for planner peers in consul", "service", *consulService, "expect", *bootstrapExpect)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		ps, err = disc.WaitPeers(wctx, *bootstrapExpect)
+		cancel()
+		if err != nil {
+			return err
+		}
+		*bootstrap = true
+		log.Info("discovered planner peers", "peers", len(ps))
 	}
 	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch}
 	switch *scheduler {
@@ -100,4 +138,15 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "trident planner %s: raft %s, api %s, data %s, nomad %q, scheduler %s, peers %d\n",
 		*id, *bind, srv.HTTPAddr(), *dataDir, *nomadAddr, *scheduler, len(ps))
 	return srv.Serve(ctx)
+}
+
+// consulDiscovery returns the Consul peer discovery for service at addr.
+func consulDiscovery(addr, service string) (discovery.Consul, error) {
+	cfg := consul.DefaultConfig()
+	cfg.Address = addr
+	cl, err := consul.NewClient(cfg)
+	if err != nil {
+		return discovery.Consul{}, fmt.Errorf("planner: consul client: %w", err)
+	}
+	return discovery.Consul{Client: cl, Service: service}, nil
 }
