@@ -507,17 +507,29 @@ func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var idx []uint64
-	for _, o := range reqs {
-		i, ok := s.propose(w, r, fsm.Command{Op: fsm.OpObserve, Job: o.Job, Operator: o.Operator, Observation: &fsm.Observation{
-			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli,
-		}})
-		if !ok {
-			return
-		}
-		idx = append(idx, i)
+	entries := make([]fsm.ObservationEntry, len(reqs))
+	for i, o := range reqs {
+		entries[i] = fsm.ObservationEntry{Job: o.Job, Operator: o.Operator, Observation: fsm.Observation{
+			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli}}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"indexes": idx})
+	type ignored struct {
+		Index  int    `json:"index"`
+		Reason string `json:"reason"`
+	}
+	ign := []ignored{}
+	s.fsm.Read(func(st *fsm.State) {
+		for i, e := range entries {
+			if fsm.CheckObservation(st, e) == nil && fsm.ObservationTarget(st, e) == fsm.TargetStale {
+				r := st.Rollouts[e.Job][e.Operator]
+				ign = append(ign, ignored{i, fmt.Sprintf("epoch %d is neither the current config epoch %d nor an in-flight candidate's", e.Observation.Epoch, r.Epoch)})
+			}
+		}
+	})
+	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpObserve, Observations: entries})
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"index": idx, "accepted": len(entries) - len(ign), "ignored": ign})
 }
 
 func checkObservation(o ObservationRequest) error {

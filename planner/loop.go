@@ -274,14 +274,17 @@ func (l *Loop) invalidate(ctx context.Context, job string, dec fsm.Decision) {
 	if l.cfg.Invalidator == nil {
 		return
 	}
-	for name, t := range dec.Operators {
-		if t.Transitions == 0 {
-			continue
+	var invs []fsm.Invalidation
+	l.s.fsm.Read(func(st *fsm.State) {
+		for _, inv := range st.Invalidations {
+			if inv.Job == job && inv.Decision == dec.Index {
+				invs = append(invs, inv)
+			}
 		}
-		var epoch uint64
-		l.s.fsm.Read(func(st *fsm.State) { epoch = st.Epochs[job][name] })
-		if err := l.cfg.Invalidator.Invalidate(ctx, job, name, epoch); err != nil {
-			l.log.Warn("invalidate observations", "job", job, "operator", name, "err", err)
+	})
+	for _, inv := range invs {
+		if err := l.cfg.Invalidator.Invalidate(ctx, job, inv.Operator, inv.Epoch); err != nil {
+			l.log.Warn("invalidate observations", "job", job, "operator", inv.Operator, "err", err)
 		}
 	}
 }

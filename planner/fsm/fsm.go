@@ -37,8 +37,10 @@ type Command struct {
 	Operator string `json:"operator,omitempty"`
 	// Nodes for OpSetInventory.
 	Nodes []Node `json:"nodes,omitempty"`
-	// Observation for OpObserve.
+	// Observation for OpObserve (single, with Job and Operator).
 	Observation *Observation `json:"observation,omitempty"`
+	// Observations for OpObserve (a batch, applied atomically).
+	Observations []ObservationEntry `json:"observations,omitempty"`
 	// Candidate for OpSetCandidate.
 	Candidate *Candidate `json:"candidate,omitempty"`
 	// Decision for OpDecide.
@@ -47,6 +49,13 @@ type Command struct {
 	Progress *Progress `json:"progress,omitempty"`
 	// Deployed for OpProgress with status done: the observed placement per operator/node.
 	Deployed map[string]map[string]Placement `json:"deployed,omitempty"`
+}
+
+// ObservationEntry is one element of an observation batch.
+type ObservationEntry struct {
+	Job         string      `json:"job"`
+	Operator    string      `json:"operator"`
+	Observation Observation `json:"observation"`
 }
 
 // Encode serialises c for raft.Apply.
@@ -235,25 +244,31 @@ func apply(st *State, c Command, idx uint64) error {
 		}
 		return nil
 	case OpObserve:
-		if err := knownOp(st, c.Job, c.Operator); err != nil {
-			return err
+		entries := c.Observations
+		if c.Observation != nil {
+			entries = append([]ObservationEntry{{Job: c.Job, Operator: c.Operator, Observation: *c.Observation}}, entries...)
 		}
-		o := c.Observation
-		if o == nil {
+		if len(entries) == 0 {
 			return fmt.Errorf("observation is missing")
 		}
-		if !finite(o.Capacity) || o.Capacity < 0 {
-			return fmt.Errorf("operator %q: capacity=%v must be a finite number >= 0", c.Operator, o.Capacity)
+		for i, e := range entries {
+			if err := CheckObservation(st, e); err != nil {
+				return fmt.Errorf("observations[%d]: %w", i, err)
+			}
 		}
-		if !finite(o.Std) || o.Std < 0 {
-			return fmt.Errorf("operator %q: std=%v must be a finite number >= 0", c.Operator, o.Std)
+		for _, e := range entries {
+			o := e.Observation
+			o.Index = idx
+			switch ObservationTarget(st, e) {
+			case TargetCurrent:
+				setIn(st.Observations, e.Job, e.Operator, o)
+			case TargetCandidate:
+				cand := st.Candidates[e.Job][e.Operator]
+				cand.Capacity = o.Capacity
+				st.Candidates[e.Job][e.Operator] = cand
+			default: // stale or ahead of the config epochs: ignored (reported by the API)
+			}
 		}
-		if cur := st.Epochs[c.Job][c.Operator]; o.Epoch < cur {
-			return fmt.Errorf("operator %q: observation epoch %d is older than the current epoch %d", c.Operator, o.Epoch, cur)
-		}
-		cp := *o
-		cp.Index = idx
-		setIn(st.Observations, c.Job, c.Operator, cp)
 		return nil
 	case OpSetCandidate:
 		if err := knownOp(st, c.Job, c.Operator); err != nil {
@@ -297,6 +312,48 @@ func apply(st *State, c Command, idx uint64) error {
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
+}
+
+// Observation targets (see ObservationTarget).
+const (
+	TargetCurrent   = "current"
+	TargetCandidate = "candidate"
+	TargetStale     = "stale"
+)
+
+// ObservationTarget says what an observation measures from its epoch (the config
+// generation label its instances export): the current config (epoch == the rollout's
+// epoch), the pending candidate (epoch+1 while a transition is in flight; it updates the
+// candidate's capacity), or nothing (stale or unknown epoch: ignored).
+func ObservationTarget(st *State, e ObservationEntry) string {
+	r := st.Rollouts[e.Job][e.Operator]
+	if r == nil {
+		return TargetStale
+	}
+	switch {
+	case e.Observation.Epoch == r.Epoch:
+		return TargetCurrent
+	case e.Observation.Epoch == r.Epoch+1 && r.CandidateConfig != "":
+		if _, ok := st.Candidates[e.Job][e.Operator]; ok {
+			return TargetCandidate
+		}
+	}
+	return TargetStale
+}
+
+// CheckObservation validates one observation against the state.
+func CheckObservation(st *State, e ObservationEntry) error {
+	if err := knownOp(st, e.Job, e.Operator); err != nil {
+		return err
+	}
+	o := e.Observation
+	if !finite(o.Capacity) || o.Capacity < 0 {
+		return fmt.Errorf("operator %q: capacity=%v must be a finite number >= 0", e.Operator, o.Capacity)
+	}
+	if !finite(o.Std) || o.Std < 0 {
+		return fmt.Errorf("operator %q: std=%v must be a finite number >= 0", e.Operator, o.Std)
+	}
+	return nil
 }
 
 func knownOp(st *State, job, op string) error {
@@ -459,11 +516,13 @@ func applyProgress(st *State, c Command, idx uint64) error {
 		for _, name := range names {
 			t := latest.Operators[name]
 			r := st.Rollouts[c.Job][name]
-			if t.Transitions > 0 {
+			if t.Transitions > 0 && st.Epochs[c.Job][name] < r.Epoch+1 {
+				// The candidate's first instances run now, exporting epoch r.Epoch+1:
+				// the observation layer starts a new epoch for this operator.
 				if st.Epochs[c.Job] == nil {
 					st.Epochs[c.Job] = map[string]uint64{}
 				}
-				st.Epochs[c.Job][name]++
+				st.Epochs[c.Job][name] = r.Epoch + 1
 				st.Invalidations = append(st.Invalidations, Invalidation{
 					Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
 					Config: t.CandidateConfig, Decision: latest.Index, Index: idx,

@@ -77,6 +77,19 @@ func TestTransitionLifecycle(t *testing.T) {
 		t.Fatal("second candidate accepted while a transition is in flight")
 	}
 	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: d2, Status: StatusDone}})
+	// Observations by epoch: 0 measures the current config, 1 the in-flight candidate, 5
+	// nothing (ignored, no error).
+	a.must(Command{Op: OpObserve, Observations: []ObservationEntry{
+		{Job: "pdf", Operator: "embed", Observation: Observation{Capacity: 4, Epoch: 0}},
+		{Job: "pdf", Operator: "embed", Observation: Observation{Capacity: 12, Epoch: 1}},
+		{Job: "pdf", Operator: "embed", Observation: Observation{Capacity: 99, Epoch: 5}},
+	}})
+	var cur Observation
+	var cand Candidate
+	a.f.Read(func(s *State) { cur, cand = s.Observations["pdf"]["embed"], s.Candidates["pdf"]["embed"] })
+	if cur.Capacity != 4 || cand.Capacity != 12 {
+		t.Fatalf("observation routing: current %+v candidate %+v", cur, cand)
+	}
 	// Duplicate done report is a no-op (idempotent).
 	before := stateJSON(t, a.f)
 	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: d2, Status: StatusDone}})
@@ -108,7 +121,7 @@ func TestTransitionLifecycle(t *testing.T) {
 		epoch = s.Epochs["pdf"]["embed"]
 		inv = len(s.Invalidations)
 	})
-	if r.Config != "batch=32" || r.Epoch != 1 || r.CandidateConfig != "" || r.OnCurrent != 2 || r.OnCandidate != 0 || epoch != 2 || inv != 2 {
+	if r.Config != "batch=32" || r.Epoch != 1 || r.CandidateConfig != "" || r.OnCurrent != 2 || r.OnCandidate != 0 || epoch != 1 || inv != 1 {
 		t.Fatalf("after promotion: rollout %+v epoch %d invalidations %d", r, epoch, inv)
 	}
 }
@@ -137,6 +150,7 @@ func TestRejectedCommandsLeaveStateUnchanged(t *testing.T) {
 		"nan cpu":               {Op: OpRegisterPipeline, Pipeline: bad},
 		"no operators":          {Op: OpRegisterPipeline, Pipeline: noOrder},
 		"unknown operator":      {Op: OpObserve, Job: "pdf", Operator: "nope", Observation: &Observation{Capacity: 1}},
+		"batch with one bad":    {Op: OpObserve, Observations: []ObservationEntry{{Job: "pdf", Operator: "parse", Observation: Observation{Capacity: 1}}, {Job: "pdf", Operator: "parse", Observation: Observation{Capacity: -1}}}},
 		"unknown job":           {Op: OpObserve, Job: "x", Operator: "parse", Observation: &Observation{Capacity: 1}},
 		"dup node":              {Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: 1}, {Name: "a", CPU: 1}}},
 		"negative node cpu":     {Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: -2}}},

@@ -209,7 +209,9 @@ type State struct {
 	Rollouts map[string]map[string]*Rollout `json:"rollouts"`
 	// Candidates are pending candidate configs: job -> operator -> candidate.
 	Candidates map[string]map[string]Candidate `json:"candidates"`
-	// Epochs are observation epochs: job -> operator -> epoch.
+	// Epochs are observation epochs: job -> operator -> the newest config generation any
+	// instance runs (the trident_config_epoch its instances export). It advances once per
+	// transition, when the candidate's first batch is done.
 	Epochs map[string]map[string]uint64 `json:"epochs"`
 	// Observations are the latest capacity estimates: job -> operator -> observation.
 	Observations map[string]map[string]Observation `json:"observations"`
@@ -217,8 +219,8 @@ type State struct {
 	Decisions []Decision `json:"decisions"`
 	// Progress is the actuator's progress per job.
 	Progress map[string]Progress `json:"progress"`
-	// Invalidations counts epoch bumps (observation invalidations) per job and operator;
-	// each committed transition adds exactly one.
+	// Invalidations records every epoch advance (observation invalidation); each committed
+	// transition adds exactly one.
 	Invalidations []Invalidation `json:"invalidations"`
 }
 
