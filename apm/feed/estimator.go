@@ -41,6 +41,7 @@ type Estimator struct {
 	mu       sync.Mutex
 	features map[string][]string  // key -> declared feature names
 	latest   map[string][]float64 // key -> feature means of the latest snapshot
+	rate     map[string]float64   // key -> EMA of the useful-time rate (fallback)
 	stats    map[string]*Counters // key -> accepted/rejected counts by reason
 }
 
@@ -56,6 +57,7 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		layer:    observe.NewLayer(log),
 		features: map[string][]string{},
 		latest:   map[string][]float64{},
+		rate:     map[string]float64{},
 		stats:    map[string]*Counters{},
 	}
 }
@@ -78,6 +80,30 @@ func (e *Estimator) Declare(job, group string, features []string) error {
 	e.features[k] = features
 	e.stats[k] = &Counters{Rejected: map[string]int{}}
 	return nil
+}
+
+// SourceUsefulTime marks an estimate taken from the useful-time rate because the
+// observation layer has no accepted sample yet.
+const SourceUsefulTime = "useful-time"
+
+// usefulTimeRate is the per-instance processing rate over the interval: records consumed
+// per second of useful (processing) time, over instances present in both snapshots.
+func usefulTimeRate(prev, cur Snapshot) (float64, bool) {
+	recs, useful := 0.0, 0.0
+	n := 0
+	for id, m := range cur.Instances {
+		old, ok := prev.Instances[id]
+		if !ok || m.RecordsIn < old.RecordsIn || m.UsefulSeconds < old.UsefulSeconds {
+			continue
+		}
+		recs += m.RecordsIn - old.RecordsIn
+		useful += m.UsefulSeconds - old.UsefulSeconds
+		n++
+	}
+	if n == 0 || recs <= 0 || useful <= 0 {
+		return 0, false
+	}
+	return recs / useful, true
 }
 
 // LiveConfig is the observation layer configuration for live pipelines. It differs from
@@ -157,6 +183,15 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 		}
 		e.mu.Unlock()
 	}
+	if r, ok := usefulTimeRate(prev, cur); ok {
+		e.mu.Lock()
+		if old, seen := e.rate[k]; seen {
+			e.rate[k] = 0.7*old + 0.3*r
+		} else {
+			e.rate[k] = r
+		}
+		e.mu.Unlock()
+	}
 	if count > 0 {
 		for i := range mean {
 			mean[i] /= float64(count)
@@ -183,6 +218,19 @@ func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
 		return observe.Estimate{}, errors.New("no capacity estimate yet: the operator has not been scraped twice")
 	}
 	est, err := e.layer.Capacity(k, fv)
+	if errors.Is(err, observe.ErrNoData) {
+		// No sample passed the filter: typically an operator that is not the bottleneck
+		// (starved, empty queue). Its useful-time rate (records per second of processing,
+		// DS2's "true processing rate") is then the best available estimate; it is exact
+		// for synchronous operators and a lower bound for batched ones.
+		e.mu.Lock()
+		r, ok := e.rate[k]
+		e.mu.Unlock()
+		if ok && r > 0 {
+			epoch, _ := e.layer.Epoch(k)
+			return observe.Estimate{Capacity: r, Source: SourceUsefulTime, Epoch: epoch}, nil
+		}
+	}
 	if err != nil {
 		return observe.Estimate{}, err
 	}

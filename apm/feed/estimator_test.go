@@ -68,3 +68,33 @@ func TestFeatureVector(t *testing.T) {
 		}
 	}
 }
+
+// A starved operator (empty queue) never passes the signal filter; its estimate falls back
+// to the useful-time rate: 40 records per 10 s of processing = 4 records/s.
+func TestStarvedOperatorFallsBackToUsefulTimeRate(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("pdf", "parse", nil); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_000_000, 0)
+	var prev Snapshot
+	for i := 0; i < 6; i++ {
+		cur := Snapshot{Time: t0.Add(time.Duration(i) * 5 * time.Second), Instances: map[string]Instance{
+			"a": {RecordsIn: float64(40 * i), UsefulSeconds: float64(10 * i), QueueLength: 0, Utilization: 0.2},
+		}}
+		if i > 0 {
+			e.Observe("pdf", "parse", prev, cur)
+		}
+		prev = cur
+	}
+	est, err := e.Estimate("pdf", "parse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est.Source != SourceUsefulTime || math.Abs(est.Capacity-4) > 1e-9 {
+		t.Errorf("estimate = %+v, want 4 rec/s from %s", est, SourceUsefulTime)
+	}
+	if st := e.Stats("pdf", "parse"); st.Accepted != 0 {
+		t.Errorf("starved samples accepted: %+v", st)
+	}
+}
