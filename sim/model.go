@@ -2,7 +2,7 @@
 // pipeline on a fixed heterogeneous cluster, used to compare Trident with baseline
 // schedulers (see sim/baseline, sim/tridentsched and sim/experiment).
 //
-// Time step. The simulator advances in ticks of Config.Tick seconds (1 s by default). Work
+// Time step. The simulator advances in ticks of RunConfig.Tick seconds (1 s by default). Work
 // is fluid within a tick: each operator consumes a FIFO of record cohorts (amount, workload
 // attributes, source records per unit) with the per-instance service rate its performance
 // model gives for the cohort's attributes, its configuration and its in-flight concurrency.
