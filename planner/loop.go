@@ -86,7 +86,6 @@ type Loop struct {
 	kickCh  chan struct{}
 	results chan solveResult
 	solving map[string]bool
-	last    map[string]sched.Plan
 }
 
 type solveResult struct {
@@ -130,7 +129,6 @@ func (l *Loop) kick() {
 func (l *Loop) runLeader(ctx context.Context) {
 	l.results = make(chan solveResult, 16)
 	l.solving = map[string]bool{}
-	l.last = map[string]sched.Plan{}
 	// Make sure every committed entry is applied before acting on the state.
 	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
@@ -384,7 +382,6 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 		l.log.Warn("no feasible plan this round; keeping the committed plan", "job", r.job, "err", r.err)
 		return
 	}
-	l.last[r.job] = r.plan
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
 		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
 	transitions := 0
