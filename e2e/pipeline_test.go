@@ -194,7 +194,9 @@ target "trident-target" {
 	}
 
 	// 1. The observation layer (trident-apm's feeder) publishes capacities to the planner.
-	waitFor(t, 3*time.Minute, "capacity observations for every operator at the planner", func() (bool, string) {
+	// Only saturated operators get estimates (starved ones are filtered out, by design):
+	// the accelerator operator ocr-text is the bottleneck of this pipeline.
+	waitFor(t, 3*time.Minute, "a capacity observation of ocr-text at the planner", func() (bool, string) {
 		var st struct {
 			Observations map[string]map[string]struct {
 				Capacity float64 `json:"capacity"`
@@ -202,7 +204,7 @@ target "trident-target" {
 		}
 		plannerCall(t, http.MethodGet, leader+"/v1/state", nil, &st)
 		obs := st.Observations["pdf-curation"]
-		return len(obs) == 4, fmt.Sprintf("%v", obs)
+		return obs["ocr-text"].Capacity > 0, fmt.Sprintf("%v", obs)
 	})
 
 	// 2. A committed plan is applied: Nomad runs exactly the planned count per operator and
