@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -258,5 +259,53 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 	}
 	if len(applied) != len(decs) {
 		t.Fatalf("applied %v but %d decisions", applied, len(decs))
+	}
+}
+
+// TestRollingTransitionInBatches: with MaxBatch 1, a candidate reaches the two embed
+// instances in two decisions (one transition each), is promoted after the second, and
+// the observation epoch advances once (one invalidation).
+func TestRollingTransitionInBatches(t *testing.T) {
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 2, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+	}}
+	c := newTestCluster(t, 3, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, MaxBatch: 1}
+	})
+	li, _ := c.leader(10 * time.Second)
+	ld := c.peers[li].HTTPAddr
+	raw, _ := json.Marshal(testPipeline())
+	if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
+		t.Fatalf("register: HTTP %d %s", code, body)
+	}
+	var plan PlanResponse
+	waitFor(t, "first decision applied", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil)
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
+	})
+	if code, body := c.do(http.MethodPut, ld+"/v1/candidates/pdf/embed", CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
+		t.Fatalf("candidate: HTTP %d %s", code, body)
+	}
+	waitFor(t, "promotion", 15*time.Second, func() bool {
+		_, body := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil)
+		return json.Unmarshal(body, &plan) == nil && plan.Groups["embed"].Config == "batch=32" && plan.Status == fsm.StatusDone
+	})
+	var decs []fsm.Decision
+	_, body := c.do(http.MethodGet, ld+"/v1/decisions?job=pdf", nil)
+	_ = json.Unmarshal(body, &decs)
+	var batches []int
+	for _, d := range decs {
+		if n := d.Operators["embed"].Transitions; n > 0 {
+			batches = append(batches, n)
+		}
+	}
+	if fmt.Sprint(batches) != "[1 1]" {
+		t.Fatalf("transition batches %v, want [1 1]", batches)
+	}
+	fc.mu.Lock()
+	inv := append([]string(nil), fc.invalidated...)
+	fc.mu.Unlock()
+	if fmt.Sprint(inv) != "[pdf/embed@1]" || plan.Groups["embed"].ObservationEpoch != 1 || plan.Groups["embed"].ConfigEpoch != 1 {
+		t.Fatalf("invalidations %v, plan %+v", inv, plan.Groups["embed"])
 	}
 }

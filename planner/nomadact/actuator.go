@@ -149,6 +149,14 @@ func nodeOf(n *api.Node) fsm.Node {
 			}
 		}
 		out.CPU, out.MemoryMB = math.Floor(cores*100)/100, int(mem)
+		// Node meta can declare the node's modelled size (demos and tests that run several
+		// Nomad clients on one small host model bigger nodes than the host has).
+		if v, err := strconv.ParseFloat(n.Meta[opmetrics.MetaNodeCPUCores], 64); err == nil && v > 0 {
+			out.CPU = v
+		}
+		if v, err := strconv.Atoi(n.Meta[opmetrics.MetaNodeMemoryMB]); err == nil && v > 0 {
+			out.MemoryMB = v
+		}
 		minMem := -1
 		for _, d := range r.Devices {
 			if d.Vendor != "nvidia" || d.Type != "gpu" {
