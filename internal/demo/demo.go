@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/internal/opmetrics"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -140,15 +140,32 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", o.OutDir, err)
 	}
-	fmt.Fprintf(o.Out, "==> starting a loopback Nomad cluster (server + cpu1 + cpu2 + gpu1 with 4 fake GPUs)\n")
+	fmt.Fprintf(o.Out, "==> starting a loopback Nomad cluster (server + cpu1 + gpu1 and gpu2 with 4 fake GPUs each)\n")
+	// The cluster lives under OutDir so that its logs (nomad, planners, autoscaler) remain
+	// for inspection after the run.
+	clusterDir, err := filepath.Abs(filepath.Join(o.OutDir, "cluster"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster dir: %w", err)
+	}
+	if err := os.RemoveAll(clusterDir); err != nil {
+		return nil, fmt.Errorf("clean %s: %w", clusterDir, err)
+	}
+	if err := os.MkdirAll(clusterDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", clusterDir, err)
+	}
 	n, err := harness.Launch(ctx, harness.NomadOptions{
+		Dir:             clusterDir,
 		Binary:          filepath.Join(o.BinDir, "nomad"),
 		DevicePluginDir: filepath.Join(o.BinDir, "nomad-plugins"),
 		Logger:          o.Log,
+		// Every node models 16 cores for the planner (opmetrics.MetaNodeCPUCores): the
+		// clients share this host's few cores, and the operators' Nomad reservations are
+		// scaled down by the job file, but the MILP plans with the operators' modelled needs.
+		ServerClientMeta: map[string]string{opmetrics.MetaNodeCPUCores: "16"},
 		Clients: []harness.ClientSpec{
-			{Name: "cpu1", NodeClass: "cpu"},
-			{Name: "cpu2", NodeClass: "cpu"},
-			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920},
+			{Name: "cpu1", NodeClass: "cpu", Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
+			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
+			{Name: "gpu2", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
 		},
 	})
 	if err != nil {
@@ -216,7 +233,7 @@ func jobFile(pipeline string) string {
 // registerJobFile parses jobs/<file> on the Nomad server with the given variables and
 // registers it.
 func registerJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) error {
-	job, err := parseJobFile(ctx, cl, file, vars)
+	job, err := harness.ParseJobFile(ctx, cl, file, vars)
 	if err != nil {
 		return err
 	}
@@ -224,31 +241,6 @@ func registerJobFile(ctx context.Context, cl *api.Client, file string, vars map[
 		return fmt.Errorf("register %s: %w", file, err)
 	}
 	return nil
-}
-
-func parseJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) (*api.Job, error) {
-	root, err := harness.ModuleRoot()
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(filepath.Join(root, "jobs", file))
-	if err != nil {
-		return nil, fmt.Errorf("read job file: %w", err)
-	}
-	var vb strings.Builder
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&vb, "%s = %q\n", k, vars[k])
-	}
-	job, err := cl.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(b), Variables: vb.String(), Canonicalize: true})
-	if err != nil {
-		return nil, fmt.Errorf("parse jobs/%s: %w", file, err)
-	}
-	return job, nil
 }
 
 // runPhase runs one phase to completion (every expected record at the sink) or timeout.

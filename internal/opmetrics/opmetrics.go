@@ -44,3 +44,10 @@ const (
 	MetaColdStartSec  = "trident_cold_start_s"  // float: seconds from launch to serving
 	MetaMetricsPort   = "trident_metrics_port"  // label of the network port serving /metrics
 )
+
+// Node meta keys the planner reads when sizing its inventory. Without them a node's size is
+// its fingerprinted cores and memory.
+const (
+	MetaNodeCPUCores = "trident_cpu_cores" // float: cores the planner models for the node
+	MetaNodeMemoryMB = "trident_memory_mb" // int: memory the planner models for the node
+)
