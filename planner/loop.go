@@ -223,6 +223,13 @@ func (l *Loop) pipeline(ctx context.Context, job string) {
 		if l.cfg.Actuator == nil {
 			return
 		}
+		// Fence: Nomad checks a job's modify index when the register RPC arrives, not
+		// when it commits, so two concurrent writers could both pass. Only a server that
+		// a quorum still follows acts.
+		if err := l.s.raft.VerifyLeader().Error(); err != nil {
+			l.log.Warn("not acting: leadership not confirmed", "job", job, "err", err)
+			return
+		}
 		res, err := l.cfg.Actuator.Step(ctx, p, dec)
 		if err != nil {
 			l.log.Warn("apply decision", "job", job, "decision", dec.Index, "err", err)

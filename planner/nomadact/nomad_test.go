@@ -166,15 +166,35 @@ func TestActuatorAgainstNomad(t *testing.T) {
 		"src": d1.Operators["src"],
 		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Candidate: 1}}, Config: "batch=8", CandidateConfig: "batch=16", Transitions: 1},
 	}}
-	if res := stepUntil(t, a, p, d2, 120*time.Second); res.Status != fsm.StatusDone {
-		t.Fatalf("decision 200: %+v", res)
+	// Two actuator instances (no shared memory) take turns, as leaders handing over after
+	// every step would: each resumes from Nomad's state alone.
+	rival := newTestActuator(n)
+	turn := 0
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		act := a
+		if turn%2 == 1 {
+			act = rival
+		}
+		turn++
+		res, err := act.Step(ctx, p, d2)
+		if err == nil && res.Status == fsm.StatusDone {
+			break
+		}
+		if (err == nil && res.Status == fsm.StatusFailed) || time.Now().After(deadline) {
+			dumpVersions(t, n.API())
+			t.Fatalf("decision 200: %+v %v", res, err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
+	t.Logf("decision 200 done after %d alternating steps", turn)
 	want = map[string]int{"src@c1.g0|c1": 2, "src@server.g0|server": 1, "gpu@c2.g1|c2": 1}
 	if got := runningByGroup(t, n.API(), "pipe"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after decision 200 running %v, want %v", got, want)
 	}
 	v := versionsByPhase(t, n.API(), "pipe")
 	if v["200/surge"] != 1 || v["200/final"] != 1 || v["100/final"] != 1 {
+		dumpVersions(t, n.API())
 		t.Fatalf("job versions per decision/phase: %v (want exactly one surge and one final for 200)", v)
 	}
 	job, _, _ := n.API().Jobs().Info("pipe", nil)
@@ -196,7 +216,7 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	}
 	t.Logf("decision 300 failed as intended: %s", res.Detail)
 	// After the revert the job runs decision 200's placement again.
-	deadline := time.Now().Add(60 * time.Second)
+	deadline = time.Now().Add(60 * time.Second)
 	for {
 		job, _, err := n.API().Jobs().Info("pipe", nil)
 		if err == nil && job.Meta[MetaDecision] == "200" && fmt.Sprint(runningByGroup(t, n.API(), "pipe")) == fmt.Sprint(want) {
@@ -216,5 +236,19 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	}
 	if v2 := versionsByPhase(t, n.API(), "pipe"); fmt.Sprint(v2) != fmt.Sprint(v) {
 		t.Fatalf("repeat step on failed decision submitted a version: %v -> %v", v, v2)
+	}
+}
+
+func dumpVersions(t *testing.T, c *api.Client) {
+	vs, _, _, err := c.Jobs().Versions("pipe", false, nil)
+	if err != nil {
+		return
+	}
+	for _, x := range vs {
+		groups := map[string]int{}
+		for _, g := range x.TaskGroups {
+			groups[*g.Name] = *g.Count
+		}
+		t.Logf("version %d stable=%v jmi=%d meta=%v groups=%v", *x.Version, *x.Stable, *x.JobModifyIndex, x.Meta, groups)
 	}
 }
