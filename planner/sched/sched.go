@@ -153,8 +153,7 @@ func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 		return pack(in, need)
 	}
 	lo, hi := 0.0, 1.0
-	best, ok := try(lo)
-	if !ok {
+	if _, ok := try(lo); !ok {
 		return Plan{}, fmt.Errorf("%w: one instance of every operator does not fit the cluster", ErrImpossible)
 	}
 	for {
@@ -177,7 +176,7 @@ func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 			hi = mid
 		}
 	}
-	best, _ = try(lo)
+	best, _ := try(lo)
 	w := pr.WindowSec
 	if w <= 0 {
 		w = 300
