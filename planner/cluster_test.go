@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
@@ -35,10 +37,19 @@ type testCluster struct {
 	done    []chan error
 	loop    func(i int) *LoopConfig
 	token   string
+	// layers, when non-nil, are cuttable raft stream layers (one per server).
+	layers []*cutLayer
 }
 
 func newTestCluster(t *testing.T, n int, loop func(i int) *LoopConfig) *testCluster {
+	return newTestClusterOpts(t, n, loop, false)
+}
+
+func newTestClusterOpts(t *testing.T, n int, loop func(i int) *LoopConfig, cuttable bool) *testCluster {
 	c := &testCluster{t: t, loop: loop, token: "s3cret"}
+	if cuttable {
+		c.layers = make([]*cutLayer, n)
+	}
 	for i := 0; i < n; i++ {
 		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("p%d", i), RaftAddr: freeAddr(t), HTTPAddr: "http://" + freeAddr(t)})
 		c.dirs = append(c.dirs, t.TempDir())
@@ -63,8 +74,17 @@ func (c *testCluster) start(i int) {
 	if c.loop != nil {
 		lc = c.loop(i)
 	}
+	var layer raft.StreamLayer
+	if c.layers != nil {
+		l, err := newCutLayer(c.peers[i].RaftAddr)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.layers[i], layer = l, l
+	}
 	s, err := New(Config{
-		ID: c.peers[i].ID, RaftAddr: c.peers[i].RaftAddr, HTTPAddr: c.peers[i].HTTPAddr[len("http://"):],
+		StreamLayer: layer,
+		ID:          c.peers[i].ID, RaftAddr: c.peers[i].RaftAddr, HTTPAddr: c.peers[i].HTTPAddr[len("http://"):],
 		DataDir: c.dirs[i], Peers: c.peers, Bootstrap: true, Token: c.token,
 		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		SnapshotThreshold: 16, SnapshotInterval: 200 * time.Millisecond,

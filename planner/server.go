@@ -86,6 +86,9 @@ type Config struct {
 	SnapshotThreshold uint64
 	// SnapshotInterval is how often raft checks whether to snapshot (default 30s).
 	SnapshotInterval time.Duration
+	// StreamLayer, when set, replaces the plain TCP listener/dialer of the raft transport
+	// (e.g. TLS, or fault injection in tests); RaftAddr is then only the advertised ID.
+	StreamLayer raft.StreamLayer
 	// Loop configures the leader's rescheduling loop; nil disables it (API-only server).
 	Loop *LoopConfig
 	// Logger receives server logs (default: slog.Default()).
@@ -172,7 +175,12 @@ func New(cfg Config) (*Server, error) {
 		store.Close()
 		return nil, fmt.Errorf("planner: raft advertise address %q: %w", adv, err)
 	}
-	trans, err := raft.NewTCPTransport(cfg.RaftAddr, advAddr, 4, 5*time.Second, cfg.RaftLogOutput)
+	var trans *raft.NetworkTransport
+	if cfg.StreamLayer != nil {
+		trans = raft.NewNetworkTransport(cfg.StreamLayer, 4, 5*time.Second, cfg.RaftLogOutput)
+	} else {
+		trans, err = raft.NewTCPTransport(cfg.RaftAddr, advAddr, 4, 5*time.Second, cfg.RaftLogOutput)
+	}
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("planner: raft transport on %s: %w", cfg.RaftAddr, err)
