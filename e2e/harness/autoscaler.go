@@ -97,6 +97,9 @@ func (a *Autoscaler) Log() string {
 // Stop interrupts the agent and waits for it to exit.
 func (a *Autoscaler) Stop() error {
 	var err error
-	a.once.Do(func() { err = stopProcess(a.proc, 10*time.Second) })
+	a.once.Do(func() {
+		err = stopProcess(a.proc, 10*time.Second)
+		killUnder(a.dir) // plugins the agent left behind
+	})
 	return err
 }

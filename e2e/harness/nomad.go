@@ -352,6 +352,9 @@ func startProcess(ctx context.Context, name, logPath, bin string, args ...string
 	// stopped gracefully by Stop.
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
+	// Children that leave the process group (go-plugin plugins, raw_exec executors) inherit
+	// this variable, so killUnder finds them by their environment.
+	cmd.Env = append(os.Environ(), "TRIDENT_HARNESS_DIR="+filepath.Dir(logPath)+"/")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		lf.Close()

@@ -175,6 +175,7 @@ func (p *Planners) Stop() {
 			_ = stopProcess(pr, 10*time.Second)
 		}
 	}
+	killUnder(p.Dir)
 }
 
 // StartPlanners launches a planner cluster for a test and stops it in t.Cleanup.
