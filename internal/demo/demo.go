@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,7 +81,7 @@ func (o *Options) defaults() error {
 		o.Pipeline = "pdf"
 	}
 	if o.Docs <= 0 {
-		o.Docs = 300
+		o.Docs = 400
 	}
 	if o.Speed <= 0 {
 		o.Speed = 20
@@ -243,6 +244,28 @@ func registerJobFile(ctx context.Context, cl *api.Client, file string, vars map[
 	return nil
 }
 
+// demoGPUs is the number of fake GPUs of the demo cluster (gpu1 and gpu2, 4 each).
+const demoGPUs = 8
+
+// staticAllocation sets the static baseline's counts: what a user tunes once knowing the
+// cluster: the accelerators split evenly over the accelerator operators, one instance of
+// every CPU operator. It returns a description for the report.
+func staticAllocation(job *api.Job, gpus int) string {
+	var accel []*api.TaskGroup
+	for _, g := range job.TaskGroups {
+		if n, _ := strconv.Atoi(g.Meta[opmetrics.MetaGPUs]); n > 0 {
+			accel = append(accel, g)
+		}
+	}
+	var parts []string
+	for _, g := range accel {
+		c := gpus / len(accel)
+		g.Count = &c
+		parts = append(parts, fmt.Sprintf("%s=%d", *g.Name, c))
+	}
+	return fmt.Sprintf("static allocation: %d GPUs split evenly (%s), one instance of each CPU operator", gpus, strings.Join(parts, " "))
+}
+
 // runPhase runs one phase to completion (every expected record at the sink) or timeout.
 func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string) (*Phase, error) {
 	fmt.Fprintf(o.Out, "\n==> phase %q: %d %s documents\n", phase, o.Docs, o.Pipeline)
@@ -261,8 +284,15 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 		defer stop()
 		planner = leader
 	}
-	if err := registerJobFile(ctx, n.API(), jobFile(o.Pipeline), vars); err != nil {
+	job, err := harness.ParseJobFile(ctx, n.API(), jobFile(o.Pipeline), vars)
+	if err != nil {
 		return ph, err
+	}
+	if phase == "static" {
+		ph.Notes = append(ph.Notes, staticAllocation(job, demoGPUs))
+	}
+	if _, _, err := n.API().Jobs().Register(job, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		return ph, fmt.Errorf("register %s: %w", jobFile(o.Pipeline), err)
 	}
 	if planner != "" {
 		if err := registerPipeline(ctx, planner, jobName(o.Pipeline)); err != nil {

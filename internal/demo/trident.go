@@ -21,7 +21,7 @@ const plannerCount = 3
 func startTrident(ctx context.Context, o Options, n *harness.Nomad) (string, func(), error) {
 	ps, err := harness.LaunchPlanners(ctx, harness.PlannerOptions{
 		Binary: o.TridentBin, Count: plannerCount, NomadAddr: n.Addr, Dir: filepath.Join(n.Dir, "planners"),
-		Args: []string{"-interval", "10s", "-max-batch", "1"}, Logger: o.Log,
+		Args: []string{"-interval", "5s", "-max-batch", "1"}, Logger: o.Log,
 	})
 	if err != nil {
 		return "", nil, err
@@ -37,7 +37,8 @@ func startTrident(ctx context.Context, o Options, n *harness.Nomad) (string, fun
 apm "trident-apm" {
   driver = "trident-apm"
   config = {
-    planner_addr = %q
+    planner_addr  = %q
+    feed_interval = "2s"
   }
 }
 strategy "trident" {
