@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"time"
 )
 
@@ -1054,14 +1053,4 @@ func (e *Engine) pipelineEmpty() bool {
 		}
 	}
 	return true
-}
-
-// sortedKeys is a small helper for deterministic map iteration.
-func sortedKeys[M ~map[K]V, K ~string, V any](m M) []K {
-	ks := make([]K, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
-	return ks
 }
