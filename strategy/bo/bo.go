@@ -87,6 +87,11 @@ type Options struct {
 	// OOMPenalty is the fraction above MemLimit recorded as the peak memory of an OOM
 	// evaluation (default 0.05).
 	OOMPenalty float64
+	// Initial are configurations evaluated first, before the quasi-random design (a
+	// warm start: e.g. the running configuration and the best configurations found for
+	// similar workloads). They count towards InitPoints; seen or constraint-violating
+	// entries are skipped.
+	Initial []configspace.Config
 	// Candidates is the number of random candidates scored per suggestion (default 1500);
 	// as many again are drawn around the best evaluations.
 	Candidates int
@@ -149,8 +154,10 @@ type Optimizer struct {
 	shift []float64 // Cranley-Patterson rotation of the Halton sequence
 	hIdx  int       // next Halton index
 	grid  []configspace.Config
-	obs   []Observation
-	seen  map[string]bool
+	// initial holds the warm-start configurations not suggested yet.
+	initial []configspace.Config
+	obs     []Observation
+	seen    map[string]bool
 
 	thr, mem        Surrogate
 	fittedAt        int // len(obs) when the surrogates were last fitted
@@ -173,6 +180,7 @@ func New(space *configspace.Space, opts Options, rng *rand.Rand) (*Optimizer, er
 		return nil, fmt.Errorf("bo: feasibility threshold delta %v outside [0,1)", opts.Delta)
 	}
 	o := &Optimizer{space: space, opts: opts, rng: rng, seen: map[string]bool{}, fittedAt: -1}
+	o.initial = append(o.initial, opts.Initial...)
 	o.shift = make([]float64, space.Dim())
 	for i := range o.shift {
 		o.shift[i] = rng.Float64()
@@ -261,6 +269,13 @@ func (o *Optimizer) Suggest(ctx context.Context) (configspace.Config, error) {
 		return o.nextHalton()
 	case Random:
 		return o.nextHalton()
+	}
+	for len(o.initial) > 0 {
+		c := o.initial[0]
+		o.initial = o.initial[1:]
+		if o.space.Satisfies(c) && !o.seen[c.String()] {
+			return c, nil
+		}
 	}
 	if len(o.obs) < o.opts.InitPoints {
 		return o.nextHalton()

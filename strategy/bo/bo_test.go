@@ -129,3 +129,31 @@ func TestSuggestHonoursContext(t *testing.T) {
 		t.Fatal("Suggest with a cancelled context succeeded")
 	}
 }
+
+func TestWarmStartIsSuggestedFirst(t *testing.T) {
+	s := configspace.MustParse("a=int[1,100]; b=int[1,100]; constraint: b >= a")
+	good := configspace.Config{"a": configspace.Num(10), "b": configspace.Num(20)}
+	bad := configspace.Config{"a": configspace.Num(50), "b": configspace.Num(5)} // violates b >= a
+	o, err := New(s, Options{MemLimit: 10, Initial: []configspace.Config{good, bad, good}}, rand.New(rand.NewPCG(3, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := o.Suggest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.String() != good.String() {
+		t.Fatalf("first suggestion %s, want the warm start %s", c, good)
+	}
+	if err := o.Observe(c, 1, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	// The constraint-violating entry and the repeat of an evaluated one are skipped.
+	c, err = o.Suggest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.String() == good.String() || c.String() == bad.String() || !s.Satisfies(c) {
+		t.Fatalf("second suggestion %s: want a fresh design point satisfying the constraints", c)
+	}
+}
