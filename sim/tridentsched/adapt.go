@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/baseline"
@@ -43,9 +44,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 				delete(o.cands, d)
 				_ = o.cl.SetStatus(d, cluster.Untuned)
 			}
-			o.epoch++
-			t.layer.Invalidate(o.spec.Name)
-			t.ds2[i].Reset()
+			t.invalidate(i)
 			t.Reverts++
 		}
 		// Transition finished: every non-probe instance runs the candidate.
@@ -62,6 +61,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 				if tu.oom {
 					peak = t.env.Cluster.Nodes[0].AccMemGB
 				}
+				t.opt.Logger.Debug("trial", "t", s.Time, "op", o.spec.Name, "cl", tu.cluster, "cfg", fmt.Sprint(tu.trialCfg), "thr", thr, "peak", peak, "oom", tu.oom)
 				if err := tu.opt.Observe(tu.trial, thr, peak, tu.oom); err != nil {
 					return nil, false, fmt.Errorf("trident: %s: BO observe: %w", o.spec.Name, err)
 				}
@@ -72,7 +72,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 				rec, err := tu.opt.Recommend(ctx)
 				o.tune = nil
 				if err == nil {
-					c := candidate{cfg: fromConfig(o.spec.Space, rec.Config), rate: rec.Predicted}
+					c := candidate{cfg: fromConfig(o.spec.Space, rec.Config), rate: rec.Predicted, cs: rec.Config}
 					o.cands[tu.cluster] = c
 					_ = o.cl.SetBest(tu.cluster, rec.Config, rec.Measured)
 					_ = o.cl.SetStatus(tu.cluster, cluster.Tuned)
@@ -108,7 +108,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 			}
 			opt, err := bo.New(o.space, bo.Options{
 				Method: method, MemLimit: t.env.Cluster.Nodes[0].AccMemGB, Margin: t.opt.MarginGB,
-				Delta: t.opt.Delta, Logger: t.opt.Logger,
+				Delta: t.opt.Delta, Logger: t.opt.Logger, Initial: t.warmStart(o),
 			}, rand.New(rand.NewPCG(t.rng.Uint64(), uint64(i))))
 			if err != nil {
 				return nil, false, fmt.Errorf("trident: %s: %w", o.spec.Name, err)
@@ -118,6 +118,32 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 		}
 	}
 	return probes, newCand, nil
+}
+
+// warmStart returns the configurations a new tuning session evaluates first: the
+// recommendations of the operator's most recently tuned workload clusters (newest first,
+// at most WarmStart of them). A regime shift usually moves the optimum only part of the
+// way, so the previous optimum is a strong first point; the quasi-random design and the
+// acquisition function then explore from there.
+func (t *Trident) warmStart(o *opState) []configspace.Config {
+	if t.opt.WarmStart < 0 {
+		return nil
+	}
+	ids := make([]int, 0, len(o.cands))
+	for id := range o.cands {
+		ids = append(ids, id)
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(ids)))
+	var out []configspace.Config
+	for _, id := range ids {
+		if len(out) == t.opt.WarmStart {
+			break
+		}
+		if c := o.cands[id]; c.cs != nil {
+			out = append(out, c.cs)
+		}
+	}
+	return out
 }
 
 // propose hands c to the scheduling layer unless it is already the running or pending

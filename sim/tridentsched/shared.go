@@ -83,9 +83,7 @@ func (h *Shared) Apply(_ context.Context, s *sim.Snapshot, plan *sim.Plan) bool 
 		if o.candidate != nil && !o.committed {
 			op.Config, op.Transition = o.candidate.cfg, sim.TransitionAll
 			o.committed = true
-			o.epoch++
-			h.t.layer.Invalidate(o.spec.Name)
-			h.t.ds2[i].Reset()
+			h.t.invalidate(i)
 			changed = true
 		}
 	}

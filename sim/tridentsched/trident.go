@@ -44,8 +44,11 @@ type Options struct {
 	RoundS, SampleS float64
 	// EvalS is how long a BO trial is measured once its probe runs (default 40 s).
 	EvalS float64
-	// Budget is the number of BO evaluations per workload cluster (default 10).
+	// Budget is the number of BO evaluations per workload cluster (default 16).
 	Budget int
+	// WarmStart is the number of recent clusters' recommendations a new cluster's tuning
+	// session evaluates first (default 2; negative: none).
+	WarmStart int
 	// MarginGB is the BO memory safety margin μ (default 6 GB: a 40 s evaluation sees
 	// about two standard deviations of the per-second peak, a sustained run four or more);
 	// Delta the minimum probability of feasibility δ (0: strategy/bo's default).
@@ -82,7 +85,10 @@ func (o *Options) defaults() {
 		o.EvalS = 40
 	}
 	if o.Budget == 0 {
-		o.Budget = 10
+		o.Budget = 16
+	}
+	if o.WarmStart == 0 {
+		o.WarmStart = 2
 	}
 	if o.MarginGB == 0 {
 		o.MarginGB = 6
@@ -158,7 +164,9 @@ type opState struct {
 	// capacity fallback for an operator the observation layer has no estimate for.
 	scaled float64
 	amp    float64
-	outMB  float64
+	// sel is the operator's own selectivity (records out per record in), an EMA.
+	sel   float64
+	outMB float64
 	// adaptation
 	space     *configspace.Space
 	cl        *cluster.Clusterer
@@ -178,6 +186,7 @@ type opState struct {
 type candidate struct {
 	cfg  sim.OpConfig
 	rate float64
+	cs   configspace.Config // cfg in the adaptation layer's form (nil for reverts)
 }
 
 type tuning struct {
@@ -218,7 +227,7 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 	p := env.Pipeline
 	for i := range p.Ops {
 		spec := &p.Ops[i]
-		o := &opState{spec: spec, amp: math.NaN(), cands: map[int]candidate{}, dominant: -1}
+		o := &opState{spec: spec, amp: math.NaN(), sel: math.NaN(), cands: map[int]candidate{}, dominant: -1}
 		if len(spec.FeatureNames) == 0 {
 			return nil, fmt.Errorf("trident: operator %q declares no workload features", spec.Name)
 		}
@@ -309,9 +318,8 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 					// A regime shift invalidates the operator's capacity samples: the GP
 					// (constant mean) cannot extrapolate to the new workload and its
 					// residual filter would reject the new regime's samples.
-					o.epoch++
-					t.layer.Invalidate(o.spec.Name)
-					t.ds2[i].Reset()
+					t.opt.Logger.Debug("regime shift", "t", s.Time, "op", o.spec.Name, "from", ev.Shift.From, "to", ev.Shift.To)
+					t.invalidate(i)
 					t.Shifts++
 				}
 			}
@@ -356,6 +364,14 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 		if w.emitted > 0 {
 			o.outMB = w.outMB / w.emitted
 		}
+		if w.processed > 0 {
+			sel := w.emitted / w.processed
+			if math.IsNaN(o.sel) {
+				o.sel = sel
+			} else {
+				o.sel = 0.5*o.sel + 0.5*sel
+			}
+		}
 		if w.featW > 0 {
 			o.feat = make([]float64, len(w.feat))
 			for k := range w.feat {
@@ -378,11 +394,14 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 			Records:       perInst,
 			BusySeconds:   math.Min(interval, w.busy/runMean),
 			UsefulSeconds: w.useful / runMean,
-			QueueStart:    math.Max(0, w.q0),
-			QueueEnd:      s.Ops[i].Queue,
-			Utilization:   math.Min(1, w.occ/float64(w.ticks)),
-			Features:      o.feat,
-			Epoch:         o.epoch,
+			// The operator's instances share one input queue; the sample describes one
+			// instance, so it carries the instance's share of the queue (the signal
+			// filter compares the queue change with the records processed).
+			QueueStart:  math.Max(0, w.q0) / runMean,
+			QueueEnd:    s.Ops[i].Queue / runMean,
+			Utilization: math.Min(1, w.occ/float64(w.ticks)),
+			Features:    o.feat,
+			Epoch:       o.epoch,
 		}
 		if t.opt.NoObservation {
 			t.ds2[i].Observe(sample)
@@ -394,8 +413,8 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 				o.residuals++
 				if o.residuals >= t.opt.StaleAfter {
 					o.residuals = 0
-					o.epoch++
-					t.layer.Invalidate(o.spec.Name)
+					t.opt.Logger.Debug("stale model", "t", s.Time, "op", o.spec.Name)
+					t.invalidate(i)
 					t.Stale++
 				}
 			} else if why == "" {
@@ -403,6 +422,17 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 			}
 		}
 	}
+}
+
+// invalidate starts operator i's capacity model afresh (new observation epoch): the
+// observation layer's samples, the DS2 window and the occupancy-scaled fallback all
+// describe a workload or configuration the operator no longer runs.
+func (t *Trident) invalidate(i int) {
+	o := t.ops[i]
+	o.epoch++
+	o.scaled = 0
+	t.layer.Invalidate(o.spec.Name)
+	t.ds2[i].Reset()
 }
 
 // capacity returns operator i's per-instance capacity for the current workload.
@@ -480,9 +510,7 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 			if !o.committed {
 				// Committing a transition invalidates the operator's samples (paper §6.6).
 				o.committed = true
-				o.epoch++
-				t.layer.Invalidate(o.spec.Name)
-				t.ds2[i].Reset()
+				t.invalidate(i)
 			}
 		}
 	}
@@ -520,12 +548,20 @@ func (t *Trident) solve(ctx context.Context, s *sim.Snapshot) (*milp.Solution, e
 		prob.Params.NetWeight = 1e-300 // no co-location incentive
 	}
 	cur := make(milp.Deployment, len(p.Ops))
+	// Amplification into each operator is the product of the upstream operators' own
+	// selectivities (DS2's selectivity chain), which reflects a new workload regime as soon
+	// as the upstream operators process it; the ratio of an operator's processed records
+	// to source records lags behind its queue.
 	amp := 1.0
 	for i, o := range t.ops {
 		spec := o.spec
-		a := o.amp
-		if math.IsNaN(a) || a <= 0 {
-			a = amp // not observed yet: assume the upstream amplification
+		a := amp
+		if i > 0 {
+			if up := t.ops[i-1]; !math.IsNaN(up.sel) && up.sel > 0 {
+				a = amp * up.sel
+			} else if !math.IsNaN(o.amp) && o.amp > 0 {
+				a = o.amp
+			}
 		}
 		amp = a
 		out := o.outMB
