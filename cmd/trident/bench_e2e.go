@@ -45,7 +45,12 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return fmt.Errorf("bench e2e: %w", err)
 	}
+	bounds, err := experiment.Bounds(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("bench e2e: %w", err)
+	}
 	rep := experiment.NewReport(cfg.Pipelines, runs, time.Since(start))
+	rep.Bounds = bounds
 	if err := rep.Write(stdout, *out); err != nil {
 		return fmt.Errorf("bench e2e: %w", err)
 	}

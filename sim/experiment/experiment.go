@@ -111,6 +111,27 @@ func specs() []spec {
 	}
 }
 
+// Bounds computes every pipeline's fluid upper bound on the benchmark cluster (200
+// sampled records per regime, 2000 random configurations per operator and regime).
+func Bounds(ctx context.Context, cfg Config) (map[string]sim.FluidBound, error) {
+	out := map[string]sim.FluidBound{}
+	for _, name := range cfg.Pipelines {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("fluid bound: %w", err)
+		}
+		p, err := Pipeline(name, cfg.Scale)
+		if err != nil {
+			return nil, err
+		}
+		b, err := sim.ComputeFluidBound(p, sim.PaperCluster(8), 200, 2000, 1)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", name, err)
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
 // Pipeline returns the named pipeline at the given scale.
 func Pipeline(name string, scale float64) (*sim.Pipeline, error) {
 	switch name {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/sim"
 )
 
 // Paper figures (Trident paper §8). Figure 2's per-baseline values are not in the text we
@@ -49,6 +50,8 @@ type Report struct {
 	Seeds     []uint64
 	Runs      map[string]map[string]map[uint64]*Run
 	Wall      time.Duration
+	// Bounds holds each pipeline's fluid upper bound (optional; see sim.FluidBound).
+	Bounds map[string]sim.FluidBound
 }
 
 // NewReport indexes runs.
@@ -73,6 +76,23 @@ func NewReport(pipelines []string, runs []*Run, wall time.Duration) *Report {
 }
 
 func (r *Report) run(p, key string, seed uint64) *Run { return r.Runs[p][key][seed] }
+
+// boundNorm returns pipeline p's fluid bound (tuned or default configurations) divided
+// by the median measured Static throughput (NaN without a bound).
+func (r *Report) boundNorm(p string, tuned bool) float64 {
+	b, ok := r.Bounds[p]
+	if !ok {
+		return math.NaN()
+	}
+	var st []float64
+	for _, run := range r.Runs[p]["static"] {
+		st = append(st, run.Throughput())
+	}
+	if tuned {
+		return b.TunedRecPerS / median(st)
+	}
+	return b.DefaultRecPerS / median(st)
+}
 
 // perSeed applies f to every seed with both runs present and returns the values.
 func (r *Report) perSeed(p, key, ref string, f func(a, b *Run) float64) []float64 {
@@ -201,6 +221,30 @@ func (r *Report) Tables() []*benchfmt.Table {
 		t.Rows = append(t.Rows, row)
 	}
 	out = append(out, t)
+
+	if len(r.Bounds) > 0 {
+		bt := &benchfmt.Table{Title: "Headroom: fluid upper bound of this calibration, normalised to the measured Static run", Header: []string{"figure"}}
+		for _, p := range r.Pipelines {
+			bt.Header = append(bt.Header, p)
+		}
+		rows := []struct {
+			name string
+			f    func(p string) float64
+		}{
+			{"bound: per-regime accelerator split, default configs", func(p string) float64 { return r.boundNorm(p, false) }},
+			{"bound: per-regime split + best config per regime", func(p string) float64 { return r.boundNorm(p, true) }},
+			{"trident (measured)", func(p string) float64 { return r.norm(p, "trident") }},
+			{"trident / bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, true) }},
+		}
+		for _, row := range rows {
+			cells := []string{row.name}
+			for _, p := range r.Pipelines {
+				cells = append(cells, f2(row.f(p)))
+			}
+			bt.Rows = append(bt.Rows, cells)
+		}
+		out = append(out, bt)
+	}
 
 	t = &benchfmt.Table{Title: "Table 2: controlled comparison (shared observation + adaptation; baselines switch all-at-once)", Header: hdr}
 	for _, k := range table2Keys {
@@ -331,6 +375,10 @@ func (r *Report) Result() benchfmt.Result {
 			if r.Runs[p][k] != nil {
 				fig[p+".norm."+k] = round(r.norm(p, k), 1000)
 			}
+		}
+		if _, ok := r.Bounds[p]; ok {
+			fig[p+".bound.realloc_norm"] = round(r.boundNorm(p, false), 1000)
+			fig[p+".bound.tuned_norm"] = round(r.boundNorm(p, true), 1000)
 		}
 		if lo, hi := spread(r.normAll(p, "trident")); len(r.Seeds) > 1 {
 			fig[p+".norm.trident.min"] = round(lo, 1000)
