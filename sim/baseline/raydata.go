@@ -181,7 +181,9 @@ func (r *RayData) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 				}
 				target++
 			}
-		case util <= r.Down || done:
+		case (util <= r.Down && o.Running > 0 && o.Restarting == 0) || done:
+			// Utilisation is undefined while no instance runs or instances restart on a
+			// new configuration: no scale-down on it.
 			if size > 1 {
 				step := 1
 				if !isActor {

@@ -87,7 +87,10 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 				tu.trial, tu.trialCfg = cfg, fromConfig(o.spec.Space, cfg)
 				tu.measured, tu.done, tu.peak, tu.oom = 0, 0, 0, false
 			}
-			if o.tune != nil {
+			// A trial runs on one probe instance; an operator with fewer than two other
+			// instances keeps serving and the trial waits (a probe that is the only
+			// instance would stall the operator on untried configurations).
+			if o.tune != nil && st.Running+st.Starting+st.Restarting >= 3 {
 				probes[i] = o.tune.trialCfg
 			}
 		}
