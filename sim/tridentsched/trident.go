@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/trident-sched/trident/apm/gp"
 	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/strategy/bo"
@@ -231,7 +232,10 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 		if len(spec.FeatureNames) == 0 {
 			return nil, fmt.Errorf("trident: operator %q declares no workload features", spec.Name)
 		}
-		cfg := observe.Config{Signal: observe.SignalConfig{MinUtilization: 0.6}, Logger: t.opt.Logger}
+		// Hyperparameters are fitted on at most 32 of the window's samples: every regime
+		// shift restarts an operator's fit schedule, and the fits dominated the layer's
+		// per-round cost (the installed model still uses every sample).
+		cfg := observe.Config{Signal: observe.SignalConfig{MinUtilization: 0.6}, Fit: gp.FitOptions{MaxSamples: 32}, Logger: t.opt.Logger}
 		if err := t.layer.Register(spec.Name, observe.OperatorSpec{Features: spec.FeatureNames, Config: cfg}); err != nil {
 			return nil, fmt.Errorf("trident: %w", err)
 		}
