@@ -116,6 +116,14 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 			if err != nil {
 				return nil, false, fmt.Errorf("trident: %s: %w", o.spec.Name, err)
 			}
+			// The running configuration is already measured: the observation layer's
+			// capacity estimate and the production peak memory enter the session as its
+			// first evaluation, so the search looks for improvements over what runs.
+			if est, err := t.layer.Capacity(o.spec.Name, o.feat); err == nil && !t.opt.NoObservation && est.Capacity > 0 && st.PeakMemGB > 0 && o.candidate == nil {
+				if err := opt.Observe(toCS(o.spec.Space, o.current), est.Capacity, st.PeakMemGB, false); err != nil {
+					return nil, false, fmt.Errorf("trident: %s: BO observe running config: %w", o.spec.Name, err)
+				}
+			}
 			o.tune = &tuning{cluster: d, opt: opt}
 			_ = o.cl.SetStatus(d, cluster.Tuning)
 		}
@@ -180,6 +188,15 @@ func boolInt(b bool) int {
 
 // toSpace converts a simulator configuration space to a configspace.Space.
 func toSpace(s sim.Space) (*configspace.Space, error) { return baseline.SpaceOf(s) }
+
+// toCS converts a simulator configuration to a configspace.Config.
+func toCS(s sim.Space, c sim.OpConfig) configspace.Config {
+	out := configspace.Config{}
+	for i, p := range s {
+		out[p.Name] = configspace.Num(c[i])
+	}
+	return out
+}
 
 // fromConfig converts a configspace.Config to the simulator's value order.
 func fromConfig(s sim.Space, c configspace.Config) sim.OpConfig { return baseline.ConfigOf(s, c) }
