@@ -40,6 +40,11 @@ type Advice struct {
 	Evaluate bool
 	// Remaining is the number of evaluations left in the cluster's tuning budget.
 	Remaining int
+	// Predicted and PFeasible describe a recommendation (Evaluate false): the throughput
+	// surrogate's prediction and the probability of feasibility when the session has just
+	// finished, the measured throughput and 1 for a cluster tuned earlier. Both are 0 while
+	// tuning (use Predict).
+	Predicted, PFeasible float64
 }
 
 // Advisor is the adaptation loop of one operator. It is not safe for concurrent use.
@@ -100,7 +105,7 @@ func (a *Advisor) Next(ctx context.Context) (adv Advice, ok bool, err error) {
 		return Advice{}, false, nil
 	}
 	if dom.Status == cluster.Tuned {
-		return Advice{Cluster: dom.ID, Config: dom.Best}, true, nil
+		return Advice{Cluster: dom.ID, Config: dom.Best, Predicted: dom.BestThroughput, PFeasible: 1}, true, nil
 	}
 	t, err := a.tuner(dom.ID)
 	if err != nil {
@@ -131,6 +136,43 @@ func (a *Advisor) Report(id int, c configspace.Config, throughput, peakMem float
 	return nil
 }
 
+// Record reports a measurement of configuration c taken while the current dominant cluster
+// dominated, whether or not c was advised (e.g. the configuration an operator already
+// runs). It starts the cluster's tuning session if needed. recorded is false, with no
+// error, when no cluster dominates yet or the dominant cluster is already tuned.
+func (a *Advisor) Record(c configspace.Config, throughput, peakMem float64, oom bool) (id int, recorded bool, err error) {
+	dom, ok := a.c.Dominant()
+	if !ok || dom.Status == cluster.Tuned {
+		return dom.ID, false, nil
+	}
+	t, err := a.tuner(dom.ID)
+	if err != nil {
+		return dom.ID, false, err
+	}
+	if len(t.Observations()) >= a.o.Budget {
+		return dom.ID, false, nil
+	}
+	if err := t.Observe(c, throughput, peakMem, oom); err != nil {
+		return dom.ID, false, fmt.Errorf("adapt: cluster %d: %w", dom.ID, err)
+	}
+	return dom.ID, true, nil
+}
+
+// Predict returns the prediction of cluster id's tuning session (followed through merges)
+// at configuration c.
+func (a *Advisor) Predict(ctx context.Context, id int, c configspace.Config) (bo.Prediction, error) {
+	id = a.c.Resolve(id)
+	t, ok := a.tuners[id]
+	if !ok {
+		return bo.Prediction{}, fmt.Errorf("adapt: predict for cluster %d, which is not being tuned", id)
+	}
+	p, err := t.Predict(ctx, c)
+	if err != nil {
+		return bo.Prediction{}, fmt.Errorf("adapt: cluster %d: %w", id, err)
+	}
+	return p, nil
+}
+
 // tuner returns the tuning session of cluster id, starting one if needed.
 func (a *Advisor) tuner(id int) (*bo.Optimizer, error) {
 	if t, ok := a.tuners[id]; ok {
@@ -159,5 +201,5 @@ func (a *Advisor) finish(ctx context.Context, id int, t *bo.Optimizer) (Advice, 
 	}
 	delete(a.tuners, id)
 	a.o.Logger.Info("adapt: tuning finished", "cluster", id, "config", rec.Config.String(), "predicted", rec.Predicted, "p_feasible", rec.PFeasible, "ooms", t.OOMs())
-	return Advice{Cluster: id, Config: rec.Config}, true, nil
+	return Advice{Cluster: id, Config: rec.Config, Predicted: rec.Predicted, PFeasible: rec.PFeasible}, true, nil
 }

@@ -88,3 +88,49 @@ func TestAdvisorTunesEachRegimeOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordAndPredict checks the live-loop additions: Record refuses before a cluster
+// dominates, then starts the dominant cluster's session with an unadvised measurement,
+// and Predict answers for that session (an OOM configuration is predicted infeasible).
+func TestRecordAndPredict(t *testing.T) {
+	a, err := New(opmodel.Space(), 1, Options{
+		Cluster: cluster.Options{WarmUp: 3},
+		BO:      bo.Options{MemLimit: 100, Delta: 0.9},
+		Budget:  3,
+	}, rand.New(rand.NewPCG(3, 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	def := opmodel.Space().Default()
+	if _, ok, err := a.Record(def, 10, 20, false); ok || err != nil {
+		t.Fatalf("record before any cluster dominates: ok=%v err=%v", ok, err)
+	}
+	if _, err := a.Predict(ctx, 0, def); err == nil {
+		t.Fatal("predict without a session must fail")
+	}
+	for range 5 {
+		if _, err := a.ObserveRequest([]float64{1000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, ok, err := a.Record(def, 10, 20, false)
+	if err != nil || !ok {
+		t.Fatalf("record: ok=%v err=%v", ok, err)
+	}
+	p, err := a.Predict(ctx, id, def)
+	if err != nil || !p.HaveThroughput || p.PFeasible < 0.9 {
+		t.Fatalf("prediction at the recorded safe config: %+v, %v", p, err)
+	}
+	// The budget bounds recorded evaluations too.
+	for i := range 4 {
+		_, ok, err := a.Record(def, 10, 20, false)
+		if err != nil || ok != (i < 2) {
+			t.Fatalf("record %d: ok=%v err=%v (budget 3)", i+2, ok, err)
+		}
+	}
+	adv, ok, err := a.Next(ctx)
+	if err != nil || !ok || adv.Evaluate || adv.PFeasible < 0.9 || adv.Predicted <= 0 {
+		t.Fatalf("advice after the budget: %+v ok=%v err=%v, want the recommendation", adv, ok, err)
+	}
+}

@@ -502,6 +502,53 @@ func (o *Optimizer) nextHalton() (configspace.Config, error) {
 	return nil, errors.New("bo: no Halton point satisfies the space constraints")
 }
 
+// Prediction is the surrogates' belief about one configuration.
+type Prediction struct {
+	// Throughput and ThroughputStd are the throughput surrogate's posterior mean and
+	// standard deviation. They are meaningful only when HaveThroughput is true, i.e. once
+	// an evaluation without OOM exists.
+	Throughput, ThroughputStd float64
+	HaveThroughput            bool
+	// PFeasible is P(peak memory ≤ MemLimit − Margin) under the memory surrogate
+	// (constrained BO), 1 for the methods that do not model memory.
+	PFeasible float64
+}
+
+// Predict returns the surrogates' prediction at c, refitting them first when evaluations
+// were added since the last fit. It needs a BO method and at least one evaluation; it
+// does not change what Suggest returns next.
+func (o *Optimizer) Predict(ctx context.Context, c configspace.Config) (Prediction, error) {
+	if o.thr == nil {
+		return Prediction{}, fmt.Errorf("bo: predict: method %s has no surrogate", o.opts.Method)
+	}
+	if len(o.obs) == 0 {
+		return Prediction{}, errors.New("bo: predict: no evaluation yet")
+	}
+	cc, err := o.space.Check(c)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("bo: predict: %w", err)
+	}
+	x, err := o.space.Encode(cc)
+	if err != nil {
+		return Prediction{}, fmt.Errorf("bo: predict: %w", err)
+	}
+	if err := o.fit(ctx); err != nil {
+		return Prediction{}, err
+	}
+	p := Prediction{PFeasible: 1, HaveThroughput: o.haveFeasibleFit}
+	if o.haveFeasibleFit {
+		m, v := o.thr.Predict(x)
+		p.Throughput, p.ThroughputStd = m, math.Sqrt(math.Max(v, 0))
+	}
+	if o.opts.Method == Constrained {
+		p.PFeasible = o.pFeasible(x)
+	}
+	return p, nil
+}
+
+// Delta returns the feasibility threshold δ in effect (after defaults).
+func (o *Optimizer) Delta() float64 { return o.opts.Delta }
+
 // Recommendation is the configuration an optimiser proposes after tuning.
 type Recommendation struct {
 	Config configspace.Config

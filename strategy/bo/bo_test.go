@@ -157,3 +157,46 @@ func TestWarmStartIsSuggestedFirst(t *testing.T) {
 		t.Fatalf("second suggestion %s: want a fresh design point satisfying the constraints", c)
 	}
 }
+
+// TestPredict checks the surrogates' prediction: an error before any evaluation, no
+// throughput while only OOM evaluations exist, and after safe and OOM evaluations a high
+// P(feasible) at a safe configuration, a low one at an OOM configuration, and a throughput
+// mean near the measurement at an evaluated configuration.
+func TestPredict(t *testing.T) {
+	s := configspace.MustParse("b=int[1,64]")
+	o, err := New(s, Options{MemLimit: 100}, rand.New(rand.NewPCG(7, 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
+	if _, err := o.Predict(ctx, cfg(4)); err == nil {
+		t.Fatal("predict before any evaluation must fail")
+	}
+	if err := o.Observe(cfg(64), 0, 100, true); err != nil {
+		t.Fatal(err)
+	}
+	p, err := o.Predict(ctx, cfg(64))
+	if err != nil || p.HaveThroughput {
+		t.Fatalf("only OOM evaluations: %+v, %v; want no throughput", p, err)
+	}
+	for _, b := range []int{1, 4, 8} {
+		if err := o.Observe(cfg(b), float64(b), float64(5*b), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	safe, err := o.Predict(ctx, cfg(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oom, err := o.Predict(ctx, cfg(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !safe.HaveThroughput || math.Abs(safe.Throughput-4) > 1 || safe.PFeasible < 0.9 || oom.PFeasible > 0.5 {
+		t.Errorf("safe %+v oom %+v: want throughput ≈ 4 and PF ≥ 0.9 at b=4, PF ≤ 0.5 at b=64", safe, oom)
+	}
+	if o.Delta() != 0.9 {
+		t.Errorf("default delta %v, want 0.9", o.Delta())
+	}
+}
