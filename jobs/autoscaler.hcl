@@ -29,6 +29,9 @@ apm "trident-apm" {
     # Publish every operator's capacity estimate to the planner every feed_interval.
     planner_addr  = "http://127.0.0.1:4650"
     feed_interval = "5s"
+    # Opt-in live tuning: measure each tunable operator's running config (capacity, peak
+    # device memory, OOM restarts) and propose candidate configs to the planner.
+    tune = "false"
   }
 }
 

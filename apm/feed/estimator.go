@@ -43,6 +43,7 @@ type Estimator struct {
 	latest   map[string][]float64 // key -> feature means of the latest snapshot
 	rate     map[string]float64   // key -> EMA of the useful-time rate (fallback)
 	stats    map[string]*Counters // key -> accepted/rejected counts by reason
+	snaps    map[string]Snapshot  // key -> latest snapshot offered to Observe
 }
 
 // Counters counts the samples an operator's filter accepted and rejected (by reason).
@@ -59,6 +60,7 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		latest:   map[string][]float64{},
 		rate:     map[string]float64{},
 		stats:    map[string]*Counters{},
+		snaps:    map[string]Snapshot{},
 	}
 }
 
@@ -183,6 +185,9 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 		}
 		e.mu.Unlock()
 	}
+	e.mu.Lock()
+	e.snaps[k] = cur
+	e.mu.Unlock()
 	if r, ok := usefulTimeRate(prev, cur); ok {
 		e.mu.Lock()
 		if old, seen := e.rate[k]; seen {
@@ -241,6 +246,16 @@ func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
 		est.StdDev = 0
 	}
 	return est, nil
+}
+
+// Latest returns the newest snapshot of job/group offered to Observe (the Tuner reads
+// peak device memory, OOM restarts and config epochs per instance from it). Callers must
+// not modify its maps.
+func (e *Estimator) Latest(job, group string) (Snapshot, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.snaps[key(job, group)]
+	return s, ok
 }
 
 // Invalidate resets the operator's samples after a committed config change.

@@ -4,12 +4,19 @@
 // intervals into the observation layer (two-stage filtered GP per operator, epochs from
 // the instances' config epoch) and POSTs one observation per operator to
 // /v1/observations. It runs inside the trident-apm plugin when `planner_addr` is set.
+//
+// With Options.Tune (plugin config `tune = "true"`) each round also runs the Tuner: per
+// operator that declares tunable parameters it records the running config's measurement
+// (capacity, peak device memory, OOM restarts of its config epoch) into a memory-constrained
+// BO session per workload cluster (strategy/adapt) and PUTs the next configuration to
+// /v1/candidates/{job}/{op}.
 package feed
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +33,11 @@ type Operator struct {
 	Features []string `json:"features,omitempty"`
 	Params   string   `json:"params,omitempty"`
 	Config   string   `json:"config"`
+	// GPUMemoryMB is the device memory per accelerator (group meta trident_gpu_memory_mb),
+	// the Tuner's memory limit.
+	GPUMemoryMB float64 `json:"gpu_memory_mb,omitempty"`
+	// ColdStartSec is the operator's restart plus warm-up time, sent with candidates.
+	ColdStartSec float64 `json:"cold_start_s,omitempty"`
 }
 
 // Pipeline is one registered pipeline as GET /v1/pipelines lists it.
@@ -62,12 +74,19 @@ type Options struct {
 	Logger *slog.Logger
 	// HTTP client (default 10s timeout).
 	HTTP *http.Client
+	// Tune enables the Tuner: after publishing, every round also evaluates and proposes
+	// configurations of operators that declare tunable parameters (trident_params).
+	Tune bool
+	// Tuning configures the Tuner (used when Tune is set).
+	Tuning TunerOptions
 }
 
 // Feeder runs the observation rounds.
 type Feeder struct {
 	o   Options
 	est *Estimator
+
+	tuner *Tuner // nil unless Options.Tune
 
 	mu        sync.Mutex
 	published int // observations the planner accepted
@@ -93,8 +112,22 @@ func New(est *Estimator, o Options) (*Feeder, error) {
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
-	return &Feeder{o: o, est: est}, nil
+	f := &Feeder{o: o, est: est}
+	if o.Tune {
+		if o.Tuning.Logger == nil {
+			o.Tuning.Logger = o.Logger
+		}
+		t, err := NewTuner(est, f.call, o.Tuning)
+		if err != nil {
+			return nil, err
+		}
+		f.tuner = t
+	}
+	return f, nil
 }
+
+// Tuner returns the feeder's tuner (nil unless Options.Tune).
+func (f *Feeder) Tuner() *Tuner { return f.tuner }
 
 // Run executes rounds until ctx ends.
 func (f *Feeder) Run(ctx context.Context) {
@@ -119,12 +152,22 @@ func (f *Feeder) Published() int {
 	return f.published
 }
 
-// Round scrapes every operator once and publishes the estimates that exist.
+// Round scrapes every operator once and publishes the estimates that exist; with tuning
+// enabled it then runs the Tuner's round over the same scrapes.
 func (f *Feeder) Round(ctx context.Context) error {
 	var pipes []Pipeline
 	if err := f.call(ctx, http.MethodGet, "/v1/pipelines", nil, &pipes); err != nil {
 		return err
 	}
+	err := f.publish(ctx, pipes)
+	if f.tuner != nil {
+		err = errors.Join(err, f.tuner.Round(ctx, pipes))
+	}
+	return err
+}
+
+// publish refreshes every operator and posts the estimates that exist.
+func (f *Feeder) publish(ctx context.Context, pipes []Pipeline) error {
 	var obs []Observation
 	for _, p := range pipes {
 		for _, op := range p.Operators {
@@ -162,6 +205,18 @@ func (f *Feeder) operator(ctx context.Context, job string, op Operator) (Observa
 	return Observation{Job: job, Operator: op.Name, Capacity: est.Capacity, Std: est.StdDev, Epoch: est.Epoch, UnixMilli: time.Now().UnixMilli()}, true, nil
 }
 
+// StatusError is a planner answer other than 2xx.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+// Error implements error.
+func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
+
+// callFunc does one planner request with JSON in and out.
+type callFunc func(ctx context.Context, method, path string, in, out any) error
+
 // call does one planner request with JSON in and out.
 func (f *Feeder) call(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
@@ -188,7 +243,7 @@ func (f *Feeder) call(ctx context.Context, method, path string, in, out any) err
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("feed: %s %s: HTTP %d: %s", method, u, resp.StatusCode, strings.TrimSpace(string(b)))
+		return fmt.Errorf("feed: %s %s: %w", method, u, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(b))})
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

@@ -47,6 +47,7 @@ const (
 	ConfigPlannerAddr   = "planner_addr"   // publish capacity estimates to this planner
 	ConfigPlannerToken  = "planner_token"  // planner ACL token
 	ConfigFeedInterval  = "feed_interval"  // how often estimates are published (default 5s)
+	ConfigTune          = "tune"           // "true": also propose candidate configs (feed.Tuner)
 )
 
 // minScrapeGap is the shortest interval between two scrapes of one group.
@@ -135,9 +136,18 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 			}
 			interval = d
 		}
+		tune := false
+		if v := config[ConfigTune]; v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("trident-apm: config %s=%q: want true or false", ConfigTune, v)
+			}
+			tune = b
+		}
 		f, err := feed.New(p.capacity, feed.Options{
 			Planner: addr, Token: config[ConfigPlannerToken], Interval: interval, Refresh: p.refreshDeclared,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Tune:   tune,
 		})
 		if err != nil {
 			return fmt.Errorf("trident-apm: %w", err)
@@ -145,7 +155,7 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 		ctx, cancel := context.WithCancel(context.Background())
 		p.stopFeed = cancel
 		go f.Run(ctx)
-		p.log.Info("publishing capacity estimates to the planner", "planner", addr, "interval", interval)
+		p.log.Info("publishing capacity estimates to the planner", "planner", addr, "interval", interval, "tune", tune)
 	}
 	return nil
 }

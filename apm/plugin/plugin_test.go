@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
 )
 
 const sample = `# TYPE trident_records_in_total counter
@@ -56,4 +58,24 @@ func TestGroupRateHandlesRestart(t *testing.T) {
 	if got := groupRate(&prev, &cur); got != 7 {
 		t.Errorf("rate = %v, want 7 records/s", got)
 	}
+}
+
+// TestSetConfigTune checks the `tune` option: a malformed value is an error naming the
+// field; "true" starts the feeder with tuning.
+func TestSetConfigTune(t *testing.T) {
+	p := New(hclog.NewNullLogger())
+	err := p.SetConfig(map[string]string{ConfigPlannerAddr: "http://127.0.0.1:1", ConfigTune: "maybe"})
+	if err == nil || !strings.Contains(err.Error(), ConfigTune) {
+		t.Fatalf("tune=maybe: err = %v, want an error naming %q", err, ConfigTune)
+	}
+	if err := p.SetConfig(map[string]string{ConfigPlannerAddr: "http://127.0.0.1:1", ConfigTune: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	stop := p.stopFeed
+	p.mu.Unlock()
+	if stop == nil {
+		t.Fatal("feeder not started")
+	}
+	stop()
 }

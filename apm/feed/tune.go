@@ -1,0 +1,555 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+
+	"github.com/trident-sched/trident/strategy/adapt"
+	"github.com/trident-sched/trident/strategy/bo"
+	"github.com/trident-sched/trident/strategy/cluster"
+	"github.com/trident-sched/trident/strategy/configspace"
+)
+
+// TunerOptions configure a Tuner. Zero values take the defaults in brackets.
+type TunerOptions struct {
+	// Budget is the number of evaluations per workload cluster [12]; after it the
+	// cluster's recommendation is proposed, and only if it beats the running config.
+	Budget int
+	// Delta is the minimum probability of feasibility (peak device memory below the
+	// limit less MarginMB) of every proposed configuration [0.9].
+	Delta float64
+	// MarginMB is the safety margin below the device memory, in MiB [0].
+	MarginMB float64
+	// InitPoints is the BO's quasi-random initial design [1]: live, the running
+	// configuration is the first evaluation and the acquisition (gated by Delta) explores
+	// from there, instead of jumping to space-filling points of unknown memory use.
+	InitPoints int
+	// MinSamples is the number of samples an epoch's capacity estimate must rest on before
+	// it is recorded as an evaluation [6] (see Tuner for the rule).
+	MinSamples int
+	// MaxRelStd is the largest relative standard deviation of a recordable
+	// observation-layer estimate [0.15].
+	MaxRelStd float64
+	// PendingRounds is how many rounds a proposal may wait for the planner to start
+	// rolling it out before the Tuner gives up on it and proposes another [24].
+	PendingRounds int
+	// MaxTries bounds the BO suggestions drawn per round while looking for a proposable
+	// one [8].
+	MaxTries int
+	// Cluster configures the workload clustering [WarmUp 10: one feature sample per
+	// instance and round is a window mean, far less noisy than one request].
+	Cluster cluster.Options
+	// Seed seeds the tuning sessions.
+	Seed uint64
+	// Logger (default discard).
+	Logger *slog.Logger
+}
+
+func (o TunerOptions) withDefaults() TunerOptions {
+	if o.Budget <= 0 {
+		o.Budget = 12
+	}
+	if o.Delta == 0 {
+		o.Delta = 0.9
+	}
+	if o.InitPoints <= 0 {
+		o.InitPoints = 1
+	}
+	if o.MinSamples <= 0 {
+		o.MinSamples = 6
+	}
+	if o.MaxRelStd <= 0 {
+		o.MaxRelStd = 0.15
+	}
+	if o.PendingRounds <= 0 {
+		o.PendingRounds = 24
+	}
+	if o.MaxTries <= 0 {
+		o.MaxTries = 8
+	}
+	if o.Cluster.WarmUp == 0 {
+		o.Cluster.WarmUp = 10
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Evaluation is one measurement the Tuner recorded into an operator's BO session.
+type Evaluation struct {
+	Epoch   uint64
+	Config  string
+	Cluster int
+	// Throughput is the per-instance sustainable capacity (0 after OOM).
+	Throughput float64
+	// PeakMiB is the largest peak device memory of the epoch's instances, in MiB.
+	PeakMiB float64
+	// OOM is true when an instance of the epoch exited out of device memory: the
+	// evaluation is infeasible.
+	OOM bool
+}
+
+// Proposal is one candidate the Tuner PUT to the planner.
+type Proposal struct {
+	Config string
+	// Capacity is the throughput surrogate's predicted per-instance capacity.
+	Capacity float64
+	// PFeasible is the memory surrogate's probability of feasibility at Config.
+	PFeasible float64
+	// Recommendation is true for a tuned cluster's recommendation (false for a BO trial).
+	Recommendation bool
+}
+
+// TunerStats is what the Tuner did for one operator.
+type TunerStats struct {
+	Evaluations []Evaluation
+	Proposals   []Proposal
+}
+
+// Tuner closes the adaptation loop live. Per (job, operator) that declares tunable
+// parameters (group meta trident_params) it keeps one strategy/adapt Advisor (online
+// workload clustering plus one memory-constrained BO session per dominant cluster) and,
+// every feed round:
+//
+//  1. maps config epochs to configs from the planner's plan (config_epoch runs config;
+//     config_epoch+1 runs candidate_config during a transition);
+//  2. reads the operator's newest scrape (Estimator.Latest): per epoch the maximum of
+//     trident_device_memory_peak_bytes over its instances (over all rounds), and whether
+//     trident_oom_restarts_total rose on an instance of that epoch (a counter higher than
+//     in the previous scrape of the same allocation, or non-zero on an allocation first
+//     seen after the Tuner's first scrape: new allocations count from zero);
+//  3. feeds every instance's workload feature means to the clustering;
+//  4. records at most one evaluation per epoch of the current (newest running) epoch's
+//     config: at once as infeasible (throughput 0) when an OOM was seen, otherwise when
+//     its capacity estimate is stable — the observation layer's estimate of that epoch
+//     resting on at least MinSamples accepted samples with a relative standard deviation of
+//     at most MaxRelStd, or, for operators whose samples the signal filter rejects
+//     (starved, not the bottleneck), the epoch's own useful-time rate (records per second
+//     of processing, summed over its instances) over at least MinSamples intervals. An
+//     OOM seen after a feasible record of the same epoch is recorded once more, as
+//     infeasible;
+//  5. once the running config has been recorded and no transition is in flight, asks the
+//     Advisor for the next configuration and PUTs it to /v1/candidates/{job}/{op} with
+//     the throughput surrogate's predicted capacity. A trial is never the running
+//     config, a config seen to OOM, or one whose predicted P(feasible) is below Delta;
+//     after the budget the recommendation is proposed only if its throughput beats the
+//     running config's measured one.
+//
+// The planner decides whether and when a candidate runs; a proposal it does not start
+// rolling out within PendingRounds rounds is set aside and another is proposed. The Tuner
+// is not safe for concurrent rounds; Stats may be called concurrently.
+type Tuner struct {
+	o    TunerOptions
+	est  *Estimator
+	call callFunc
+	rng  *rand.Rand
+
+	mu  sync.Mutex
+	ops map[string]*opTuner // key job/op
+}
+
+// NewTuner returns a Tuner over est that talks to the planner through call (the Feeder's
+// planner client).
+func NewTuner(est *Estimator, call callFunc, o TunerOptions) (*Tuner, error) {
+	if est == nil || call == nil {
+		return nil, errors.New("feed: tuner: an estimator and a planner client are required")
+	}
+	o = o.withDefaults()
+	if o.Delta < 0 || o.Delta >= 1 {
+		return nil, fmt.Errorf("feed: tuner: delta %v outside [0,1)", o.Delta)
+	}
+	return &Tuner{o: o, est: est, call: call, rng: rand.New(rand.NewPCG(o.Seed, 0x7475)), ops: map[string]*opTuner{}}, nil
+}
+
+// Stats returns a copy of what the Tuner recorded and proposed for job/op.
+func (t *Tuner) Stats(job, op string) TunerStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ot, ok := t.ops[key(job, op)]
+	if !ok {
+		return TunerStats{}
+	}
+	return TunerStats{Evaluations: append([]Evaluation(nil), ot.evals...), Proposals: append([]Proposal(nil), ot.proposals...)}
+}
+
+// planGroup is the part of GET /v1/plan/{job}'s group the Tuner reads.
+type planGroup struct {
+	Config          string `json:"config"`
+	ConfigEpoch     uint64 `json:"config_epoch"`
+	CandidateConfig string `json:"candidate_config"`
+}
+
+// Round runs one tuning step for every tunable operator of pipes (already refreshed by
+// the Feeder this round). Errors of single operators are joined; the others still run.
+func (t *Tuner) Round(ctx context.Context, pipes []Pipeline) error {
+	var errs []error
+	for _, p := range pipes {
+		tunable := false
+		for _, op := range p.Operators {
+			tunable = tunable || op.Params != ""
+		}
+		if !tunable {
+			continue
+		}
+		groups, err := t.plan(ctx, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, op := range p.Operators {
+			if op.Params == "" {
+				continue
+			}
+			if err := t.operator(ctx, p.Job, op, groups[op.Name]); err != nil {
+				errs = append(errs, fmt.Errorf("feed: tune %s/%s: %w", p.Job, op.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// plan reads the pipeline's committed plan; before the first decision (404) every operator
+// runs its registered config at epoch 0.
+func (t *Tuner) plan(ctx context.Context, p Pipeline) (map[string]planGroup, error) {
+	var resp struct {
+		Groups map[string]planGroup `json:"groups"`
+	}
+	err := t.call(ctx, http.MethodGet, "/v1/plan/"+url.PathEscape(p.Job), nil, &resp)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusNotFound {
+		resp.Groups, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("feed: tune %s: read plan: %w", p.Job, err)
+	}
+	out := map[string]planGroup{}
+	for _, op := range p.Operators {
+		g, ok := resp.Groups[op.Name]
+		if !ok {
+			g = planGroup{Config: op.Config}
+		}
+		out[op.Name] = g
+	}
+	return out, nil
+}
+
+// opTuner is the tuning state of one operator.
+type opTuner struct {
+	job, op  string
+	space    *configspace.Space
+	adv      *adapt.Advisor
+	features []string
+	memMiB   float64 // device memory limit; 0 = CPU operator (unconstrained BO)
+
+	epochCfg map[uint64]string // canonical config per epoch
+	epochs   map[uint64]*epochState
+	allocs   map[string]allocState
+	prev     *Snapshot // previous snapshot processed
+	measured map[string]float64
+	oomCfg   map[string]bool
+	declined map[string]bool
+	pending  *pendingProposal
+	round    int
+
+	evals     []Evaluation
+	proposals []Proposal
+}
+
+type epochState struct {
+	peakBytes            float64
+	oom                  bool
+	recorded, oomRecord  bool
+	records, useful      float64
+	intervals            int
+	lastCapacity, lastSD float64
+}
+
+type allocState struct {
+	epoch uint64
+	ooms  float64
+}
+
+type pendingProposal struct {
+	config string
+	round  int
+}
+
+// setup returns job/op's tuning state, creating it on first use.
+func (t *Tuner) setup(job string, op Operator) (*opTuner, error) {
+	k := key(job, op.Name)
+	t.mu.Lock()
+	ot, ok := t.ops[k]
+	t.mu.Unlock()
+	if ok {
+		return ot, nil
+	}
+	space, err := configspace.Parse(op.Params)
+	if err != nil {
+		return nil, fmt.Errorf("params %q: %w", op.Params, err)
+	}
+	features := op.Features
+	if len(features) == 0 {
+		features = []string{"const"}
+	}
+	bopts := bo.Options{Method: bo.Constrained, MemLimit: op.GPUMemoryMB, Margin: t.o.MarginMB, Delta: t.o.Delta,
+		InitPoints: t.o.InitPoints, Logger: t.o.Logger}
+	if op.GPUs > 0 && !(op.GPUMemoryMB > 0) {
+		return nil, fmt.Errorf("accelerator operator without a device memory size (group meta trident_gpu_memory_mb): cannot bound its peak memory")
+	}
+	if op.GPUs == 0 {
+		// A CPU operator has no device memory to exceed.
+		bopts.Method, bopts.MemLimit = bo.Unconstrained, 0
+	}
+	adv, err := adapt.New(space, len(features), adapt.Options{Cluster: t.o.Cluster, BO: bopts, Budget: t.o.Budget, Logger: t.o.Logger},
+		rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64())))
+	if err != nil {
+		return nil, err
+	}
+	ot = &opTuner{job: job, op: op.Name, space: space, adv: adv, features: features, memMiB: bopts.MemLimit,
+		epochCfg: map[uint64]string{}, epochs: map[uint64]*epochState{}, allocs: map[string]allocState{},
+		measured: map[string]float64{}, oomCfg: map[string]bool{}, declined: map[string]bool{}}
+	t.mu.Lock()
+	t.ops[k] = ot
+	t.mu.Unlock()
+	return ot, nil
+}
+
+// canonical returns the canonical string of config s in space, or "" if s does not parse.
+func canonical(space *configspace.Space, s string) string {
+	if s == "" {
+		return ""
+	}
+	c, err := space.ParseConfig(s)
+	if err != nil {
+		return ""
+	}
+	return c.String()
+}
+
+// operator runs one tuning step of job/op.
+func (t *Tuner) operator(ctx context.Context, job string, op Operator, g planGroup) error {
+	ot, err := t.setup(job, op)
+	if err != nil {
+		return err
+	}
+	ot.round++
+	running := canonical(ot.space, g.Config)
+	if running == "" {
+		return fmt.Errorf("plan config %q does not fit params %q", g.Config, op.Params)
+	}
+	ot.epochCfg[g.ConfigEpoch] = running
+	candidate := canonical(ot.space, g.CandidateConfig)
+	if candidate != "" {
+		ot.epochCfg[g.ConfigEpoch+1] = candidate
+	}
+
+	snap, ok := t.est.Latest(job, op.Name)
+	if !ok || len(snap.Instances) == 0 || (ot.prev != nil && !snap.Time.After(ot.prev.Time)) {
+		return nil // no new scrape
+	}
+	cur := t.absorb(ot, snap)
+	if err := t.evaluate(ot, cur); err != nil {
+		return err
+	}
+	return t.propose(ctx, ot, op, g, running, candidate, cur)
+}
+
+// absorb folds a new snapshot into the per-epoch state, feeds the workload features to the
+// clustering and returns the newest epoch any instance runs.
+func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
+	first := ot.prev == nil
+	var cur uint64
+	ids := make([]string, 0, len(snap.Instances))
+	for id := range snap.Instances {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids) // deterministic clustering order
+	for _, id := range ids {
+		m := snap.Instances[id]
+		e := uint64(math.Max(0, m.Epoch))
+		cur = max(cur, e)
+		st := ot.epoch(e)
+		st.peakBytes = math.Max(st.peakBytes, m.DeviceMemPeak)
+		a, seen := ot.allocs[id]
+		switch {
+		case seen && m.OOMRestarts > a.ooms, !seen && !first && m.OOMRestarts > 0:
+			if !st.oom {
+				t.o.Logger.Info("tune: OOM restart", "job", ot.job, "operator", ot.op, "epoch", e, "alloc", id, "oom_restarts", m.OOMRestarts)
+			}
+			st.oom = true
+		}
+		ot.allocs[id] = allocState{epoch: e, ooms: m.OOMRestarts}
+		if ot.prev != nil {
+			if old, ok := ot.prev.Instances[id]; ok && old.Epoch == m.Epoch && m.RecordsIn >= old.RecordsIn && m.UsefulSeconds > old.UsefulSeconds {
+				st.records += m.RecordsIn - old.RecordsIn
+				st.useful += m.UsefulSeconds - old.UsefulSeconds
+				st.intervals++
+			}
+		}
+		if len(m.FeatureMean) > 0 || (len(ot.features) == 1 && ot.features[0] == "const") {
+			if _, err := ot.adv.ObserveRequest(featureVector(ot.features, m)); err != nil {
+				t.o.Logger.Debug("tune: feature sample skipped", "job", ot.job, "operator", ot.op, "error", err)
+			}
+		}
+	}
+	for id := range ot.allocs {
+		if _, ok := snap.Instances[id]; !ok {
+			delete(ot.allocs, id)
+		}
+	}
+	ot.prev = &snap
+	return cur
+}
+
+func (ot *opTuner) epoch(e uint64) *epochState {
+	st, ok := ot.epochs[e]
+	if !ok {
+		st = &epochState{}
+		ot.epochs[e] = st
+	}
+	return st
+}
+
+// stable returns epoch e's recordable capacity (see Tuner).
+func (t *Tuner) stable(ot *opTuner, e uint64, st *epochState) (float64, bool) {
+	if est, err := t.est.Estimate(ot.job, ot.op); err == nil && est.Epoch == e && est.Source != SourceUsefulTime &&
+		est.Samples >= t.o.MinSamples && est.StdDev <= t.o.MaxRelStd*est.Capacity {
+		return est.Capacity, true
+	}
+	if st.intervals >= t.o.MinSamples && st.useful > 0 && st.records > 0 {
+		return st.records / st.useful, true
+	}
+	return 0, false
+}
+
+// evaluate records the current epoch's measurement once it is an OOM or stable.
+func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
+	cfgStr, ok := ot.epochCfg[e]
+	if !ok {
+		return nil // the plan has not shown this epoch's config yet
+	}
+	st := ot.epoch(e)
+	if st.oom && st.oomRecord || !st.oom && st.recorded {
+		return nil
+	}
+	cfg, err := ot.space.ParseConfig(cfgStr)
+	if err != nil {
+		return fmt.Errorf("config of epoch %d: %w", e, err)
+	}
+	peakMiB := st.peakBytes / (1 << 20)
+	thr := 0.0
+	if !st.oom {
+		c, ok := t.stable(ot, e, st)
+		if !ok {
+			return nil
+		}
+		thr = c
+	} else {
+		peakMiB = math.Max(peakMiB, ot.memMiB)
+	}
+	id, recorded, err := ot.adv.Record(cfg, thr, peakMiB, st.oom)
+	if err != nil {
+		return fmt.Errorf("record epoch %d: %w", e, err)
+	}
+	if !recorded {
+		return nil // no dominant workload cluster yet, or it is tuned already
+	}
+	st.recorded = true
+	if st.oom {
+		st.oomRecord = true
+		ot.oomCfg[cfgStr] = true
+		delete(ot.measured, cfgStr)
+	} else {
+		ot.measured[cfgStr] = thr
+	}
+	ev := Evaluation{Epoch: e, Config: cfgStr, Cluster: id, Throughput: thr, PeakMiB: peakMiB, OOM: st.oom}
+	t.mu.Lock()
+	ot.evals = append(ot.evals, ev)
+	t.mu.Unlock()
+	t.o.Logger.Info("tune: evaluation recorded", "job", ot.job, "operator", ot.op, "epoch", e, "config", cfgStr,
+		"cluster", id, "throughput", thr, "peak_mib", peakMiB, "oom", st.oom)
+	return nil
+}
+
+// propose PUTs the next candidate when the running config has been measured, no
+// transition is in flight and no earlier proposal is still waiting.
+func (t *Tuner) propose(ctx context.Context, ot *opTuner, op Operator, g planGroup, running, candidate string, cur uint64) error {
+	if candidate != "" {
+		ot.pending = nil // the planner is rolling out a candidate: wait for it
+		return nil
+	}
+	if p := ot.pending; p != nil {
+		if p.config == running {
+			ot.pending = nil
+		} else if ot.round-p.round < t.o.PendingRounds {
+			return nil
+		} else {
+			t.o.Logger.Info("tune: proposal not adopted; setting it aside", "job", ot.job, "operator", ot.op, "config", p.config)
+			ot.declined[p.config] = true
+			ot.pending = nil
+		}
+	}
+	if cur != g.ConfigEpoch || !ot.epoch(cur).recorded {
+		return nil // measure what runs first
+	}
+	for range t.o.MaxTries {
+		adv, ok, err := ot.adv.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		cfgStr := adv.Config.String()
+		if !adv.Evaluate {
+			base, measured := ot.measured[running]
+			if cfgStr == running || ot.oomCfg[cfgStr] || measured && adv.Predicted <= base || !(adv.Predicted > 0) || adv.PFeasible < t.o.Delta {
+				return nil
+			}
+			return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: adv.Predicted, PFeasible: adv.PFeasible, Recommendation: true})
+		}
+		if cfgStr == running || ot.oomCfg[cfgStr] || ot.declined[cfgStr] {
+			continue
+		}
+		pred, err := ot.adv.Predict(ctx, adv.Cluster, adv.Config)
+		if err != nil {
+			return err
+		}
+		if pred.PFeasible < t.o.Delta || !pred.HaveThroughput {
+			t.o.Logger.Debug("tune: suggestion skipped", "job", ot.job, "operator", ot.op, "config", cfgStr,
+				"p_feasible", pred.PFeasible, "have_throughput", pred.HaveThroughput)
+			continue
+		}
+		return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: math.Max(0, pred.Throughput), PFeasible: pred.PFeasible})
+	}
+	return nil
+}
+
+// put sends p to the planner and remembers it as pending.
+func (t *Tuner) put(ctx context.Context, ot *opTuner, op Operator, p Proposal) error {
+	body := struct {
+		Config       string  `json:"config"`
+		Capacity     float64 `json:"capacity"`
+		ColdStartSec float64 `json:"cold_start_s"`
+	}{p.Config, p.Capacity, op.ColdStartSec}
+	path := "/v1/candidates/" + url.PathEscape(ot.job) + "/" + url.PathEscape(ot.op)
+	if err := t.call(ctx, http.MethodPut, path, body, nil); err != nil {
+		return fmt.Errorf("propose %s: %w", p.Config, err)
+	}
+	ot.pending = &pendingProposal{config: p.Config, round: ot.round}
+	t.mu.Lock()
+	ot.proposals = append(ot.proposals, p)
+	t.mu.Unlock()
+	t.o.Logger.Info("tune: candidate proposed", "job", ot.job, "operator", ot.op, "config", p.Config,
+		"capacity", p.Capacity, "p_feasible", p.PFeasible, "recommendation", p.Recommendation)
+	return nil
+}

@@ -1,0 +1,278 @@
+package feed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trident-sched/trident/strategy/configspace"
+)
+
+// memLimitMiB is the synthetic operator's device memory; its peak is 10 + 4·b MiB, so
+// b ≥ 23 exceeds it. Capacity per instance is 2·b records/s.
+const memLimitMiB = 100
+
+func synthPeakMiB(b int) float64 { return 10 + 4*float64(b) }
+
+// synthCluster is a fake planner plus a synthetic two-instance operator "pdf/ocr" with one
+// tunable parameter b. A candidate PUT is adopted at once (config_epoch+1), like a planner
+// that always transitions; setConfig imitates a user changing the config.
+type synthCluster struct {
+	t   *testing.T
+	rng *rand.Rand
+
+	mu      sync.Mutex
+	config  string
+	epoch   uint64
+	history map[uint64]string // config per epoch
+	puts    []map[string]any
+	paths   []string
+	adopt   bool
+
+	now   time.Time
+	insts map[string]*Instance
+}
+
+func newSynthCluster(t *testing.T, b int) *synthCluster {
+	c := &synthCluster{t: t, rng: rand.New(rand.NewPCG(11, 12)), config: fmt.Sprintf("b=%d", b), adopt: true,
+		history: map[uint64]string{0: fmt.Sprintf("b=%d", b)}, now: time.Unix(2_000_000, 0), insts: map[string]*Instance{}}
+	for _, id := range []string{"a1", "a2"} {
+		c.insts[id] = &Instance{QueueLength: 100, Utilization: 0.9, FeatureMean: map[string]float64{"tokens": 512}}
+	}
+	return c
+}
+
+func (c *synthCluster) setConfig(cfg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.config = cfg
+	c.epoch++
+	c.history[c.epoch] = cfg
+}
+
+func (c *synthCluster) handler(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/pipelines":
+		fmt.Fprintf(w, `[{"job":"pdf","operators":[{"name":"ocr","gpus":1,"gpu_memory_mb":%d,"cold_start_s":30,"features":["tokens"],"params":"b=int[1,64]","config":"b=8"}]}]`, memLimitMiB)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/plan/pdf":
+		json.NewEncoder(w).Encode(map[string]any{"groups": map[string]any{"ocr": map[string]any{"config": c.config, "config_epoch": c.epoch}}})
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/observations":
+		fmt.Fprint(w, `{"index":1}`)
+	case r.Method == http.MethodPut:
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		c.paths = append(c.paths, r.URL.Path)
+		c.puts = append(c.puts, body)
+		cfg, _ := body["config"].(string)
+		if cfg == c.config {
+			c.t.Errorf("candidate %q equals the running config", cfg)
+			http.Error(w, `{"error":"equals the current config"}`, 422)
+			return
+		}
+		if c.adopt {
+			c.config = cfg
+			c.epoch++
+			c.history[c.epoch] = cfg
+		}
+		fmt.Fprint(w, `{"index":2}`)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// snapshot advances the synthetic operator by 5 s under the current config: instances
+// process 2·b records/s (2% noise) and report peak memory and the config epoch, or, above
+// the device memory, restart with their OOM counter incremented and their peak capped.
+func (c *synthCluster) snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg, err := configspace.ParseConfig(c.config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	b := cfg.Int("b")
+	c.now = c.now.Add(5 * time.Second)
+	s := Snapshot{Time: c.now, Instances: map[string]Instance{}}
+	for id, m := range c.insts {
+		if m.Epoch != float64(c.epoch) {
+			m.DeviceMemPeak = 0 // restarted on the new config
+			m.Epoch = float64(c.epoch)
+		}
+		peak := synthPeakMiB(b)
+		if peak > memLimitMiB {
+			m.OOMRestarts++
+			m.DeviceMemPeak = memLimitMiB * (1 << 20)
+		} else {
+			m.RecordsIn += 2 * float64(b) * 5 * (1 + 0.02*c.rng.NormFloat64())
+			m.RecordsOut = m.RecordsIn
+			m.BusySeconds += 5
+			m.UsefulSeconds += 5
+			m.DeviceMemPeak = math.Max(m.DeviceMemPeak, peak*(1<<20))
+		}
+		m.FeatureMean = map[string]float64{"tokens": 512 * (1 + 0.05*c.rng.NormFloat64())}
+		s.Instances[id] = *m
+	}
+	return s
+}
+
+// feeder returns a tuning Feeder over the synthetic cluster.
+func (c *synthCluster) feeder(t *testing.T, url string, budget int) *Feeder {
+	est := NewEstimator(nil)
+	var prev *Snapshot
+	f, err := New(est, Options{Planner: url, Tune: true, Tuning: TunerOptions{Budget: budget, Seed: 5},
+		Refresh: func(ctx context.Context, job, op string, feats []string) error {
+			if err := est.Declare(job, op, feats); err != nil {
+				return err
+			}
+			cur := c.snapshot()
+			if prev != nil {
+				est.Observe(job, op, *prev, cur)
+			}
+			prev = &cur
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestTunerProposesAndAttributesEpochs runs the feeder with tuning against the fake
+// planner: proposals are PUT to /v1/candidates/pdf/ocr with the operator's cold start and a
+// positive predicted capacity, never the running config; every evaluation is attributed to
+// the config the planner ran in its epoch (including after each epoch bump), once per
+// epoch (a proposal that OOMs anyway as infeasible, and never again proposed); no proposal
+// has P(feasible) < δ.
+func TestTunerProposesAndAttributesEpochs(t *testing.T) {
+	c := newSynthCluster(t, 8)
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feeder(t, srv.URL, 6)
+	ctx := context.Background()
+	for range 120 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := f.Tuner().Stats("pdf", "ocr")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.puts) == 0 || len(st.Proposals) != len(c.puts) {
+		t.Fatalf("%d PUTs, %d proposals: want at least one, all recorded", len(c.puts), len(st.Proposals))
+	}
+	for i, body := range c.puts {
+		if c.paths[i] != "/v1/candidates/pdf/ocr" {
+			t.Errorf("PUT path %q", c.paths[i])
+		}
+		if body["cold_start_s"] != 30.0 || !(body["capacity"].(float64) > 0) {
+			t.Errorf("PUT body %v: want cold_start_s 30 and a positive capacity", body)
+		}
+		if len(body) != 3 {
+			t.Errorf("PUT body %v: want exactly config, capacity, cold_start_s", body)
+		}
+	}
+	for _, p := range st.Proposals {
+		if p.PFeasible < 0.9 {
+			t.Errorf("proposal %+v has P(feasible) < δ", p)
+		}
+	}
+	if len(st.Evaluations) < 3 || len(st.Evaluations) > 6 {
+		t.Fatalf("evaluations %+v: want 3 to the budget 6", st.Evaluations)
+	}
+	for i, p := range st.Proposals {
+		if p.Recommendation != (i >= 5) {
+			t.Errorf("proposal %d %+v: only proposals after the budget (5 trials + the running config) are recommendations", i, p)
+		}
+	}
+	seen := map[uint64]bool{}
+	for _, ev := range st.Evaluations {
+		if want := canonical(configspace.MustParse("b=int[1,64]"), c.history[ev.Epoch]); ev.Config != want {
+			t.Errorf("evaluation %+v attributed to %q, but epoch %d ran %q", ev, ev.Config, ev.Epoch, want)
+		}
+		if seen[ev.Epoch] {
+			t.Errorf("epoch %d evaluated twice", ev.Epoch)
+		}
+		seen[ev.Epoch] = true
+		cfg, _ := configspace.ParseConfig(ev.Config)
+		b := float64(cfg.Int("b"))
+		if synthPeakMiB(int(b)) > memLimitMiB {
+			// P(feasible) ≥ δ is a belief, not a guarantee: a proposal may still OOM. It
+			// must then be recorded infeasible and never proposed again.
+			if !ev.OOM || ev.Throughput != 0 || ev.PeakMiB < memLimitMiB {
+				t.Errorf("evaluation %+v of an OOM config: want OOM, throughput 0, peak ≥ limit", ev)
+			}
+			n := 0
+			for _, p := range st.Proposals {
+				if p.Config == ev.Config {
+					n++
+				}
+			}
+			if n > 1 {
+				t.Errorf("OOM config %s proposed %d times", ev.Config, n)
+			}
+			continue
+		}
+		if ev.OOM || math.Abs(ev.Throughput-2*b)/(2*b) > 0.1 || math.Abs(ev.PeakMiB-synthPeakMiB(int(b))) > 1e-6 {
+			t.Errorf("evaluation %+v: want throughput %.0f ± 10%%, peak %.0f MiB", ev, 2*b, synthPeakMiB(int(b)))
+		}
+	}
+}
+
+// TestTunerRecordsOOMInfeasible switches the operator to a config above the device memory
+// (as a user could): that epoch is recorded infeasible, the OOM config is never proposed,
+// and no proposal has predicted P(feasible) < δ.
+func TestTunerRecordsOOMInfeasible(t *testing.T) {
+	c := newSynthCluster(t, 8)
+	c.adopt = false // the planner keeps candidates pending: only setConfig changes configs
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feeder(t, srv.URL, 12)
+	f.tuner.o.PendingRounds = 3
+	ctx := context.Background()
+	round := func(n int) {
+		for range n {
+			if err := f.Round(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	round(20) // b=8 measured
+	c.setConfig("b=40")
+	round(10) // b=40 OOMs
+	c.setConfig("b=12")
+	round(40)
+	st := f.Tuner().Stats("pdf", "ocr")
+	var oom *Evaluation
+	for i, ev := range st.Evaluations {
+		if ev.Config == "b=40" {
+			oom = &st.Evaluations[i]
+		}
+	}
+	if oom == nil || !oom.OOM || oom.Throughput != 0 || oom.PeakMiB < memLimitMiB || oom.Epoch != 1 {
+		t.Fatalf("evaluations %+v: want b=40 at epoch 1 recorded as OOM (throughput 0, peak ≥ limit)", st.Evaluations)
+	}
+	last := st.Evaluations[len(st.Evaluations)-1]
+	if last.Config != "b=12" || last.Epoch != 2 || last.OOM {
+		t.Errorf("last evaluation %+v: want b=12 at epoch 2", last)
+	}
+	if len(st.Proposals) == 0 {
+		t.Fatal("no proposal")
+	}
+	for _, p := range st.Proposals {
+		if p.PFeasible < 0.9 || p.Config == "b=40" {
+			t.Errorf("proposal %+v: P(feasible) < δ or the OOM config", p)
+		}
+	}
+}
