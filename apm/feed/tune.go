@@ -265,12 +265,11 @@ type opTuner struct {
 }
 
 type epochState struct {
-	peakBytes            float64
-	oom                  bool
-	recorded, oomRecord  bool
-	records, useful      float64
-	intervals            int
-	lastCapacity, lastSD float64
+	peakBytes           float64
+	oom                 bool
+	recorded, oomRecord bool
+	records, useful     float64
+	intervals           int
 }
 
 type allocState struct {

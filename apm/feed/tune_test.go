@@ -78,7 +78,7 @@ func (c *synthCluster) handler(w http.ResponseWriter, r *http.Request) {
 		cfg, _ := body["config"].(string)
 		if cfg == c.config {
 			c.t.Errorf("candidate %q equals the running config", cfg)
-			http.Error(w, `{"error":"equals the current config"}`, 422)
+			http.Error(w, `{"error":"equals the current config"}`, http.StatusUnprocessableEntity)
 			return
 		}
 		if c.adopt {

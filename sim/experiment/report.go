@@ -224,9 +224,7 @@ func (r *Report) Tables() []*benchfmt.Table {
 
 	if len(r.Bounds) > 0 {
 		bt := &benchfmt.Table{Title: "Headroom: fluid upper bound of this calibration, normalised to the measured Static run", Header: []string{"figure"}}
-		for _, p := range r.Pipelines {
-			bt.Header = append(bt.Header, p)
-		}
+		bt.Header = append(bt.Header, r.Pipelines...)
 		rows := []struct {
 			name string
 			f    func(p string) float64
