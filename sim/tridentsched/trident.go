@@ -358,23 +358,13 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 		}
 		runMean := w.running / float64(w.ticks)
 		if w.src > 0 {
-			a := w.processed / w.src
-			if math.IsNaN(o.amp) {
-				o.amp = a
-			} else {
-				o.amp = 0.7*o.amp + 0.3*a
-			}
+			o.amp = ema(o.amp, w.processed/w.src, 0.3)
 		}
 		if w.emitted > 0 {
 			o.outMB = w.outMB / w.emitted
 		}
 		if w.processed > 0 {
-			sel := w.emitted / w.processed
-			if math.IsNaN(o.sel) {
-				o.sel = sel
-			} else {
-				o.sel = 0.5*o.sel + 0.5*sel
-			}
+			o.sel = ema(o.sel, w.emitted/w.processed, 0.5)
 		}
 		if w.featW > 0 {
 			o.feat = make([]float64, len(w.feat))
@@ -426,6 +416,14 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 			}
 		}
 	}
+}
+
+// ema folds x into the average old with weight alpha (x itself when old is NaN).
+func ema(old, x, alpha float64) float64 {
+	if math.IsNaN(old) {
+		return x
+	}
+	return (1-alpha)*old + alpha*x
 }
 
 // invalidate starts operator i's capacity model afresh (new observation epoch): the
