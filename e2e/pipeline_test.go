@@ -280,6 +280,27 @@ target "trident-target" {
 	if !strings.Contains(as.Log(), "trident") {
 		t.Error("the autoscaler log never mentions the trident plugins")
 	}
+	// The planner's versions keep every operator's scaling policy (on its count-0 anchor
+	// group): the autoscaler keeps evaluating them and does not crash on a vanished policy
+	// (nomad-autoscaler v0.4.7 panics when a policy disappears while its handler starts).
+	pols, _, err := n.API().Scaling().ListPolicies(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPolicy := map[string]bool{}
+	for _, p := range pols {
+		if p.Target["Job"] == *job.ID {
+			withPolicy[p.Target["Group"]] = true
+		}
+	}
+	for _, op := range []string{"parse", "segment", "ocr-text", "aggregate"} {
+		if !withPolicy[op] {
+			t.Errorf("no scaling policy left for operator %s after the planner's versions (policies for %v)", op, withPolicy)
+		}
+	}
+	if strings.Contains(as.Log(), "panic:") {
+		t.Errorf("the autoscaler panicked:\n%s", as.Log())
+	}
 }
 
 // runningByOperatorNode counts running allocations per "<operator>|<node>".

@@ -434,6 +434,7 @@ func (t *Tuner) stable(ot *opTuner, e uint64, st *epochState) (float64, bool) {
 func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	cfgStr, ok := ot.epochCfg[e]
 	if !ok {
+		t.o.Logger.Debug("tune: waiting for the plan to show the epoch's config", "job", ot.job, "operator", ot.op, "epoch", e)
 		return nil // the plan has not shown this epoch's config yet
 	}
 	st := ot.epoch(e)
@@ -449,6 +450,7 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	if !st.oom {
 		c, ok := t.stable(ot, e, st)
 		if !ok {
+			t.o.Logger.Debug("tune: waiting for a stable capacity", "job", ot.job, "operator", ot.op, "epoch", e, "intervals", st.intervals)
 			return nil
 		}
 		thr = c
@@ -460,7 +462,8 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 		return fmt.Errorf("record epoch %d: %w", e, err)
 	}
 	if !recorded {
-		return nil // no dominant workload cluster yet, or it is tuned already
+		t.o.Logger.Debug("tune: measurement not recorded (no dominant workload cluster, cluster tuned, or budget spent)", "job", ot.job, "operator", ot.op, "epoch", e, "cluster", id)
+		return nil
 	}
 	st.recorded = true
 	if st.oom {

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +32,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/trident-sched/trident/apm/feed"
+	"github.com/trident-sched/trident/internal/hclogslog"
 	"github.com/trident-sched/trident/internal/opmetrics"
 )
 
@@ -88,7 +88,7 @@ func New(log hclog.Logger) *Plugin {
 		stale:    2 * time.Minute,
 		history:  15 * time.Minute,
 		groups:   map[string]*groupState{},
-		capacity: feed.NewEstimator(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		capacity: feed.NewEstimator(hclogslog.NewMin(log.Named("observe"), slog.LevelWarn)),
 	}
 }
 
@@ -146,7 +146,7 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 		}
 		f, err := feed.New(p.capacity, feed.Options{
 			Planner: addr, Token: config[ConfigPlannerToken], Interval: interval, Refresh: p.refreshDeclared,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+			Logger: hclogslog.New(p.log.Named("feed")),
 			Tune:   tune,
 		})
 		if err != nil {

@@ -375,6 +375,11 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 		if !ok {
 			return nil, fmt.Errorf("job template of %q lost group %q", p.Job, op.Name)
 		}
+		a, err := anchor(base)
+		if err != nil {
+			return nil, err
+		}
+		groups = append(groups, a)
 		t := d.Operators[op.Name]
 		ws := map[string]want{}
 		for node, pl := range t.Nodes {
@@ -454,6 +459,29 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 	job.Meta[MetaPhase] = phase
 	job.Update = nil
 	return &job, nil
+}
+
+// anchor returns the operator's anchor group: the user's group as written, with count 0,
+// keeping its scaling policy. The instances run in the pinned groups; the anchor keeps the
+// policy (and its ID) alive across versions, so the autoscaler keeps evaluating it (the
+// trident-target plugin reports the operator's instances over its pinned groups) instead
+// of seeing it deleted by the first decision. A policy minimum above 0 is lowered to 0
+// (Nomad refuses a count below the minimum) and recorded in meta trident_scaling_min.
+func anchor(base *api.TaskGroup) (*api.TaskGroup, error) {
+	g, err := cloneGroup(base)
+	if err != nil {
+		return nil, err
+	}
+	g.Count = ptr(0)
+	if g.Meta == nil {
+		g.Meta = map[string]string{}
+	}
+	g.Meta[MetaAnchor] = "true"
+	if sc := g.Scaling; sc != nil && sc.Min != nil && *sc.Min > 0 {
+		g.Meta[MetaScalingMin] = strconv.FormatInt(*sc.Min, 10)
+		sc.Min = ptr(int64(0))
+	}
+	return g, nil
 }
 
 func cloneGroup(g *api.TaskGroup) (*api.TaskGroup, error) {

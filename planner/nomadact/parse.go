@@ -13,6 +13,10 @@
 // export). A config transition therefore never restarts an instance in place: it grows
 // the g+1 groups and shrinks the g groups.
 //
+// Each operator also keeps its user-written group under its own name as an anchor: count 0,
+// the user's scaling policy intact (minimum lowered to 0), so that the Nomad Autoscaler's
+// policy for the operator survives every version (see anchor).
+//
 // # Transitions: surge (canary) then promote, auto-revert on failure
 //
 // A decision with transitions is applied in two job versions. The "surge" version adds the
@@ -59,6 +63,11 @@ const (
 	MetaNode = "trident_node"
 	// MetaConfigEpoch (group meta) is the configuration generation of the group.
 	MetaConfigEpoch = "trident_config_epoch"
+	// MetaAnchor (group meta) marks an operator's anchor group (count 0, holds the
+	// scaling policy).
+	MetaAnchor = "trident_anchor"
+	// MetaScalingMin (group meta) is the anchor's original scaling policy minimum.
+	MetaScalingMin = "trident_scaling_min"
 )
 
 // Phases of a decision.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
@@ -70,7 +72,16 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
+	anchors := map[string]bool{}
 	for _, g := range v1.TaskGroups {
+		if g.Meta[MetaAnchor] == "true" {
+			// The user's group stays as a count-0 anchor holding its scaling policy.
+			if *g.Count != 0 || len(g.Constraints) != len(job.TaskGroups[0].Constraints) && *g.Name == "src" {
+				t.Fatalf("anchor %s: count %d constraints %v", *g.Name, *g.Count, g.Constraints)
+			}
+			anchors[*g.Name] = true
+			continue
+		}
 		c := g.Constraints[len(g.Constraints)-1]
 		got[*g.Name] = strings.Join([]string{c.LTarget, c.Operand, c.RTarget, g.Meta[MetaDecision], g.Meta["trident_config"]}, " ") + " n=" + itoa(*g.Count)
 		if g.Meta[MetaOperator] == "gpu" {
@@ -90,6 +101,9 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Fatalf("groups %v, want %v", got, want)
+	}
+	if !anchors["src"] || !anchors["gpu"] || len(anchors) != 2 {
+		t.Fatalf("anchors %v, want src and gpu", anchors)
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -124,3 +138,22 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestAnchorKeepsScalingPolicy(t *testing.T) {
+	g := testJob("pipe").TaskGroups[0]
+	g.Count = ptr(3)
+	g.Scaling = &api.ScalingPolicy{Min: ptr(int64(2)), Max: ptr(int64(10)), Enabled: ptr(true), Policy: map[string]interface{}{"cooldown": "1m"}}
+	a, err := anchor(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *a.Count != 0 || a.Meta[MetaAnchor] != "true" || a.Meta[MetaScalingMin] != "2" {
+		t.Fatalf("anchor count %d meta %v", *a.Count, a.Meta)
+	}
+	if a.Scaling == nil || *a.Scaling.Min != 0 || *a.Scaling.Max != 10 || a.Scaling.Policy["cooldown"] != "1m" {
+		t.Fatalf("anchor scaling %+v", a.Scaling)
+	}
+	if *g.Scaling.Min != 2 || *g.Count != 3 {
+		t.Fatal("anchor modified the template group")
+	}
+}

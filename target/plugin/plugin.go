@@ -113,6 +113,14 @@ func (p *Plugin) Status(config map[string]string) (*sdk.TargetStatus, error) {
 	if !ok {
 		return nil, fmt.Errorf("trident-target: job %q has no group %q", job, group)
 	}
+	// Under the planner the group is the operator's count-0 anchor and its instances run
+	// in the pinned groups "<group>@<node>.g<generation>": the operator's count is theirs.
+	running := tg.Running
+	for name, g := range st.TaskGroups {
+		if strings.HasPrefix(name, group+"@") {
+			running += g.Running
+		}
+	}
 	ready := !st.JobStopped
 	deploying := false
 	if d, _, err := p.nomad.Jobs().LatestDeployment(job, q); err == nil && d != nil && d.Status == api.DeploymentStatusRunning {
@@ -124,7 +132,7 @@ func (p *Plugin) Status(config map[string]string) (*sdk.TargetStatus, error) {
 	if len(tg.Events) > 0 {
 		meta[sdk.TargetStatusMetaKeyLastEvent] = strconv.FormatUint(tg.Events[0].Time, 10)
 	}
-	return &sdk.TargetStatus{Ready: ready, Count: int64(tg.Running), Meta: meta}, nil
+	return &sdk.TargetStatus{Ready: ready, Count: int64(running), Meta: meta}, nil
 }
 
 // Scale applies the action: through the planner when configured, else Nomad's scale API.
