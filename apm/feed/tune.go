@@ -44,6 +44,12 @@ type TunerOptions struct {
 	// MaxTries bounds the BO suggestions drawn per round while looking for a proposable
 	// one [8].
 	MaxTries int
+	// Optimism is κ of the capacity sent with an exploratory proposal, the surrogate's
+	// upper confidence bound mean + κ·sd [1.5; negative: the mean]. The planner starts a
+	// transition only when the proposed capacity repays the cold start; with the posterior
+	// mean a barely-explored space never looks better than what runs, so no trial would
+	// ever be rolled out. Once it runs, the measurement replaces the optimistic figure.
+	Optimism float64
 	// Cluster configures the workload clustering [WarmUp 10: one feature sample per
 	// instance and round is a window mean, far less noisy than one request].
 	Cluster cluster.Options
@@ -71,6 +77,12 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	}
 	if o.PendingRounds <= 0 {
 		o.PendingRounds = 24
+	}
+	if o.Optimism == 0 {
+		o.Optimism = 1.5
+	}
+	if o.Optimism < 0 {
+		o.Optimism = 0
 	}
 	if o.MaxTries <= 0 {
 		o.MaxTries = 8
@@ -531,7 +543,7 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op Operator, g planGro
 				"p_feasible", pred.PFeasible, "have_throughput", pred.HaveThroughput)
 			continue
 		}
-		return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: math.Max(0, pred.Throughput), PFeasible: pred.PFeasible})
+		return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: math.Max(0, pred.Throughput+t.o.Optimism*pred.ThroughputStd), PFeasible: pred.PFeasible})
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	binDir := fs.String("bin-dir", "", "directory with nomad, nomad-autoscaler and the plugin dirs (default ./bin)")
 	phases := fs.String("phases", "static,trident", "phases to run, in order")
 	verbose := fs.Bool("v", false, "log diagnostics to stderr")
+	tune := fs.Bool("tune", false, "Trident phase: also tune operator configs live (trident-apm tune = \"true\")")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: trident demo [flags]\n\nStarts a loopback Nomad cluster (fake GPUs), NATS, runs the pipeline with its static\nallocation and then under Trident, and writes a report. Ctrl-C stops everything.\n\nflags:")
 		fs.PrintDefaults()
@@ -36,7 +37,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	_, err := demo.Run(ctx, demo.Options{
 		Pipeline: *pipeline, Docs: *docs, Speed: *speed, PhaseTimeout: *timeout, OutDir: *out,
-		BinDir: *binDir, Phases: strings.Split(*phases, ","), Out: stdout,
+		BinDir: *binDir, Phases: strings.Split(*phases, ","), Tune: *tune, Out: stdout,
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	})
 	return err

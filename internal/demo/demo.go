@@ -43,6 +43,9 @@ type Options struct {
 	BinDir string
 	// Phases to run, in order: "static", "trident" (default both).
 	Phases []string
+	// Tune turns on trident-apm's live tuner in the Trident phase (memory-constrained BO
+	// of the operators' declared parameters, candidates proposed to the planner).
+	Tune bool
 	// Out receives progress and the report; Log receives diagnostics.
 	Out io.Writer
 	Log *slog.Logger
@@ -317,6 +320,9 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 	defer cancel()
 	err = watch(pctx, o, n, js, pl, ph, start, len(want), planner)
 	ph.Elapsed = time.Since(start)
+	if planner != "" && o.Tune {
+		ph.Notes = append(ph.Notes, transitionSummary(ctx, planner, jobName(o.Pipeline)))
+	}
 	vctx, vcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer vcancel()
 	rep, verr := worker.Verify(vctx, js, pl)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +41,7 @@ apm "trident-apm" {
   config = {
     planner_addr  = %q
     feed_interval = "2s"
+    tune          = "%t"
   }
 }
 strategy "trident" {
@@ -53,7 +56,7 @@ target "trident-target" {
     planner_addr = %q
   }
 }
-`, leader, leader, leader)
+`, leader, o.Tune, leader, leader)
 	as, err := harness.LaunchAutoscaler(ctx, n, harness.AutoscalerOptions{
 		Binary:             filepath.Join(o.BinDir, "nomad-autoscaler"),
 		PluginDir:          filepath.Join(o.BinDir, "autoscaler-plugins"),
@@ -86,6 +89,46 @@ func registerPipeline(ctx context.Context, planner, job string) error {
 		return fmt.Errorf("register pipeline %s with the planner: HTTP %d: %s", job, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	return nil
+}
+
+// transitionSummary lists, per operator, the configurations the planner's decisions rolled
+// out (candidate configs with at least one instance in transition).
+func transitionSummary(ctx context.Context, planner, job string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, planner+"/v1/decisions?job="+job, nil)
+	if err != nil {
+		return "tuner: " + err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "tuner: planner unreachable: " + err.Error()
+	}
+	defer resp.Body.Close()
+	var ds []struct {
+		Operators map[string]struct {
+			CandidateConfig string `json:"candidate_config"`
+			Transitions     int    `json:"transitions"`
+		} `json:"operators"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ds); err != nil {
+		return "tuner: decode decisions: " + err.Error()
+	}
+	seen := map[string][]string{}
+	for _, d := range ds {
+		for op, t := range d.Operators {
+			if t.Transitions > 0 && t.CandidateConfig != "" && !slices.Contains(seen[op], t.CandidateConfig) {
+				seen[op] = append(seen[op], t.CandidateConfig)
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return fmt.Sprintf("tuner: no configuration transition in %d decisions", len(ds))
+	}
+	ops := slices.Sorted(maps.Keys(seen))
+	parts := make([]string, 0, len(ops))
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s -> %s", op, strings.Join(seen[op], " -> ")))
+	}
+	return fmt.Sprintf("tuner: configurations rolled out over %d decisions: %s", len(ds), strings.Join(parts, "; "))
 }
 
 // planSummary is a one-line view of the planner's latest decision for job.
