@@ -278,6 +278,13 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 		return nil, fmt.Errorf("reset stream: %w", err)
 	}
 	vars := map[string]string{"trident_bin": o.TridentBin, "nats_url": natsURL, "speed": fmt.Sprint(o.Speed)}
+	// Deferred first so that it runs last: the autoscaler and planners stop before the job
+	// (and its scaling policies) goes away — nomad-autoscaler v0.4.7 panics when a policy it
+	// handles is deleted.
+	defer func() {
+		_, _, _ = n.API().Jobs().Deregister(jobName(o.Pipeline), true, nil)
+		time.Sleep(2 * time.Second)
+	}()
 	planner := ""
 	if phase == "trident" {
 		leader, stop, err := startTrident(ctx, o, n)
@@ -303,10 +310,6 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 		}
 		fmt.Fprintf(o.Out, "    pipeline %s registered with the planner\n", jobName(o.Pipeline))
 	}
-	defer func() {
-		_, _, _ = n.API().Jobs().Deregister(jobName(o.Pipeline), true, nil)
-		time.Sleep(2 * time.Second)
-	}()
 	spec := worker.Spec{Pipeline: pl.Name, Docs: o.Docs, Regimes: len(pl.Regimes), Seed: 1}
 	want, err := worker.Expected(pl, spec)
 	if err != nil {
