@@ -95,6 +95,7 @@ type planGroup struct {
 	Count           int                       `json:"count"`
 	Nodes           map[string]map[string]int `json:"nodes"` // node -> {"current": n, "candidate": m}
 	Config          string                    `json:"config"`
+	ConfigEpoch     uint64                    `json:"config_epoch"`
 	CandidateConfig string                    `json:"candidate_config"`
 }
 
@@ -104,18 +105,25 @@ type plan struct {
 	Groups        map[string]planGroup `json:"groups"`
 }
 
-// TestPipelineUnderTrident runs a 4-operator pipeline on a 3-client cluster with the real
-// autoscaler loading all three Trident plugins and a 3-server planner cluster, and checks
-// that the planner's plan (counts, per-node placement, one config transition) is what
-// `nomad job status` and `nomad deployment status` show.
-func TestPipelineUnderTrident(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
-	}
+// stack is the Trident deployment the pipeline tests run against.
+type stack struct {
+	n          *harness.Nomad
+	cl         *api.Client
+	nomadBin   string
+	natsURL    string
+	tridentBin string
+	leader     string
+	as         *harness.Autoscaler
+	job        *api.Job
+}
+
+// startStack starts Nomad (cpu1, cpu2, gpu1 with 4 fake GPUs), NATS, three planners and the
+// autoscaler with the three Trident plugins (apmExtra is added to trident-apm's config),
+// registers the 4-operator pipeline job with Nomad and the planner.
+func startStack(t *testing.T, ctx context.Context, apmExtra string) *stack {
+	t.Helper()
 	asDir, devDir := harness.BuildPlugins(t)
 	binDir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
 	if err := harness.BuildPackages(ctx, binDir, "./cmd/trident"); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +166,7 @@ apm "trident-apm" {
   config = {
     planner_addr  = %q
     feed_interval = "2s"
-  }
+%s  }
 }
 strategy "trident" {
   driver = "trident"
@@ -172,7 +180,7 @@ target "trident-target" {
     planner_addr = %q
   }
 }
-`, leader, leader, leader)})
+`, leader, apmExtra, leader, leader)})
 
 	job := pipelineJob(t, cl, tridentBin, natsURL)
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
@@ -181,6 +189,21 @@ target "trident-target" {
 	if code := plannerCall(t, http.MethodPut, leader+"/v1/pipelines/pdf-curation", map[string]any{}, nil); code/100 != 2 {
 		t.Fatalf("register pipeline with the planner: HTTP %d", code)
 	}
+	return &stack{n: n, cl: cl, nomadBin: nomadBin, natsURL: natsURL, tridentBin: tridentBin, leader: leader, as: as, job: job}
+}
+
+// TestPipelineUnderTrident runs a 4-operator pipeline on a 3-client cluster with the real
+// autoscaler loading all three Trident plugins and a 3-server planner cluster, and checks
+// that the planner's plan (counts, per-node placement, one config transition) is what
+// `nomad job status` and `nomad deployment status` show.
+func TestPipelineUnderTrident(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	s := startStack(t, ctx, "")
+	n, cl, nomadBin, natsURL, leader, as, job := s.n, s.cl, s.nomadBin, s.natsURL, s.leader, s.as, s.job
 
 	// Load: a dataset large enough to keep every stage busy during the test.
 	_, js, err := worker.Connect(ctx, natsURL, "e2e", nil)

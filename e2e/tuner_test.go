@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trident-sched/trident/sim/worker"
+)
+
+// TestLiveTunerFromRealMetrics runs the pipeline with trident-apm's live tuner on: the
+// tuner must record the accelerator operator's running configuration as a BO evaluation
+// from the real workers' metrics (observation-layer capacity and the device memory peak the
+// worker exports) and propose a different configuration to the planner as a candidate.
+func TestLiveTunerFromRealMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	s := startStack(t, ctx, "    tune          = \"true\"\n")
+
+	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
+	pl, _ := worker.LookupPipeline("pdfocr")
+	spec := worker.Spec{Pipeline: "pdfocr", Docs: 400, Regimes: 3, Seed: 11}
+	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
+		t.Fatalf("publish dataset: %v", err)
+	}
+
+	evalRE := regexp.MustCompile(`tune: evaluation recorded:.*`)
+	peakRE := regexp.MustCompile(`peak_mib=([0-9.]+)`)
+	var running string
+	waitFor(t, 4*time.Minute, "the tuner to record ocr-text and propose a candidate", func() (bool, string) {
+		// 1. An evaluation of ocr-text with the device memory peak of its instances.
+		evaluated := false
+		for _, line := range evalRE.FindAllString(s.as.Log(), -1) {
+			if !regexp.MustCompile(`operator=ocr-text\b`).MatchString(line) {
+				continue
+			}
+			m := peakRE.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			if peak, _ := strconv.ParseFloat(m[1], 64); peak > 0 {
+				evaluated = true
+			}
+		}
+		if !evaluated {
+			return false, "no ocr-text evaluation with a device memory peak in the autoscaler log yet"
+		}
+		// 2. A candidate at the planner for an accelerator operator, different from what runs.
+		var st struct {
+			Candidates map[string]map[string]struct {
+				Config   string  `json:"config"`
+				Capacity float64 `json:"capacity"`
+			} `json:"candidates"`
+		}
+		plannerCall(t, http.MethodGet, s.leader+"/v1/state", nil, &st)
+		var p plan
+		plannerCall(t, http.MethodGet, s.leader+"/v1/plan/pdf-curation", nil, &p)
+		for op, c := range st.Candidates["pdf-curation"] {
+			if op != "ocr-text" && op != "ocr-table" {
+				continue
+			}
+			if c.Config != "" && c.Config != p.Groups[op].Config && c.Capacity > 0 {
+				running = p.Groups[op].Config
+				return true, ""
+			}
+		}
+		// A candidate may already be rolling out (or done): the plan then shows it.
+		for _, op := range []string{"ocr-text", "ocr-table"} {
+			if g := p.Groups[op]; g.CandidateConfig != "" || g.ConfigEpoch > 0 {
+				running = g.Config
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("candidates %v", st.Candidates)
+	})
+	t.Logf("tuner proposed a candidate next to the running config %q", running)
+}
