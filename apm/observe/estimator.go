@@ -64,6 +64,13 @@ type Config struct {
 	// first fits, on a handful of samples, interpolate them with near-zero noise and the
 	// residual filter then rejects almost every later sample.
 	MinNoiseSD float64
+	// Synchronous declares an operator that serves one record at a time per instance (no
+	// overlapping execution or dynamic batching). For such an operator records per useful
+	// second is its capacity whatever its load (paper §4.1; DS2's premise holds), so the
+	// estimator models that rate instead of the interval's throughput, and the signal
+	// filter, which guards throughput samples against starvation and backpressure, is off.
+	// The residual filter still applies.
+	Synchronous bool
 	// Signal configures the stage-1 filter.
 	Signal SignalConfig
 	// Fit controls the first hyperparameter fit; refits warm-start from the current
@@ -213,12 +220,17 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 	if err := s.validate(e.dim); err != nil {
 		return false, ReasonInvalid + ": " + err.Error()
 	}
-	if e.mode >= FilterSignal {
+	rate := s.Rate()
+	if e.cfg.Synchronous {
+		if !(s.UsefulSeconds > 0) {
+			return false, ReasonInvalid + ": no useful time"
+		}
+		rate = s.Records / s.UsefulSeconds
+	} else if e.mode >= FilterSignal {
 		if r := e.sig.check(s); r != "" {
 			return false, r
 		}
 	}
-	rate := s.Rate()
 	if !(rate > 0) {
 		return false, ReasonInvalid + ": no records completed"
 	}

@@ -394,3 +394,38 @@ func TestScreeningDropsColdStartOutlier(t *testing.T) {
 		t.Errorf("estimate at the outlier's features %+v, want ~%.1f from the GP", est, want)
 	}
 }
+
+// TestSynchronousUsesUsefulTime checks that a synchronous operator's capacity is learned
+// from starved and backpressured intervals alike (records per useful second), and that the
+// throughput model rejects those intervals instead.
+func TestSynchronousUsesUsefulTime(t *testing.T) {
+	sync := mustEstimator(t, FilterTwoStage, Config{NMin: 5, Synchronous: true})
+	tput := mustEstimator(t, FilterTwoStage, Config{NMin: 5})
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := 0; i < 40; i++ {
+		x := rng.Float64()
+		// An instance busy 40% of the interval (starved, empty queue): it completes
+		// 40% of what it could, in 4 useful seconds.
+		c := capacityAt(x) * (1 + 0.02*rng.NormFloat64())
+		s := Sample{Interval: 10 * time.Second, Records: 0.4 * c * 10, BusySeconds: 4, UsefulSeconds: 4,
+			Utilization: 0.4, Features: []float64{x}}
+		if ok, r := sync.Observe(s); !ok {
+			t.Fatalf("synchronous sample %d rejected: %s", i, r)
+		}
+		if ok, _ := tput.Observe(s); ok {
+			t.Fatalf("starved throughput sample %d accepted", i)
+		}
+	}
+	est, err := sync.Estimate([]float64{0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 40 samples with 2% noise along a line, as in TestColdStartEMAThenGP: within 3% of 170.
+	// A throughput model of the same samples would sit at 40% of it.
+	if math.Abs(est.Capacity-170)/170 > 0.03 {
+		t.Errorf("synchronous estimate %+v, want ~170", est)
+	}
+	if ok, r := sync.Observe(Sample{Interval: 10 * time.Second, Features: []float64{0.5}}); ok || !strings.HasPrefix(r, ReasonInvalid) {
+		t.Errorf("sample without useful time: accepted=%v reason %q, want invalid", ok, r)
+	}
+}

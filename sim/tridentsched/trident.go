@@ -35,6 +35,9 @@ type Options struct {
 	NoPlacement bool
 	// AllAtOnce switches every instance of an operator at once ("w/o rolling update").
 	AllAtOnce bool
+	// ThroughputOnly models every operator's filtered throughput, synchronous ones
+	// included (by default a synchronous operator's capacity is its useful-time rate).
+	ThroughputOnly bool
 	// Unconstrained tunes with plain-EI BO, blind to memory (Table 6 comparison).
 	Unconstrained bool
 	// NoShiftInvalidation keeps an operator's capacity samples across workload regime
@@ -235,7 +238,8 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 		// Hyperparameters are fitted on at most 32 of the window's samples: every regime
 		// shift restarts an operator's fit schedule, and the fits dominated the layer's
 		// per-round cost (the installed model still uses every sample).
-		cfg := observe.Config{Signal: observe.SignalConfig{MinUtilization: 0.6}, Fit: gp.FitOptions{MaxSamples: 32}, Logger: t.opt.Logger}
+		cfg := observe.Config{Signal: observe.SignalConfig{MinUtilization: 0.6}, Fit: gp.FitOptions{MaxSamples: 32}, Logger: t.opt.Logger,
+			Synchronous: !spec.Async && !t.opt.ThroughputOnly}
 		if err := t.layer.Register(spec.Name, observe.OperatorSpec{Features: spec.FeatureNames, Config: cfg}); err != nil {
 			return nil, fmt.Errorf("trident: %w", err)
 		}
