@@ -1,11 +1,12 @@
 package gp
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
-	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack/lapack64"
 )
 
 // Gradient component order of LogMarginalLikelihoodGrad.
@@ -37,26 +38,48 @@ func LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h Hyper) (lml float
 			return 0, nil, fmt.Errorf("gp: input %d has %d values, want %d", i, len(x), dim)
 		}
 	}
-	k := kernelMatrix(xs, &h)
-	var chol mat.Cholesky
-	if !chol.Factorize(k) {
+	// One pass builds the kernel (row-major, both triangles) and keeps, per pair, the
+	// length-scale derivative factor sf2·g(r) that the gradient needs, so that every
+	// exponential is computed once. The Cholesky factor, solve and inverse run on the raw
+	// storage through LAPACK: mat.Cholesky would also estimate the condition number,
+	// which costs more than the factorisation at these sizes and is not used.
+	sf2, diag := h.SignalVar, h.SignalVar+h.diagNoise()
+	k := make([]float64, n*n)
+	dk := make([]float64, n*n) // dk[i*n+j], j > i: sf2·g(r_ij)
+	for i := 0; i < n; i++ {
+		k[i*n+i] = diag
+		for j := i + 1; j < n; j++ {
+			s := sqrt5 * scaledDist(xs[i], xs[j], h.LengthScales)
+			e := math.Exp(-s)
+			k[i*n+j] = sf2 * (1 + s + s*s/3) * e
+			k[j*n+i] = k[i*n+j] // the lower triangle survives the factorisation below
+			dk[i*n+j] = sf2 * 5.0 / 3.0 * (1 + s) * e
+		}
+	}
+	t, ok := lapack64.Potrf(blas64.Symmetric{Uplo: blas.Upper, N: n, Stride: n, Data: k})
+	if !ok {
 		return 0, nil, fmt.Errorf("gp: kernel matrix of %d samples is not positive definite", n)
 	}
-	r := mat.NewVecDense(n, nil)
+	logDet := 0.0
+	for i := 0; i < n; i++ {
+		logDet += 2 * math.Log(k[i*n+i])
+	}
+	r := make([]float64, n)
+	a := make([]float64, n)
 	for i, y := range ys {
-		r.SetVec(i, y-h.Mean)
+		r[i] = y - h.Mean
 	}
-	var alpha mat.VecDense
-	var ce mat.Condition
-	if err := chol.SolveVecTo(&alpha, r); err != nil && !errors.As(err, &ce) {
-		return 0, nil, fmt.Errorf("gp: solve: %w", err)
+	copy(a, r)
+	lapack64.Potrs(t, blas64.General{Rows: n, Cols: 1, Stride: 1, Data: a})
+	kinv, ok := lapack64.Potri(t)
+	if !ok {
+		return 0, nil, fmt.Errorf("gp: kernel matrix of %d samples is singular", n)
 	}
-	var kinv mat.SymDense
-	if err := chol.InverseTo(&kinv); err != nil && !errors.As(err, &ce) {
-		return 0, nil, fmt.Errorf("gp: invert: %w", err)
+	rta := 0.0
+	for i := range r {
+		rta += r[i] * a[i]
 	}
-	a := alpha.RawVector().Data
-	lml = -0.5*mat.Dot(r, &alpha) - 0.5*chol.LogDet() - 0.5*float64(n)*math.Log(2*math.Pi)
+	lml = -0.5*rta - 0.5*logDet - 0.5*float64(n)*math.Log(2*math.Pi)
 
 	grad = make([]float64, GradLogLength0+dim)
 	for _, v := range a {
@@ -66,19 +89,18 @@ func LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h Hyper) (lml float
 	for d, l := range h.LengthScales {
 		inv2[d] = 1 / (l * l)
 	}
-	kd := kinv.RawSymmetric()
+	kd := kinv.Data
 	var gs, gn float64
 	for i := 0; i < n; i++ {
 		// Diagonal: W_ii = α_i² − K⁻¹_ii; ∂K_ii/∂log σ_f² = σ_f², ∂K_ii/∂log σ_n² = σ_n².
-		wii := a[i]*a[i] - kd.Data[i*kd.Stride+i]
-		gs += 0.5 * wii * h.SignalVar * (1 + jitter)
+		wii := a[i]*a[i] - kd[i*n+i]
+		gs += 0.5 * wii * sf2 * (1 + jitter)
 		gn += 0.5 * wii * h.NoiseVar
 		for j := i + 1; j < n; j++ {
 			// Off-diagonal pairs count twice in the trace.
-			w := a[i]*a[j] - kd.Data[i*kd.Stride+j]
-			rr := scaledDist(xs[i], xs[j], h.LengthScales)
-			gs += w * h.SignalVar * matern52(rr)
-			f := w * h.SignalVar * matern52LogLenFactor(rr)
+			w := a[i]*a[j] - kd[i*n+j]
+			gs += w * k[j*n+i]
+			f := w * dk[i*n+j]
 			for d := 0; d < dim; d++ {
 				t := xs[i][d] - xs[j][d]
 				grad[GradLogLength0+d] += f * t * t * inv2[d]

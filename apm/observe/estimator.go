@@ -175,6 +175,9 @@ type GPEstimator struct {
 	accepted int
 	nextFit  int // accepted count of the next hyperparameter fit
 	rejects  int // consecutive residual rejections
+	// warm reports hyperparameters fitted before the last Reset: the first fit of the new
+	// epoch starts from them (level re-derived from the data) instead of a cold search.
+	warm bool
 }
 
 // NewGPEstimator returns an estimator over dim workload features.
@@ -282,7 +285,18 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 	}
 	if e.accepted == e.cfg.NMin {
 		// First fit: start from a hyperparameter guess scaled to the data, not unit values.
-		if err := e.model.SetHyper(e.initialHyper()); err != nil {
+		// After an invalidation the previous epoch's length scales and variances describe
+		// the same operator's response to the same features (only the level moved with the
+		// configuration or workload): they and the data-derived guess are the starting
+		// points, without random restarts, which keeps the frequent re-fits of operators
+		// that change often as cheap as periodic refits.
+		h := e.initialHyper()
+		if e.warm {
+			h0 := e.model.Hyper()
+			h0.Mean = h.Mean
+			h, o = h0, RefitOptions(o)
+		}
+		if err := e.model.SetHyper(h); err != nil {
 			e.cfg.Logger.Warn("observe: initial hyperparameters rejected", "estimator", e.Name(), "err", err)
 		}
 	}
@@ -292,7 +306,11 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 	}
 	e.fitted = true
 	if e.mode == FilterTwoStage && e.screen() > 0 {
-		if _, err := e.model.Fit(ctx, RefitOptions(o)); err != nil {
+		// The fit just found the optimum with the outliers in; without them it moves
+		// little, so one warm start suffices.
+		ro := RefitOptions(o)
+		ro.WarmOnly = true
+		if _, err := e.model.Fit(ctx, ro); err != nil {
 			e.cfg.Logger.Warn("observe: GP refit after screening failed", "estimator", e.Name(), "err", err)
 		}
 	}
@@ -367,5 +385,6 @@ func (e *GPEstimator) Reset() {
 	e.sig.reset()
 	e.ema.reset()
 	e.model.Reset()
+	e.warm = e.warm || e.fitted
 	e.fitted, e.accepted, e.rejects, e.nextFit = false, 0, 0, e.cfg.NMin
 }
