@@ -463,9 +463,46 @@ func applyDecision(st *State, d *Decision, idx uint64) error {
 			r.CandidateConfig = t.CandidateConfig
 		}
 	}
-	st.Decisions = append(st.Decisions, cp)
+	st.Decisions = pruneOldest(append(st.Decisions, cp), KeepDecisions, func(x Decision) bool { return x.Job == d.Job })
 	st.Progress[d.Job] = Progress{Decision: idx, Status: StatusApplying, Index: idx}
 	return nil
+}
+
+// Retention of the per-job logs held in the replicated state (and so in every snapshot).
+// The planner needs only a job's latest decision and the one before it (a failed rollout
+// reverts to it) and the invalidations of the latest decision; the rest is history for
+// operators, kept to a bound so that a pipeline running for months does not grow every
+// snapshot without limit. Every replica applies the same bounds, so pruning is
+// deterministic.
+const (
+	// KeepDecisions is the number of newest decisions kept per job.
+	KeepDecisions = 256
+	// KeepInvalidations is the number of newest invalidations kept per job.
+	KeepInvalidations = 1024
+)
+
+// pruneOldest drops the oldest elements matching mine until at most keep of them remain,
+// preserving the order of the rest.
+func pruneOldest[T any](xs []T, keep int, mine func(T) bool) []T {
+	n := 0
+	for _, x := range xs {
+		if mine(x) {
+			n++
+		}
+	}
+	if n <= keep {
+		return xs
+	}
+	drop := n - keep
+	out := make([]T, 0, len(xs)-drop)
+	for _, x := range xs {
+		if drop > 0 && mine(x) {
+			drop--
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 func applyProgress(st *State, c Command, idx uint64) error {
@@ -523,10 +560,10 @@ func applyProgress(st *State, c Command, idx uint64) error {
 					st.Epochs[c.Job] = map[string]uint64{}
 				}
 				st.Epochs[c.Job][name] = r.Epoch + 1
-				st.Invalidations = append(st.Invalidations, Invalidation{
+				st.Invalidations = pruneOldest(append(st.Invalidations, Invalidation{
 					Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
 					Config: t.CandidateConfig, Decision: latest.Index, Index: idx,
-				})
+				}), KeepInvalidations, func(x Invalidation) bool { return x.Job == c.Job })
 			}
 			if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
 				// Every instance runs the candidate: it becomes the current config.

@@ -214,3 +214,33 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatalf("restored content wrong: %+v", s2)
 	}
 }
+
+// TestDecisionLogIsBounded applies more decisions than the retention bound and checks that
+// the oldest are dropped, the rest keep their order, and a failed rollout still reverts to
+// the decision before it.
+func TestDecisionLogIsBounded(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	var idx []uint64
+	for i := 0; i < KeepDecisions+10; i++ {
+		a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+		idx = append(idx, a.idx)
+		a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	}
+	var got []uint64
+	a.f.Read(func(s *State) {
+		for _, d := range s.Decisions {
+			got = append(got, d.Index)
+		}
+	})
+	if want := idx[10:]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("kept %d decisions %v..., want the newest %d from %d", len(got), got[:min(3, len(got))], len(want), want[0])
+	}
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusFailed}})
+	var ok bool
+	a.f.Read(func(s *State) { _, ok = s.Decision(idx[len(idx)-1]) })
+	if !ok {
+		t.Fatal("the decision a failed rollout reverts to was pruned")
+	}
+}

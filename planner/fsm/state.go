@@ -215,12 +215,12 @@ type State struct {
 	Epochs map[string]map[string]uint64 `json:"epochs"`
 	// Observations are the latest capacity estimates: job -> operator -> observation.
 	Observations map[string]map[string]Observation `json:"observations"`
-	// Decisions is the append-only decision log in commit order.
+	// Decisions is the decision log in commit order: the newest KeepDecisions per job.
 	Decisions []Decision `json:"decisions"`
 	// Progress is the actuator's progress per job.
 	Progress map[string]Progress `json:"progress"`
-	// Invalidations records every epoch advance (observation invalidation); each committed
-	// transition adds exactly one.
+	// Invalidations records epoch advances (observation invalidations), the newest
+	// KeepInvalidations per job; each committed transition adds exactly one.
 	Invalidations []Invalidation `json:"invalidations"`
 }
 
