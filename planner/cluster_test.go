@@ -39,6 +39,8 @@ type testCluster struct {
 	token   string
 	// layers, when non-nil, are cuttable raft stream layers (one per server).
 	layers []*cutLayer
+	// tls, when set, runs raft (and the API) over TLS with these files.
+	tls *pkiFiles
 }
 
 func newTestCluster(t *testing.T, n int, loop func(i int) *LoopConfig) *testCluster {
@@ -86,6 +88,7 @@ func (c *testCluster) start(i int) {
 		StreamLayer: layer,
 		ID:          c.peers[i].ID, RaftAddr: c.peers[i].RaftAddr, HTTPAddr: c.peers[i].HTTPAddr[len("http://"):],
 		DataDir: c.dirs[i], Peers: c.peers, Bootstrap: true, Token: c.token,
+		RaftTLS: c.tls != nil, TLSCert: c.tls.certOr(), TLSKey: c.tls.keyOr(), TLSCA: c.tls.caOr(),
 		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		SnapshotThreshold: 16, SnapshotInterval: 200 * time.Millisecond,
 		Loop: lc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -80,6 +80,9 @@ type Config struct {
 	Token string
 	// TLSCert and TLSKey enable HTTPS on the API; TLSCA verifies peers when forwarding.
 	TLSCert, TLSKey, TLSCA string
+	// RaftTLS runs the raft transport over mutual TLS with TLSCert/TLSKey, peers verified
+	// against TLSCA (all three required; see TLSStreamLayer).
+	RaftTLS bool
 	// HeartbeatTimeout and ElectionTimeout of raft (default 1s each).
 	HeartbeatTimeout, ElectionTimeout time.Duration
 	// SnapshotThreshold is the number of log entries between snapshots (default 8192).
@@ -176,6 +179,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("planner: raft advertise address %q: %w", adv, err)
 	}
 	var trans *raft.NetworkTransport
+	if cfg.RaftTLS && cfg.StreamLayer == nil {
+		l, err := NewTLSStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLSCert, cfg.TLSKey, cfg.TLSCA)
+		if err != nil {
+			store.Close()
+			return nil, err
+		}
+		cfg.StreamLayer = l
+	}
 	if cfg.StreamLayer != nil {
 		trans = raft.NewNetworkTransport(cfg.StreamLayer, 4, 5*time.Second, cfg.RaftLogOutput)
 	} else {

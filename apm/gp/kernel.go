@@ -11,11 +11,13 @@ func matern52(r float64) float64 {
 	return (1 + s + s*s/3) * math.Exp(-s)
 }
 
-// matern52LogLenFactor returns g(r) = (5/3)(1 + √5 r) exp(−√5 r). The derivative of the
-// kernel sf2·matern52(r) with respect to log ℓ_d is sf2·g(r)·Δ_d²/ℓ_d².
-func matern52LogLenFactor(r float64) float64 {
+// matern52WithLogLenFactor returns matern52(r) and g(r) = (5/3)(1 + √5 r) exp(−√5 r)
+// with one exponential. The derivative of the kernel sf2·matern52(r) with respect to
+// log ℓ_d is sf2·g(r)·Δ_d²/ℓ_d².
+func matern52WithLogLenFactor(r float64) (k, g float64) {
 	s := sqrt5 * r
-	return 5.0 / 3.0 * (1 + s) * math.Exp(-s)
+	e := math.Exp(-s)
+	return (1 + s + s*s/3) * e, 5.0 / 3.0 * (1 + s) * e
 }
 
 // scaledDist returns the Euclidean distance between a and b after dividing every coordinate

@@ -49,11 +49,10 @@ func LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h Hyper) (lml float
 	for i := 0; i < n; i++ {
 		k[i*n+i] = diag
 		for j := i + 1; j < n; j++ {
-			s := sqrt5 * scaledDist(xs[i], xs[j], h.LengthScales)
-			e := math.Exp(-s)
-			k[i*n+j] = sf2 * (1 + s + s*s/3) * e
+			m, g := matern52WithLogLenFactor(scaledDist(xs[i], xs[j], h.LengthScales))
+			k[i*n+j] = sf2 * m
 			k[j*n+i] = k[i*n+j] // the lower triangle survives the factorisation below
-			dk[i*n+j] = sf2 * 5.0 / 3.0 * (1 + s) * e
+			dk[i*n+j] = sf2 * g
 		}
 	}
 	t, ok := lapack64.Potrf(blas64.Symmetric{Uplo: blas.Upper, N: n, Stride: n, Data: k})

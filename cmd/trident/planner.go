@@ -35,7 +35,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	token := fs.String("token", "", "ACL token required in X-Trident-Token")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate for the HTTP API")
 	tlsKey := fs.String("tls-key", "", "TLS key for the HTTP API")
-	tlsCA := fs.String("tls-ca", "", "CA bundle to verify the leader when forwarding")
+	tlsCA := fs.String("tls-ca", "", "CA bundle to verify the leader when forwarding (and raft peers with -raft-tls)")
+	raftTLS := fs.Bool("raft-tls", false, "run raft over mutual TLS with -tls-cert/-tls-key, peers verified against -tls-ca")
 	interval := fs.Duration("interval", 10*time.Second, "rescheduling period")
 	scheduler := fs.String("scheduler", "milp", "scheduler: milp (HiGHS) | greedy (milp greedy) | proportional")
 	solveTimeout := fs.Duration("solve-timeout", 20*time.Second, "time limit of one solve")
@@ -60,6 +61,9 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return errors.New("planner: -tls-cert and -tls-key go together")
+	}
+	if *raftTLS && (*tlsCert == "" || *tlsCA == "") {
+		return errors.New("planner: -raft-tls needs -tls-cert, -tls-key and -tls-ca (peer certificates must be valid for their raft IPs)")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -128,7 +132,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	srv, err := planner.New(planner.Config{
 		ID: *id, RaftAddr: *bind, RaftAdvertise: *advertise, HTTPAddr: *httpAddr, DataDir: *dataDir,
-		Peers: ps, Bootstrap: *bootstrap, Token: *token, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA,
+		Peers: ps, Bootstrap: *bootstrap, Token: *token, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, RaftTLS: *raftTLS,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		Loop: lc, Logger: log, RaftLogOutput: stderr,
 	})
