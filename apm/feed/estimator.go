@@ -64,19 +64,30 @@ func NewEstimator(log *slog.Logger) *Estimator {
 	}
 }
 
-// Declare registers job/group with the observation layer (idempotent).
-func (e *Estimator) Declare(job, group string, features []string) error {
+// Declaration is how an operator is modelled: its workload features (group meta
+// trident_features) and whether it is synchronous (trident_synchronous).
+type Declaration struct {
+	Features    []string
+	Synchronous bool
+}
+
+// Declare registers job/group with the observation layer (idempotent: the first
+// declaration stays).
+func (e *Estimator) Declare(job, group string, d Declaration) error {
 	k := key(job, group)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.features[k]; ok {
 		return nil
 	}
+	features := d.Features
 	if len(features) == 0 {
 		// An operator without declared features still gets a (constant-input) model.
 		features = []string{"const"}
 	}
-	if err := e.layer.Register(k, observe.OperatorSpec{Features: features, Config: LiveConfig()}); err != nil {
+	cfg := LiveConfig()
+	cfg.Synchronous = d.Synchronous
+	if err := e.layer.Register(k, observe.OperatorSpec{Features: features, Config: cfg}); err != nil {
 		return err
 	}
 	e.features[k] = features

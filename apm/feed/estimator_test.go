@@ -27,7 +27,7 @@ func steady(n int, rate float64, epoch float64, rng *rand.Rand) []Snapshot {
 
 func TestObservationEstimatorConverges(t *testing.T) {
 	e := NewEstimator(nil)
-	if err := e.Declare("pdf", "ocr", []string{"tokens"}); err != nil {
+	if err := e.Declare("pdf", "ocr", Declaration{Features: []string{"tokens"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Capacity("pdf", "ocr"); err == nil {
@@ -73,7 +73,7 @@ func TestFeatureVector(t *testing.T) {
 // to the useful-time rate: 40 records per 10 s of processing = 4 records/s.
 func TestStarvedOperatorFallsBackToUsefulTimeRate(t *testing.T) {
 	e := NewEstimator(nil)
-	if err := e.Declare("pdf", "parse", nil); err != nil {
+	if err := e.Declare("pdf", "parse", Declaration{}); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Unix(1_000_000, 0)
@@ -96,5 +96,39 @@ func TestStarvedOperatorFallsBackToUsefulTimeRate(t *testing.T) {
 	}
 	if st := e.Stats("pdf", "parse"); st.Accepted != 0 {
 		t.Errorf("starved samples accepted: %+v", st)
+	}
+}
+
+// A synchronous operator (trident_synchronous) is modelled by its useful-time rate, so
+// starved intervals the throughput model rejects are accepted: 8 records in 2 useful
+// seconds of each 5 s interval (empty queue, 40% busy) is a capacity of 4 records/s,
+// where the interval's throughput is 1.6/s.
+func TestSynchronousOperatorLearnsFromStarvedIntervals(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("pdf", "parse", Declaration{Synchronous: true}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_000_000, 0)
+	var prev Snapshot
+	for i := 0; i < 12; i++ {
+		cur := Snapshot{Time: t0.Add(time.Duration(i) * 5 * time.Second), Instances: map[string]Instance{
+			"a": {RecordsIn: float64(8 * i), UsefulSeconds: float64(2 * i), BusySeconds: float64(2 * i), QueueLength: 0, Utilization: 0.4},
+		}}
+		if i > 0 {
+			e.Observe("pdf", "parse", prev, cur)
+		}
+		prev = cur
+	}
+	st := e.Stats("pdf", "parse")
+	if st.Accepted != 11 {
+		t.Fatalf("accepted %d of 11 starved synchronous samples (rejections %v)", st.Accepted, st.Rejected)
+	}
+	est, err := e.Estimate("pdf", "parse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every sample is exactly 4 rec/s: the EMA (first 10) and GP agree to rounding.
+	if est.Source == SourceUsefulTime || math.Abs(est.Capacity-4) > 0.01 {
+		t.Errorf("estimate = %+v, want 4 rec/s from the observation layer", est)
 	}
 }

@@ -38,6 +38,13 @@ type Operator struct {
 	GPUMemoryMB float64 `json:"gpu_memory_mb,omitempty"`
 	// ColdStartSec is the operator's restart plus warm-up time, sent with candidates.
 	ColdStartSec float64 `json:"cold_start_s,omitempty"`
+	// Synchronous marks an operator whose capacity is its useful-time rate.
+	Synchronous bool `json:"synchronous,omitempty"`
+}
+
+// Declaration returns what the observation layer needs to model the operator.
+func (o Operator) Declaration() Declaration {
+	return Declaration{Features: o.Features, Synchronous: o.Synchronous}
 }
 
 // Pipeline is one registered pipeline as GET /v1/pipelines lists it.
@@ -58,7 +65,7 @@ type Observation struct {
 
 // Refresh scrapes job/op's instances once and folds the interval since the previous
 // scrape into the shared Estimator (the APM plugin's refresh does exactly that).
-type Refresh func(ctx context.Context, job, op string, features []string) error
+type Refresh func(ctx context.Context, job, op string, d Declaration) error
 
 // Options configure a Feeder.
 type Options struct {
@@ -195,7 +202,7 @@ func (f *Feeder) publish(ctx context.Context, pipes []Pipeline) error {
 
 // operator refreshes job/op and returns its estimate, if there is one yet.
 func (f *Feeder) operator(ctx context.Context, job string, op Operator) (Observation, bool, error) {
-	if err := f.o.Refresh(ctx, job, op.Name, op.Features); err != nil {
+	if err := f.o.Refresh(ctx, job, op.Name, op.Declaration()); err != nil {
 		return Observation{}, false, err
 	}
 	est, err := f.est.Estimate(job, op.Name)

@@ -45,8 +45,8 @@ func TestFeederPublishes(t *testing.T) {
 	snaps := steady(30, 8, 2, rand.New(rand.NewPCG(5, 6)))
 	i := 0
 	var prev *Snapshot
-	f, err := New(est, Options{Planner: srv.URL, Refresh: func(ctx context.Context, job, op string, feats []string) error {
-		if err := est.Declare(job, op, feats); err != nil {
+	f, err := New(est, Options{Planner: srv.URL, Refresh: func(ctx context.Context, job, op string, d Declaration) error {
+		if err := est.Declare(job, op, d); err != nil {
 			return err
 		}
 		cur := snaps[i]

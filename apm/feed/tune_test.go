@@ -132,8 +132,8 @@ func (c *synthCluster) feeder(t *testing.T, url string, budget int) *Feeder {
 	est := NewEstimator(nil)
 	var prev *Snapshot
 	f, err := New(est, Options{Planner: url, Tune: true, Tuning: TunerOptions{Budget: budget, Seed: 5},
-		Refresh: func(ctx context.Context, job, op string, feats []string) error {
-			if err := est.Declare(job, op, feats); err != nil {
+		Refresh: func(ctx context.Context, job, op string, d Declaration) error {
+			if err := est.Declare(job, op, d); err != nil {
 				return err
 			}
 			cur := c.snapshot()

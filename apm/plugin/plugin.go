@@ -160,9 +160,10 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 	return nil
 }
 
-// refreshDeclared is the feeder's refresh: features come from the planner's description.
-func (p *Plugin) refreshDeclared(ctx context.Context, job, group string, features []string) error {
-	if err := p.capacity.Declare(job, group, features); err != nil {
+// refreshDeclared is the feeder's refresh: the declaration comes from the planner's
+// description.
+func (p *Plugin) refreshDeclared(ctx context.Context, job, group string, d feed.Declaration) error {
+	if err := p.capacity.Declare(job, group, d); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -229,29 +230,37 @@ type groupState struct {
 	snaps      []snapshot
 }
 
-// groupFeatures reads the group's declared workload features (trident_features meta).
-func groupFeatures(ctx context.Context, cl *api.Client, job, group string) ([]string, error) {
+// groupDeclaration reads the group's declared workload features and synchronous flag
+// (trident_features, trident_synchronous meta).
+func groupDeclaration(ctx context.Context, cl *api.Client, job, group string) (feed.Declaration, error) {
 	j, _, err := cl.Jobs().Info(job, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		if strings.Contains(err.Error(), "404") {
-			return nil, fmt.Errorf("trident-apm: unknown job %q", job)
+			return feed.Declaration{}, fmt.Errorf("trident-apm: unknown job %q", job)
 		}
-		return nil, fmt.Errorf("trident-apm: read job %q: %w", job, err)
+		return feed.Declaration{}, fmt.Errorf("trident-apm: read job %q: %w", job, err)
 	}
 	for _, tg := range j.TaskGroups {
 		// Planner-rendered groups ("<op>@<node>...") name their operator in meta.
 		if tg.Name == nil || (*tg.Name != group && tg.Meta["trident_operator"] != group) {
 			continue
 		}
-		var out []string
+		var d feed.Declaration
 		for _, f := range strings.Split(tg.Meta[opmetrics.MetaFeatures], ",") {
 			if f = strings.TrimSpace(f); f != "" {
-				out = append(out, f)
+				d.Features = append(d.Features, f)
 			}
 		}
-		return out, nil
+		if v := tg.Meta[opmetrics.MetaSynchronous]; v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opmetrics.MetaSynchronous, v)
+			}
+			d.Synchronous = b
+		}
+		return d, nil
 	}
-	return nil, fmt.Errorf("trident-apm: job %q has no group %q", job, group)
+	return feed.Declaration{}, fmt.Errorf("trident-apm: job %q has no group %q", job, group)
 }
 
 // snapshot is one scrape of every instance of a group.
@@ -304,11 +313,11 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 		p.groups[k] = gs
 	}
 	if !gs.declared {
-		feats, err := groupFeatures(ctx, cl, job, group)
+		decl, err := groupDeclaration(ctx, cl, job, group)
 		if err != nil {
 			return nil, err
 		}
-		if err := p.capacity.Declare(job, group, feats); err != nil {
+		if err := p.capacity.Declare(job, group, decl); err != nil {
 			return nil, fmt.Errorf("trident-apm: %s/%s: %w", job, group, err)
 		}
 		gs.declared = true

@@ -10,7 +10,7 @@ const (
 	RecordsIn        = "trident_records_in_total"         // counter: records consumed
 	RecordsOut       = "trident_records_out_total"        // counter: records produced
 	BusySeconds      = "trident_busy_seconds_total"       // counter: wall time with >=1 record in service
-	UsefulSeconds    = "trident_useful_seconds_total"     // counter: time spent processing (DS2 useful time)
+	UsefulSeconds    = "trident_useful_seconds_total"     // counter: per-record service time summed (DS2 useful time); synchronous operators with k threads count 1/k of each thread's time (instance-seconds)
 	QueueLength      = "trident_queue_length"             // gauge: records waiting in the input queue
 	AccelUtilization = "trident_accelerator_utilization"  // gauge 0..1
 	CPUUtilization   = "trident_cpu_utilization"          // gauge 0..1
@@ -42,7 +42,11 @@ const (
 	MetaParams        = "trident_params"        // tunable parameter space (strategy/configspace syntax)
 	MetaConfig        = "trident_config"        // current config "k=v,k=v"
 	MetaColdStartSec  = "trident_cold_start_s"  // float: seconds from launch to serving
-	MetaMetricsPort   = "trident_metrics_port"  // label of the network port serving /metrics
+	// MetaSynchronous (bool) declares an operator whose instances serve each record to
+	// completion, without overlapping or batching records: its records per useful second
+	// (UsefulSeconds in instance-seconds) is its capacity at any load (paper §4.1).
+	MetaSynchronous = "trident_synchronous"
+	MetaMetricsPort = "trident_metrics_port" // label of the network port serving /metrics
 )
 
 // Node meta keys the planner reads when sizing its inventory. Without them a node's size is

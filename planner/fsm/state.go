@@ -42,6 +42,9 @@ type Operator struct {
 	Config string `json:"config"`
 	// ColdStartSec is seconds from launch to serving.
 	ColdStartSec float64 `json:"cold_start_s"`
+	// Synchronous marks an operator whose capacity is its useful-time rate
+	// (opmetrics.MetaSynchronous).
+	Synchronous bool `json:"synchronous,omitempty"`
 }
 
 // Pipeline is a registered pipeline job.

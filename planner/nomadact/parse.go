@@ -180,6 +180,14 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 	field(opmetrics.MetaOutputBytes, false, floatp(&o.OutputBytes))
 	field(opmetrics.MetaAmplification, false, floatp(&o.Amplification))
 	field(opmetrics.MetaColdStartSec, false, floatp(&o.ColdStartSec))
+	field(opmetrics.MetaSynchronous, false, func(s string) error {
+		b, e := strconv.ParseBool(s)
+		if e != nil {
+			return fmt.Errorf("not true or false")
+		}
+		o.Synchronous = b
+		return nil
+	})
 	field(opmetrics.MetaFeatures, false, func(s string) error {
 		for _, f := range strings.Split(s, ",") {
 			if f = strings.TrimSpace(f); f != "" {

@@ -25,6 +25,7 @@ func TestParseJobErrorsNameTheField(t *testing.T) {
 		{"gpu", "trident_config", "batch=999", `group "gpu": meta trident_config="batch=999"`},
 		{"src", "trident_amplification", "NaN", `trident_amplification=NaN must be a positive number`},
 		{"src", "trident_cold_start_s", "Inf", `trident_cold_start_s=+Inf must be a finite number`},
+		{"src", "trident_synchronous", "sometimes", `group "src": meta trident_synchronous="sometimes": not true or false`},
 	}
 	for _, c := range cases {
 		job := testJob("pipe")
@@ -44,6 +45,11 @@ func TestParseJobErrorsNameTheField(t *testing.T) {
 	}
 	if ok.Operators[0].Name != "src" || ok.Operators[0].Amplification != 1 || ok.Operators[1].Params != "batch=int[1,64]" {
 		t.Fatalf("parsed: %+v", ok.Operators)
+	}
+	sj := testJob("pipe")
+	sj.TaskGroups[0].Meta["trident_synchronous"] = "true"
+	if p, err := ParseJob(sj); err != nil || !p.Operators[0].Synchronous || p.Operators[1].Synchronous {
+		t.Fatalf("trident_synchronous=true on src: %+v, %v", p, err)
 	}
 	if err := CheckConfig(ok.Operators[1], "batch=100"); err == nil {
 		t.Fatal("out-of-range candidate config accepted")

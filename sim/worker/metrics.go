@@ -47,7 +47,7 @@ func NewMetrics(pipeline, operator string, epoch int64, features []string) *Metr
 		busy: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.BusySeconds,
 			Help: "Wall time with at least one record in service.", ConstLabels: cl}),
 		useful: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.UsefulSeconds,
-			Help: "Sum of per-record service times (overlapping requests counted each).", ConstLabels: cl}),
+			Help: "Sum of per-record service times (overlapping requests counted each; a CPU stage with k threads counts 1/k of each, i.e. instance-seconds).", ConstLabels: cl}),
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.QueueLength,
 			Help: "This instance's share of the records waiting in the stage's input queue (undelivered backlog / live instances).", ConstLabels: cl}),
 		accelUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.AccelUtilization,

@@ -535,7 +535,10 @@ func (w *worker) cpuThread(ctx context.Context, threads int) error {
 			}
 			err := w.complete(ctx, msgs[i:i+1], w.op.Expand(r))
 			w.t.add(-1)
-			w.m.Useful(sec / w.o.Speed)
+			// Useful time is counted in instance-seconds (each of the threads contributes
+			// 1/threads), so that records per useful second is the instance's capacity,
+			// as trident_synchronous declares.
+			w.m.Useful(sec / w.o.Speed / float64(threads))
 			if err != nil {
 				return err
 			}
