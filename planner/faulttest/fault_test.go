@@ -143,7 +143,7 @@ func versionCounts(t *testing.T, cl *api.Client) map[string]int {
 	}
 	out := map[string]int{}
 	for _, v := range vs {
-		out[v.Meta[nomadact.MetaDecision]+"/"+v.Meta[nomadact.MetaPhase]]++
+		out[strconv.FormatUint(nomadact.DecisionOf(v), 10)+"/"+nomadact.PhaseOf(v)]++
 	}
 	return out
 }
@@ -230,7 +230,7 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	})
 	waitFor(t, c, "surge version in nomad", 30*time.Second, func() bool {
 		j, _, err := n.API().Jobs().Info("pipe", nil)
-		return err == nil && j.Meta[nomadact.MetaDecision] == strconv.FormatUint(trans.DecisionIndex, 10) && j.Meta[nomadact.MetaPhase] == nomadact.PhaseSurge
+		return err == nil && nomadact.DecisionOf(j) == trans.DecisionIndex && nomadact.PhaseOf(j) == nomadact.PhaseSurge
 	})
 	waitFor(t, c, "surge deployment running", 10*time.Second, func() bool {
 		j, _, err := n.API().Jobs().Info("pipe", nil)
@@ -273,8 +273,8 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	var decs []fsm.Decision
 	call("GET", leader.http, "/v1/decisions?job=pipe", nil, &decs)
 	j, _, _ := n.API().Jobs().Info("pipe", nil)
-	if last := decs[len(decs)-1].Index; j.Meta[nomadact.MetaDecision] != strconv.FormatUint(last, 10) {
-		t.Fatalf("nomad job carries decision %s, newest committed is %d", j.Meta[nomadact.MetaDecision], last)
+	if last := decs[len(decs)-1].Index; nomadact.DecisionOf(j) != last {
+		t.Fatalf("nomad job carries decision %d, newest committed is %d", nomadact.DecisionOf(j), last)
 	}
 
 	// (2) Partition the remaining follower: commits continue on the 2-node majority? No:

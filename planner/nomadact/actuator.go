@@ -207,7 +207,7 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 			return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 		}
 	}
-	cur := decisionOf(job)
+	cur := DecisionOf(job)
 	switch {
 	case job == nil || cur < d.Index:
 		phase := PhaseFinal
@@ -218,7 +218,7 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 	case cur > d.Index:
 		return applying, fmt.Errorf("nomad job %q carries decision %d, newer than the committed decision %d", p.Job, cur, d.Index)
 	}
-	phase := job.Meta[MetaPhase]
+	phase := PhaseOf(job)
 	version := uint64(0)
 	if job.Version != nil {
 		version = *job.Version
@@ -257,14 +257,6 @@ func isNotFound(err error) bool {
 	return strings.Contains(err.Error(), "404")
 }
 
-func decisionOf(job *api.Job) uint64 {
-	if job == nil {
-		return 0
-	}
-	n, _ := strconv.ParseUint(job.Meta[MetaDecision], 10, 64)
-	return n
-}
-
 // failedFor reports whether a deployment of a version carrying decision idx failed.
 func (a *Actuator) failedFor(ctx context.Context, jobID string, idx uint64) (bool, string, error) {
 	versions, _, _, err := a.c.Jobs().Versions(jobID, false, a.q(ctx))
@@ -273,7 +265,7 @@ func (a *Actuator) failedFor(ctx context.Context, jobID string, idx uint64) (boo
 	}
 	ours := map[uint64]bool{}
 	for _, v := range versions {
-		if v.Version != nil && decisionOf(v) == idx {
+		if v.Version != nil && DecisionOf(v) == idx {
 			ours[*v.Version] = true
 		}
 	}
@@ -423,7 +415,6 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 			g.Meta[MetaNode] = w.node
 			g.Meta[opmetrics.MetaConfig] = w.config
 			g.Meta[MetaConfigEpoch] = strconv.FormatUint(w.gen, 10)
-			g.Meta[MetaDecision] = strconv.FormatUint(d.Index, 10)
 			g.Update = &api.UpdateStrategy{
 				MaxParallel:      ptr(max(1, t.Transitions)),
 				HealthCheck:      ptr("task_states"),
@@ -451,12 +442,14 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 			groups = append(groups, g)
 		}
 	}
-	job.TaskGroups = groups
-	if job.Meta == nil {
-		job.Meta = map[string]string{}
+	for _, g := range groups {
+		if g.Meta[MetaAnchor] == "true" {
+			// Count-0 groups: their meta changes restart nothing (see MetaDecision).
+			g.Meta[MetaDecision] = strconv.FormatUint(d.Index, 10)
+			g.Meta[MetaPhase] = phase
+		}
 	}
-	job.Meta[MetaDecision] = strconv.FormatUint(d.Index, 10)
-	job.Meta[MetaPhase] = phase
+	job.TaskGroups = groups
 	job.Update = nil
 	return &job, nil
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,7 +94,7 @@ func versionsByPhase(t *testing.T, c *api.Client, job string) map[string]int {
 	}
 	out := map[string]int{}
 	for _, v := range vs {
-		out[v.Meta[MetaDecision]+"/"+v.Meta[MetaPhase]]++
+		out[fmt.Sprint(DecisionOf(v))+"/"+PhaseOf(v)]++
 	}
 	return out
 }
@@ -152,6 +154,7 @@ func TestActuatorAgainstNomad(t *testing.T) {
 			t.Fatalf("gpu allocation devices: %+v", devs)
 		}
 	}
+	srcAllocs := runningAllocIDs(t, n.API(), "pipe", "src@")
 	// Step on a finished decision is a no-op: no new job version.
 	before := versionsByPhase(t, n.API(), "pipe")
 	if res, err := a.Step(ctx, p, d1); err != nil || res.Status != fsm.StatusDone {
@@ -192,6 +195,11 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	if got := runningByGroup(t, n.API(), "pipe"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after decision 200 running %v, want %v", got, want)
 	}
+	// src's placement did not change: its allocations ran through both versions of
+	// decision 200 untouched (no per-decision meta makes Nomad replace them).
+	if got := runningAllocIDs(t, n.API(), "pipe", "src@"); fmt.Sprint(got) != fmt.Sprint(srcAllocs) {
+		t.Fatalf("src allocations replaced by decision 200: %v -> %v", srcAllocs, got)
+	}
 	v := versionsByPhase(t, n.API(), "pipe")
 	if v["200/surge"] != 1 || v["200/final"] != 1 || v["100/final"] != 1 {
 		dumpVersions(t, n.API())
@@ -219,7 +227,7 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	deadline = time.Now().Add(60 * time.Second)
 	for {
 		job, _, err := n.API().Jobs().Info("pipe", nil)
-		if err == nil && job.Meta[MetaDecision] == "200" && fmt.Sprint(runningByGroup(t, n.API(), "pipe")) == fmt.Sprint(want) {
+		if err == nil && DecisionOf(job) == 200 && fmt.Sprint(runningByGroup(t, n.API(), "pipe")) == fmt.Sprint(want) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -251,4 +259,22 @@ func dumpVersions(t *testing.T, c *api.Client) {
 		}
 		t.Logf("version %d stable=%v jmi=%d meta=%v groups=%v", *x.Version, *x.Stable, *x.JobModifyIndex, x.Meta, groups)
 	}
+}
+
+// runningAllocIDs returns the sorted IDs of job's running allocations in groups whose name
+// starts with prefix.
+func runningAllocIDs(t *testing.T, c *api.Client, job, prefix string) []string {
+	t.Helper()
+	allocs, _, err := c.Jobs().Allocations(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, al := range allocs {
+		if strings.HasPrefix(al.TaskGroup, prefix) && al.DesiredStatus == "run" && al.ClientStatus == "running" {
+			ids = append(ids, al.ID)
+		}
+	}
+	sort.Strings(ids)
+	return ids
 }

@@ -53,9 +53,13 @@ import (
 
 // Meta keys the actuator writes.
 const (
-	// MetaDecision (job and group meta) is the raft index of the decision a version applies.
+	// MetaDecision (anchor group meta) is the raft index of the decision a version
+	// applies. It lives only on the count-0 anchor groups: Nomad replaces every allocation
+	// whose combined job+group+task meta changed (a destructive update), so a per-decision
+	// value in job meta or in a running group's meta would restart the whole pipeline on
+	// every decision.
 	MetaDecision = "trident_decision"
-	// MetaPhase (job meta) is "surge" or "final".
+	// MetaPhase (anchor group meta) is "surge" or "final".
 	MetaPhase = "trident_phase"
 	// MetaOperator (group meta) is the operator a rendered group belongs to.
 	MetaOperator = "trident_operator"
@@ -107,7 +111,7 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 		return nil, fmt.Errorf("job has no ID")
 	}
 	id := *job.ID
-	if _, ok := job.Meta[MetaDecision]; ok {
+	if rendered(job) {
 		return nil, fmt.Errorf("job %q: was rendered by the planner (meta %s is set); register the original job file instead", id, MetaDecision)
 	}
 	p := &fsm.Pipeline{Job: id}
@@ -241,3 +245,34 @@ func CheckConfig(op fsm.Operator, config string) error {
 	}
 	return nil
 }
+
+// stateMeta returns the meta in which the actuator records a rendered version's decision
+// and phase: the first anchor group's (nil for a job the planner did not render).
+func stateMeta(job *api.Job) map[string]string {
+	if job == nil {
+		return nil
+	}
+	for _, g := range job.TaskGroups {
+		if g != nil && g.Meta[MetaAnchor] == "true" {
+			return g.Meta
+		}
+	}
+	return nil
+}
+
+// rendered reports whether the planner rendered job (older planner versions wrote the
+// decision into job meta).
+func rendered(job *api.Job) bool {
+	_, old := job.Meta[MetaDecision]
+	return old || stateMeta(job) != nil
+}
+
+// DecisionOf returns the raft index of the decision job applies (0 if none).
+func DecisionOf(job *api.Job) uint64 {
+	n, _ := strconv.ParseUint(stateMeta(job)[MetaDecision], 10, 64)
+	return n
+}
+
+// PhaseOf returns the phase (PhaseSurge or PhaseFinal) of the version job is ("" if the
+// planner did not render it).
+func PhaseOf(job *api.Job) string { return stateMeta(job)[MetaPhase] }

@@ -2,6 +2,7 @@ package nomadact
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -89,7 +90,7 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 			continue
 		}
 		c := g.Constraints[len(g.Constraints)-1]
-		got[*g.Name] = strings.Join([]string{c.LTarget, c.Operand, c.RTarget, g.Meta[MetaDecision], g.Meta["trident_config"]}, " ") + " n=" + itoa(*g.Count)
+		got[*g.Name] = strings.Join([]string{c.LTarget, c.Operand, c.RTarget, g.Meta["trident_config"]}, " ") + " n=" + itoa(*g.Count)
 		if g.Meta[MetaOperator] == "gpu" {
 			devs := g.Tasks[0].Resources.Devices
 			if len(devs) != 1 || devs[0].Name != "nvidia/gpu" || *devs[0].Count != 1 || devs[0].Constraints[0].RTarget != "8000 MiB" {
@@ -101,9 +102,9 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"src@a.g0": "${node.unique.name} = a 7 mode=fast n=2",
-		"src@b.g0": "${node.unique.name} = b 7 mode=fast n=1",
-		"gpu@b.g0": "${node.unique.name} = b 7 batch=8 n=2",
+		"src@a.g0": "${node.unique.name} = a mode=fast n=2",
+		"src@b.g0": "${node.unique.name} = b mode=fast n=1",
+		"gpu@b.g0": "${node.unique.name} = b batch=8 n=2",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("groups %v, want %v", got, want)
@@ -116,8 +117,25 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 			t.Fatalf("group %s: %q, want %q", k, got[k], v)
 		}
 	}
-	if v1.Meta[MetaDecision] != "7" || v1.Meta[MetaPhase] != PhaseFinal {
-		t.Fatalf("job meta %v", v1.Meta)
+	if DecisionOf(v1) != 7 || PhaseOf(v1) != PhaseFinal {
+		t.Fatalf("rendered version: decision %d phase %q", DecisionOf(v1), PhaseOf(v1))
+	}
+	// A later decision with the same placement must not touch the meta of a group that
+	// runs allocations (nor the job's): Nomad replaces every allocation whose combined
+	// job+group+task meta changed.
+	d1b := d1
+	d1b.Index = 8
+	v1b, err := Render(p, d1b, PhaseFinal, v1, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if DecisionOf(v1b) != 8 || !reflect.DeepEqual(v1.Meta, v1b.Meta) {
+		t.Fatalf("decision 8: decision %d, job meta %v -> %v", DecisionOf(v1b), v1.Meta, v1b.Meta)
+	}
+	for i, g := range v1b.TaskGroups {
+		if *g.Count > 0 && !reflect.DeepEqual(g.Meta, v1.TaskGroups[i].Meta) {
+			t.Fatalf("group %s meta changed with the decision index: %v -> %v", *g.Name, v1.TaskGroups[i].Meta, g.Meta)
+		}
 	}
 	// Transition one gpu instance: surge keeps both old ones, final drops one.
 	d2 := fsm.Decision{Index: 9, Job: "pipe", Operators: map[string]fsm.OpTarget{
