@@ -2,21 +2,13 @@ package planner
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,37 +76,12 @@ func TestAutoscalerPluginsContract(t *testing.T) {
 	}
 }
 
-// selfSigned writes a loopback certificate and key and returns their paths.
-func selfSigned(t *testing.T) (string, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "trident-planner"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	dir := t.TempDir()
-	cert, kf := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	_ = os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(kf, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	return cert, kf
-}
-
 // TestTLSAPI: with a certificate the API speaks HTTPS only and verifies against the CA.
 func TestTLSAPI(t *testing.T) {
-	cert, key := selfSigned(t)
+	pki := testPKI(t, "api")
 	addr := freeAddr(t)
 	s, err := New(Config{ID: "solo", RaftAddr: freeAddr(t), HTTPAddr: addr, DataDir: t.TempDir(), Bootstrap: true,
-		TLSCert: cert, TLSKey: key, TLSCA: cert, Token: "tok", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		TLSCert: pki.cert, TLSKey: pki.key, TLSCA: pki.ca, Token: "tok", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +92,7 @@ func TestTLSAPI(t *testing.T) {
 	if s.HTTPAddr() != "https://"+addr {
 		t.Fatalf("HTTPAddr %q", s.HTTPAddr())
 	}
-	pemBytes, _ := os.ReadFile(cert)
+	pemBytes, _ := os.ReadFile(pki.ca)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pemBytes)
 	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
