@@ -17,7 +17,8 @@ import (
 // certificate signed by the same CA and valid for the address dialled (an IP SAN for
 // host:port addresses). Raft carries the whole replicated state, so a peer that can
 // connect can rewrite every decision; with this layer only holders of a CA-signed
-// certificate can.
+// certificate can. Use a CA dedicated to the planner cluster: every certificate it signs
+// is a peer. Certificates need both the serverAuth and clientAuth extended key usages.
 type TLSStreamLayer struct {
 	ln   net.Listener
 	adv  net.Addr
@@ -65,7 +66,8 @@ func NewTLSStreamLayer(bind, advertise, certFile, keyFile, caFile string) (*TLSS
 }
 
 // Dial implements raft.StreamLayer: a TLS connection to address, handshake included, so
-// that a peer with a bad certificate fails here rather than mid-RPC.
+// that a server certificate the CA did not sign fails here (under TLS 1.3 the server's
+// refusal of our certificate shows on the first read instead).
 func (l *TLSStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(string(address))
 	if err != nil {

@@ -120,13 +120,14 @@ func usefulTimeRate(prev, cur Snapshot) (float64, bool) {
 }
 
 // LiveConfig is the observation layer configuration for live pipelines. It differs from
-// the defaults in one rule: live pipelines are often fed finite datasets, so once the
+// the defaults in two rules. A synchronous operator's sample needs 5 records (the worker
+// counts records at fetch and useful time at completion). And live pipelines are often fed finite datasets, so once the
 // input stops, every operator's queue drains to empty. While the queue is non-empty the
 // operator is saturated and its rate is its capacity, so a draining queue is accepted
 // (MaxDrain 1.5 > the −1 trend of a queue with no arrivals); starved operators are still
 // rejected by the empty-queue and utilisation rules.
 func LiveConfig() observe.Config {
-	return observe.Config{Signal: observe.SignalConfig{MaxDrain: 1.5}}
+	return observe.Config{Signal: observe.SignalConfig{MaxDrain: 1.5}, MinSyncRecords: 5}
 }
 
 // featureVector picks the declared features' means from an instance's metrics; a feature

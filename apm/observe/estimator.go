@@ -71,6 +71,11 @@ type Config struct {
 	// filter, which guards throughput samples against starvation and backpressure, is off.
 	// The residual filter still applies.
 	Synchronous bool
+	// MinSyncRecords is the fewest records a synchronous operator's sample may carry
+	// (default 0: any). Counters that count a record when it is fetched and its useful
+	// time when it completes put an interval's rate off by up to one record per thread;
+	// a floor keeps that error small.
+	MinSyncRecords float64
 	// Signal configures the stage-1 filter.
 	Signal SignalConfig
 	// Fit controls the first hyperparameter fit; refits warm-start from the current
@@ -123,6 +128,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe: noise floor %v must not be negative", c.MinNoiseSD)
 	case !(c.ResidualK > 0):
 		return fmt.Errorf("observe: residual threshold %v must be positive", c.ResidualK)
+	case !(c.MinSyncRecords >= 0) || math.IsInf(c.MinSyncRecords, 1):
+		return fmt.Errorf("observe: MinSyncRecords %v must be a finite number >= 0", c.MinSyncRecords)
 	}
 	return c.Signal.validate()
 }
@@ -227,6 +234,9 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 	if e.cfg.Synchronous {
 		if !(s.UsefulSeconds > 0) {
 			return false, ReasonInvalid + ": no useful time"
+		}
+		if s.Records < e.cfg.MinSyncRecords {
+			return false, ReasonFewRecords
 		}
 		rate = s.Records / s.UsefulSeconds
 	} else if e.mode >= FilterSignal {

@@ -425,6 +425,11 @@ func TestSynchronousUsesUsefulTime(t *testing.T) {
 	if math.Abs(est.Capacity-170)/170 > 0.03 {
 		t.Errorf("synchronous estimate %+v, want ~170", est)
 	}
+	sync5 := mustEstimator(t, FilterTwoStage, Config{NMin: 5, Synchronous: true, MinSyncRecords: 5})
+	few := Sample{Interval: 10 * time.Second, Records: 4, BusySeconds: 1, UsefulSeconds: 1, Utilization: 0.1, Features: []float64{0.5}}
+	if ok, r := sync5.Observe(few); ok || r != ReasonFewRecords {
+		t.Errorf("sample of %v records: accepted=%v reason %q, want %q", few.Records, ok, r, ReasonFewRecords)
+	}
 	if ok, r := sync.Observe(Sample{Interval: 10 * time.Second, Features: []float64{0.5}}); ok || !strings.HasPrefix(r, ReasonInvalid) {
 		t.Errorf("sample without useful time: accepted=%v reason %q, want invalid", ok, r)
 	}

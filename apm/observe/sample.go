@@ -76,6 +76,7 @@ const (
 	ReasonQueueGrowing    = "queue growing"
 	ReasonQueueEmpty      = "queue empty"
 	ReasonResidual        = "model residual"
+	ReasonFewRecords      = "too few records"
 	ReasonUnknownOperator = "unknown operator"
 )
 

@@ -251,7 +251,7 @@ func groupDeclaration(ctx context.Context, cl *api.Client, job, group string) (f
 				d.Features = append(d.Features, f)
 			}
 		}
-		if v := tg.Meta[opmetrics.MetaSynchronous]; v != "" {
+		if v := strings.TrimSpace(tg.Meta[opmetrics.MetaSynchronous]); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opmetrics.MetaSynchronous, v)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 
@@ -220,6 +221,11 @@ func apply(st *State, c Command, idx uint64) error {
 		delete(st.Observations, c.Job)
 		delete(st.Deployed, c.Job)
 		delete(st.Progress, c.Job)
+		// The job's logs go too: a pipeline registered again under the same ID starts
+		// without a latest decision, and jobs that come and go do not grow the state.
+		// Epochs stay, so that a re-registered operator's epochs keep increasing.
+		st.Decisions = slices.DeleteFunc(st.Decisions, func(d Decision) bool { return d.Job == c.Job })
+		st.Invalidations = slices.DeleteFunc(st.Invalidations, func(v Invalidation) bool { return v.Job == c.Job })
 		return nil
 	case OpSetInventory:
 		seen := map[string]bool{}

@@ -243,4 +243,11 @@ func TestDecisionLogIsBounded(t *testing.T) {
 	if !ok {
 		t.Fatal("the decision a failed rollout reverts to was pruned")
 	}
+	// Deleting the pipeline drops its logs: registered again, it has no latest decision.
+	a.must(Command{Op: OpDeletePipeline, Job: "pdf"})
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.f.Read(func(s *State) { _, ok = s.LatestDecision("pdf") })
+	if ok {
+		t.Fatal("a re-registered pipeline inherited the deleted one's decisions")
+	}
 }

@@ -31,8 +31,9 @@
 //
 // # Idempotence
 //
-// Every version carries the decision's raft index in job meta trident_decision (and
-// trident_phase). Step reads the job, its versions and deployments, and performs only the
+// Every version carries the decision's raft index in its anchor groups' meta
+// trident_decision (and trident_phase); only there, because Nomad replaces the
+// allocations of any group whose combined meta changes. Step reads the job, its versions and deployments, and performs only the
 // next missing action; registrations use the job's modify index (EnforceRegister), so a
 // deposed leader racing a new one cannot overwrite a newer version.
 package nomadact
@@ -247,7 +248,8 @@ func CheckConfig(op fsm.Operator, config string) error {
 }
 
 // stateMeta returns the meta in which the actuator records a rendered version's decision
-// and phase: the first anchor group's (nil for a job the planner did not render).
+// and phase: the first anchor group's, or the job's for versions written by planners that
+// kept it there (nil for a job the planner did not render).
 func stateMeta(job *api.Job) map[string]string {
 	if job == nil {
 		return nil
@@ -257,15 +259,14 @@ func stateMeta(job *api.Job) map[string]string {
 			return g.Meta
 		}
 	}
+	if _, ok := job.Meta[MetaDecision]; ok {
+		return job.Meta
+	}
 	return nil
 }
 
-// rendered reports whether the planner rendered job (older planner versions wrote the
-// decision into job meta).
-func rendered(job *api.Job) bool {
-	_, old := job.Meta[MetaDecision]
-	return old || stateMeta(job) != nil
-}
+// rendered reports whether the planner rendered job.
+func rendered(job *api.Job) bool { return stateMeta(job) != nil }
 
 // DecisionOf returns the raft index of the decision job applies (0 if none).
 func DecisionOf(job *api.Job) uint64 {

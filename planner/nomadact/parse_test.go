@@ -117,6 +117,18 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 			t.Fatalf("group %s: %q, want %q", k, got[k], v)
 		}
 	}
+	// Versions written by earlier planners kept the decision in job meta.
+	old := testJob("pipe")
+	old.Meta = map[string]string{MetaDecision: "5", MetaPhase: PhaseSurge}
+	if DecisionOf(old) != 5 || PhaseOf(old) != PhaseSurge {
+		t.Fatalf("job-meta version: decision %d phase %q", DecisionOf(old), PhaseOf(old))
+	}
+	if _, err := ParseJob(old); err == nil {
+		t.Fatal("a rendered (job-meta) version accepted as a pipeline template")
+	}
+	if _, err := ParseJob(v1); err == nil {
+		t.Fatal("a rendered version accepted as a pipeline template")
+	}
 	if DecisionOf(v1) != 7 || PhaseOf(v1) != PhaseFinal {
 		t.Fatalf("rendered version: decision %d phase %q", DecisionOf(v1), PhaseOf(v1))
 	}
