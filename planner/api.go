@@ -433,12 +433,9 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		}
 		var failed uint64
 		if pr := st.Progress[job]; pr.Decision == d.Index && pr.Status == fsm.StatusFailed {
-			// Nomad reverted to the previous version: show the decision that runs.
-			for i := len(st.Decisions) - 1; i >= 0; i-- {
-				if prev := st.Decisions[i]; prev.Job == job && prev.Index < d.Index {
-					failed, d = d.Index, prev
-					break
-				}
+			// Nomad reverted to the last stable version: show the decision that runs.
+			if prev, ok := st.Decision(st.Stable[job]); ok {
+				failed, d = d.Index, prev
 			}
 		}
 		resp = planResponse(st, d)

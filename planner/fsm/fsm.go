@@ -221,6 +221,7 @@ func apply(st *State, c Command, idx uint64) error {
 		delete(st.Observations, c.Job)
 		delete(st.Deployed, c.Job)
 		delete(st.Progress, c.Job)
+		delete(st.Stable, c.Job)
 		// The job's logs go too: a pipeline registered again under the same ID starts
 		// without a latest decision, and jobs that come and go do not grow the state.
 		// Epochs stay, so that a re-registered operator's epochs keep increasing.
@@ -469,14 +470,17 @@ func applyDecision(st *State, d *Decision, idx uint64) error {
 			r.CandidateConfig = t.CandidateConfig
 		}
 	}
-	st.Decisions = pruneOldest(append(st.Decisions, cp), KeepDecisions, func(x Decision) bool { return x.Job == d.Job })
+	// The stable decision (the revert target) is kept whatever its age.
+	stable := st.Stable[d.Job]
+	st.Decisions = pruneOldest(append(st.Decisions, cp), KeepDecisions,
+		func(x Decision) bool { return x.Job == d.Job }, func(x Decision) bool { return x.Index == stable })
 	st.Progress[d.Job] = Progress{Decision: idx, Status: StatusApplying, Index: idx}
 	return nil
 }
 
 // Retention of the per-job logs held in the replicated state (and so in every snapshot).
-// The planner needs only a job's latest decision and the one before it (a failed rollout
-// reverts to it) and the invalidations of the latest decision; the rest is history for
+// The planner needs only a job's latest decision, its stable one (a failed rollout reverts
+// to it) and the invalidations of the latest decision; the rest is history for
 // operators, kept to a bound so that a pipeline running for months does not grow every
 // snapshot without limit. Every replica applies the same bounds, so pruning is
 // deterministic.
@@ -488,8 +492,9 @@ const (
 )
 
 // pruneOldest drops the oldest elements matching mine until at most keep of them remain,
-// preserving the order of the rest.
-func pruneOldest[T any](xs []T, keep int, mine func(T) bool) []T {
+// never dropping one that pinned matches (a newer one goes instead), and preserves the
+// order of the rest.
+func pruneOldest[T any](xs []T, keep int, mine, pinned func(T) bool) []T {
 	n := 0
 	for _, x := range xs {
 		if mine(x) {
@@ -502,7 +507,7 @@ func pruneOldest[T any](xs []T, keep int, mine func(T) bool) []T {
 	drop := n - keep
 	out := make([]T, 0, len(xs)-drop)
 	for _, x := range xs {
-		if drop > 0 && mine(x) {
+		if drop > 0 && mine(x) && !pinned(x) {
 			drop--
 			continue
 		}
@@ -551,6 +556,10 @@ func applyProgress(st *State, c Command, idx uint64) error {
 			dep = c.Deployed
 		}
 		st.Deployed[c.Job] = dep
+		if st.Stable == nil { // state restored from a snapshot that predates the field
+			st.Stable = map[string]uint64{}
+		}
+		st.Stable[c.Job] = latest.Index
 		names := make([]string, 0, len(latest.Operators))
 		for n := range latest.Operators {
 			names = append(names, n)
@@ -569,7 +578,8 @@ func applyProgress(st *State, c Command, idx uint64) error {
 				st.Invalidations = pruneOldest(append(st.Invalidations, Invalidation{
 					Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
 					Config: t.CandidateConfig, Decision: latest.Index, Index: idx,
-				}), KeepInvalidations, func(x Invalidation) bool { return x.Job == c.Job })
+				}), KeepInvalidations,
+					func(x Invalidation) bool { return x.Job == c.Job }, func(Invalidation) bool { return false })
 			}
 			if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
 				// Every instance runs the candidate: it becomes the current config.
@@ -579,23 +589,17 @@ func applyProgress(st *State, c Command, idx uint64) error {
 			}
 		}
 	case StatusFailed:
-		// Nomad reverted to the last stable version: the targets of the previous decision
-		// run again, and the candidate that failed is dropped.
-		var prevDec *Decision
-		for i := len(st.Decisions) - 1; i >= 0; i-- {
-			if st.Decisions[i].Job == c.Job && st.Decisions[i].Index < latest.Index {
-				prevDec = &st.Decisions[i]
-				break
-			}
-		}
+		// Nomad reverted to the last stable version, the one the last successful decision
+		// left (recorded in Deployed when it finished; not simply the previous decision,
+		// which may have failed too): its instances run again, and the candidate that
+		// failed is dropped.
+		dep := st.Deployed[c.Job]
 		for name, t := range latest.Operators {
 			r := st.Rollouts[c.Job][name]
 			cur, cand := 0, 0
-			if prevDec != nil {
-				for _, pl := range prevDec.Operators[name].Nodes {
-					cur += pl.Current
-					cand += pl.Candidate
-				}
+			for _, pl := range dep[name] {
+				cur += pl.Current
+				cand += pl.Candidate
 			}
 			r.OnCurrent, r.OnCandidate = cur, cand
 			if t.Transitions > 0 && cand == 0 {

@@ -236,12 +236,16 @@ func TestDecisionLogIsBounded(t *testing.T) {
 	if want := idx[10:]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("kept %d decisions %v..., want the newest %d from %d", len(got), got[:min(3, len(got))], len(want), want[0])
 	}
-	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
-	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusFailed}})
+	// Failed decisions beyond the bound never push out the stable one they revert to.
+	for i := 0; i < KeepDecisions+5; i++ {
+		a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+		a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusFailed}})
+	}
 	var ok bool
-	a.f.Read(func(s *State) { _, ok = s.Decision(idx[len(idx)-1]) })
-	if !ok {
-		t.Fatal("the decision a failed rollout reverts to was pruned")
+	var n int
+	a.f.Read(func(s *State) { _, ok = s.Decision(idx[len(idx)-1]); n = len(s.Decisions) })
+	if !ok || n != KeepDecisions {
+		t.Fatalf("stable decision kept: %v, decisions held %d (want it plus the newest %d)", ok, n, KeepDecisions-1)
 	}
 	// Deleting the pipeline drops its logs: registered again, it has no latest decision.
 	a.must(Command{Op: OpDeletePipeline, Job: "pdf"})
@@ -249,5 +253,29 @@ func TestDecisionLogIsBounded(t *testing.T) {
 	a.f.Read(func(s *State) { _, ok = s.LatestDecision("pdf") })
 	if ok {
 		t.Fatal("a re-registered pipeline inherited the deleted one's decisions")
+	}
+}
+
+// TestSecondFailureRevertsToLastSuccess: after two failed transitions in a row the rollout
+// state is the last successful decision's (what Nomad's auto-revert runs), not the first
+// failed decision's.
+func TestSecondFailureRevertsToLastSuccess(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	for _, cfg := range []string{"batch=32", "batch=64"} {
+		a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: cfg, Capacity: 9}})
+		a.must(Command{Op: OpDecide, Decision: decision(1, cfg)})
+		a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusFailed}})
+		var r Rollout
+		var pending bool
+		a.f.Read(func(s *State) {
+			r = *s.Rollouts["pdf"]["embed"]
+			_, pending = s.Candidates["pdf"]["embed"]
+		})
+		if r.OnCurrent != 2 || r.OnCandidate != 0 || r.CandidateConfig != "" || pending {
+			t.Fatalf("after %s failed: rollout %+v, candidate pending %v (want 2 on the current config, none pending)", cfg, r, pending)
+		}
 	}
 }

@@ -222,6 +222,9 @@ type State struct {
 	Decisions []Decision `json:"decisions"`
 	// Progress is the actuator's progress per job.
 	Progress map[string]Progress `json:"progress"`
+	// Stable is, per job, the index of the newest decision that finished done: the one
+	// Nomad's auto-revert returns to when a later decision's deployment fails.
+	Stable map[string]uint64 `json:"stable,omitempty"`
 	// Invalidations records epoch advances (observation invalidations), the newest
 	// KeepInvalidations per job; each committed transition adds exactly one.
 	Invalidations []Invalidation `json:"invalidations"`
@@ -248,6 +251,7 @@ func NewState() *State {
 		Epochs:       map[string]map[string]uint64{},
 		Observations: map[string]map[string]Observation{},
 		Progress:     map[string]Progress{},
+		Stable:       map[string]uint64{},
 	}
 }
 
