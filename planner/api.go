@@ -94,6 +94,8 @@ type ObservationRequest struct {
 	Epoch    uint64  `json:"epoch"`
 	// UnixMilli is the producer's timestamp (optional).
 	UnixMilli int64 `json:"unix_ms"`
+	// Backlog is the operator's input backlog in records (optional; the catch-up term).
+	Backlog float64 `json:"backlog,omitempty"`
 }
 
 // CandidateRequest is PUT /v1/candidates/<job>/<operator>.
@@ -507,7 +509,7 @@ func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
 	entries := make([]fsm.ObservationEntry, len(reqs))
 	for i, o := range reqs {
 		entries[i] = fsm.ObservationEntry{Job: o.Job, Operator: o.Operator, Observation: fsm.Observation{
-			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli}}
+			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli, Backlog: o.Backlog}}
 	}
 	type ignored struct {
 		Index  int    `json:"index"`
@@ -539,6 +541,8 @@ func checkObservation(o ObservationRequest) error {
 		return fmt.Errorf("capacity=%v must be a finite number >= 0", o.Capacity)
 	case math.IsNaN(o.Std) || math.IsInf(o.Std, 0) || o.Std < 0:
 		return fmt.Errorf("std=%v must be a finite number >= 0", o.Std)
+	case math.IsNaN(o.Backlog) || math.IsInf(o.Backlog, 0) || o.Backlog < 0:
+		return fmt.Errorf("backlog=%v must be a finite number >= 0", o.Backlog)
 	}
 	return nil
 }

@@ -33,11 +33,13 @@
 //	                                    candidate}}, config, config_epoch, candidate_config,
 //	                                    transitions, observation_epoch}}}
 //	POST   /v1/observations             ObservationRequest or an array of them: {job, operator,
-//	                                    capacity, std, epoch, unix_ms}, applied atomically ->
+//	                                    capacity, std, epoch, unix_ms, backlog}, applied atomically ->
 //	                                    {index, accepted, ignored: [{index, reason}]}. epoch is
 //	                                    the instances' trident_config_epoch: == config_epoch
 //	                                    updates the operator's capacity, == config_epoch+1 during
-//	                                    a transition updates the candidate's; others are ignored
+//	                                    a transition updates the candidate's; others are ignored.
+//	                                    (with either, backlog: records queued for the operator,
+//	                                    the -catch-up term)
 //	PUT    /v1/candidates/{job}/{op}    CandidateRequest {config, capacity, cold_start_s} -> {index}
 //	DELETE /v1/candidates/{job}/{op}    drop a candidate no instance runs yet -> {index}
 //	GET    /v1/decisions?job=&since=    [fsm.Decision] (append-only log, raft index order)

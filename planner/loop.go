@@ -75,6 +75,9 @@ type LoopConfig struct {
 	MinGain float64
 	// MaxBatch caps transitions per operator and round (0 = no cap).
 	MaxBatch int
+	// CatchUpSec, when positive, sizes operators to also process their published backlog
+	// within this many seconds (sched.PlanInput.CatchUpSec; 0 = steady state only).
+	CatchUpSec float64
 }
 
 // Loop is the leader's rescheduling loop (Algorithm 2 of the Trident paper): observe,
@@ -296,7 +299,7 @@ func (l *Loop) invalidate(ctx context.Context, job string, dec fsm.Decision) {
 
 // input builds the scheduling input from the committed state.
 func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
-	in := sched.PlanInput{Job: job, MaxBatch: l.cfg.MaxBatch}
+	in := sched.PlanInput{Job: job, MaxBatch: l.cfg.MaxBatch, CatchUpSec: l.cfg.CatchUpSec}
 	var ops []fsm.Operator
 	var err error
 	l.s.fsm.Read(func(st *fsm.State) {
@@ -312,8 +315,11 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 		in.Current = currentDeployment(st, job)
 		for _, o := range p.Operators {
 			oi := sched.OperatorInput{Operator: o, Capacity: l.cfg.DefaultCapacity}
-			if ob, ok := st.Observations[job][o.Name]; ok && ob.Capacity > 0 {
-				oi.Capacity = ob.Capacity
+			if ob, ok := st.Observations[job][o.Name]; ok {
+				if ob.Capacity > 0 {
+					oi.Capacity = ob.Capacity
+				}
+				oi.Backlog = ob.Backlog
 			}
 			if c, ok := st.Candidates[job][o.Name]; ok {
 				cp := c
@@ -336,6 +342,13 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 				in.Operators[i].Capacity = c
 			}
 		}
+	}
+	if in.CatchUpSec > 0 {
+		// The catch-up reference: what the current deployment sustains at the current
+		// estimates, in steady state (0 before the first deployment: catch-up off).
+		steady := in
+		steady.CatchUpSec = 0
+		in.RefThroughput = supported(steady, in.Current)
 	}
 	return in, in.Validate()
 }
@@ -362,11 +375,13 @@ func currentDeployment(st *fsm.State, job string) map[string]map[string]fsm.Plac
 	return out
 }
 
-// supported is the throughput a deployment sustains at the input's capacities.
+// supported is the throughput a deployment sustains at the input's capacities and
+// amplifications (catch-up included, as the scheduler sees them).
 func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) float64 {
 	T := math.Inf(1)
-	amp := 1.0
-	for _, o := range in.Operators {
+	amps := in.Amplifications()
+	for i, o := range in.Operators {
+		amp := amps[i]
 		c := 0.0
 		for _, pl := range dep[o.Name] {
 			c += float64(pl.Current) * o.Capacity
@@ -375,7 +390,6 @@ func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) floa
 			}
 		}
 		T = math.Min(T, c/amp)
-		amp *= o.Amplification
 	}
 	if math.IsInf(T, 0) {
 		return 0

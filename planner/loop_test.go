@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -307,5 +308,25 @@ func TestRollingTransitionInBatches(t *testing.T) {
 	fc.mu.Unlock()
 	if fmt.Sprint(inv) != "[pdf/embed@1]" || plan.Groups["embed"].ObservationEpoch != 1 || plan.Groups["embed"].ConfigEpoch != 1 {
 		t.Fatalf("invalidations %v, plan %+v", inv, plan.Groups["embed"])
+	}
+}
+
+// TestSupportedSeesCatchUp: the hysteresis check compares a plan with what the current
+// deployment supports under the same amplifications. With a backlog of 600 records at
+// the second operator, a 60 s catch-up and the steady-state reference of 10 records/s,
+// that operator must serve 10 + 600/60 = 20 records/s per 10 of input: the deployment
+// that sustains 10 in steady state sustains 5 with catch-up.
+func TestSupportedSeesCatchUp(t *testing.T) {
+	in := sched.PlanInput{Job: "p", Operators: []sched.OperatorInput{
+		{Operator: fsm.Operator{Name: "a", CPU: 1, MemoryMB: 1, Amplification: 1}, Capacity: 10},
+		{Operator: fsm.Operator{Name: "b", CPU: 1, MemoryMB: 1, Amplification: 1}, Capacity: 5, Backlog: 600},
+	}}
+	dep := map[string]map[string]fsm.Placement{"a": {"n": {Current: 1}}, "b": {"n": {Current: 2}}}
+	if got := supported(in, dep); got != 10 {
+		t.Fatalf("steady state: supported %v, want 10", got)
+	}
+	in.CatchUpSec, in.RefThroughput = 60, 10
+	if got := supported(in, dep); math.Abs(got-5) > 1e-12 {
+		t.Fatalf("with catch-up: supported %v, want 5", got)
 	}
 }

@@ -270,6 +270,18 @@ func (e *Estimator) Latest(job, group string) (Snapshot, bool) {
 	return s, ok
 }
 
+// Backlog returns the records waiting for the operator in snapshot s: each instance
+// reports its share of the stage's input queue, so the shares add up.
+func Backlog(s Snapshot) float64 {
+	b := 0.0
+	for _, m := range s.Instances {
+		if m.QueueLength > 0 && !math.IsInf(m.QueueLength, 0) {
+			b += m.QueueLength
+		}
+	}
+	return b
+}
+
 // Invalidate resets the operator's samples after a committed config change.
 func (e *Estimator) Invalidate(job, group string) { e.layer.Invalidate(key(job, group)) }
 

@@ -61,6 +61,9 @@ type Observation struct {
 	Std       float64 `json:"std,omitempty"`
 	Epoch     uint64  `json:"epoch"`
 	UnixMilli int64   `json:"unix_ms,omitempty"`
+	// Backlog is the operator's input backlog (records waiting, summed over instances)
+	// at the latest scrape: the planner's catch-up term.
+	Backlog float64 `json:"backlog,omitempty"`
 }
 
 // Refresh scrapes job/op's instances once and folds the interval since the previous
@@ -209,7 +212,11 @@ func (f *Feeder) operator(ctx context.Context, job string, op Operator) (Observa
 	if err != nil {
 		return Observation{}, false, nil // no estimate yet: nothing to publish
 	}
-	return Observation{Job: job, Operator: op.Name, Capacity: est.Capacity, Std: est.StdDev, Epoch: est.Epoch, UnixMilli: time.Now().UnixMilli()}, true, nil
+	ob := Observation{Job: job, Operator: op.Name, Capacity: est.Capacity, Std: est.StdDev, Epoch: est.Epoch, UnixMilli: time.Now().UnixMilli()}
+	if s, ok := f.est.Latest(job, op.Name); ok {
+		ob.Backlog = Backlog(s)
+	}
+	return ob, true, nil
 }
 
 // StatusError is a planner answer other than 2xx.

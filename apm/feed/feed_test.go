@@ -78,6 +78,9 @@ func TestFeederPublishes(t *testing.T) {
 	if last.Capacity < 7.6 || last.Capacity > 8.4 { // 8 rec/s with 2% noise: ±5%
 		t.Errorf("published capacity %.3f, want 8 ± 5%%", last.Capacity)
 	}
+	if last.Backlog != 100 { // the one instance reports a queue of 100
+		t.Errorf("published backlog %v, want 100", last.Backlog)
+	}
 	reject = true
 	if err := f.Round(ctx); err == nil {
 		t.Error("a rejected batch must be an error")

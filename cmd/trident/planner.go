@@ -41,6 +41,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	scheduler := fs.String("scheduler", "milp", "scheduler: milp (HiGHS) | greedy (milp greedy) | proportional")
 	solveTimeout := fs.Duration("solve-timeout", 20*time.Second, "time limit of one solve")
 	maxBatch := fs.Int("max-batch", 0, "max config transitions per operator and round (0 = no cap)")
+	catchUpF := fs.Duration("catch-up", 0, "also size operators to process their backlog within this time (e.g. 2m; 0 = steady state only)")
 	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
 	election := fs.Duration("election-timeout", time.Second, "raft election timeout")
 	snapThreshold := fs.Uint64("snapshot-threshold", 8192, "raft log entries between snapshots (also the trailing log kept after one)")
@@ -61,6 +62,9 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return errors.New("planner: -tls-cert and -tls-key go together")
+	}
+	if *catchUpF < 0 {
+		return errors.New("planner: -catch-up must not be negative")
 	}
 	if *raftTLS && (*tlsCert == "" || *tlsCA == "") {
 		return errors.New("planner: -raft-tls needs -tls-cert, -tls-key and -tls-ca (peer certificates must be valid for their raft IPs)")
@@ -107,7 +111,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		*bootstrap = true
 		log.Info("discovered planner peers", "peers", len(ps))
 	}
-	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch}
+	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds()}
 	switch *scheduler {
 	case "milp":
 		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}, Options: milp.Options{TimeLimit: *solveTimeout}}

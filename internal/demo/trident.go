@@ -23,7 +23,7 @@ const plannerCount = 3
 func startTrident(ctx context.Context, o Options, n *harness.Nomad) (string, func(), error) {
 	ps, err := harness.LaunchPlanners(ctx, harness.PlannerOptions{
 		Binary: o.TridentBin, Count: plannerCount, NomadAddr: n.Addr, Dir: filepath.Join(n.Dir, "planners"),
-		Args: []string{"-interval", "5s", "-max-batch", "1"}, Logger: o.Log,
+		Args: []string{"-interval", "5s", "-max-batch", "1", "-catch-up", "60s"}, Logger: o.Log,
 	})
 	if err != nil {
 		return "", nil, err

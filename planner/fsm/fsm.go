@@ -273,6 +273,11 @@ func apply(st *State, c Command, idx uint64) error {
 				cand := st.Candidates[e.Job][e.Operator]
 				cand.Capacity = o.Capacity
 				st.Candidates[e.Job][e.Operator] = cand
+				// The backlog is the operator's whatever config measured it.
+				if cur, ok := st.Observations[e.Job][e.Operator]; ok {
+					cur.Backlog = o.Backlog
+					setIn(st.Observations, e.Job, e.Operator, cur)
+				}
 			default: // stale or ahead of the config epochs: ignored (reported by the API)
 			}
 		}
@@ -359,6 +364,9 @@ func CheckObservation(st *State, e ObservationEntry) error {
 	}
 	if !finite(o.Std) || o.Std < 0 {
 		return fmt.Errorf("operator %q: std=%v must be a finite number >= 0", e.Operator, o.Std)
+	}
+	if !finite(o.Backlog) || o.Backlog < 0 {
+		return fmt.Errorf("operator %q: backlog=%v must be a finite number >= 0", e.Operator, o.Backlog)
 	}
 	return nil
 }

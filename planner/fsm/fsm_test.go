@@ -155,6 +155,7 @@ func TestRejectedCommandsLeaveStateUnchanged(t *testing.T) {
 		"dup node":              {Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: 1}, {Name: "a", CPU: 1}}},
 		"negative node cpu":     {Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: -2}}},
 		"negative capacity":     {Op: OpObserve, Job: "pdf", Operator: "parse", Observation: &Observation{Capacity: -1}},
+		"negative backlog":      {Op: OpObserve, Job: "pdf", Operator: "parse", Observation: &Observation{Capacity: 1, Backlog: -5}},
 		"decide while applying": {Op: OpDecide, Decision: decision(0, "")},
 		"stale progress":        {Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: 1, Status: StatusDone}},
 		"bad status":            {Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: "maybe"}},

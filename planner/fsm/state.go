@@ -123,6 +123,9 @@ type Observation struct {
 	Index uint64 `json:"index"`
 	// UnixMilli is the producer's timestamp.
 	UnixMilli int64 `json:"unix_ms,omitempty"`
+	// Backlog is the operator's input backlog in records (0 if unknown): the scheduler's
+	// catch-up term (see sched.PlanInput.CatchUpSec).
+	Backlog float64 `json:"backlog,omitempty"`
 }
 
 // Rollout is the rolling-update state of one operator.

@@ -28,17 +28,16 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 	if in.MaxBatch > 0 {
 		p.Params.MaxBatch = in.MaxBatch
 	}
-	a := 1.0
-	for _, o := range in.Operators {
+	amp := in.Amplifications()
+	for i, o := range in.Operators {
 		op := milp.Operator{
 			Name: o.Name, CPU: o.CPU, MemMB: float64(o.MemoryMB), GPUs: o.GPUs, Capacity: o.Capacity,
-			Amplification: a, OutputBytes: o.OutputBytes, LaunchSec: o.ColdStartSec, TerminateSec: 1,
+			Amplification: amp[i], OutputBytes: o.OutputBytes, LaunchSec: o.ColdStartSec, TerminateSec: 1,
 		}
 		if c := o.Candidate; c != nil {
 			op.Candidate = &milp.Candidate{Capacity: c.Capacity, ColdStartSec: c.ColdStartSec}
 		}
 		p.Operators = append(p.Operators, op)
-		a *= o.Amplification
 	}
 	for _, n := range in.Nodes {
 		eg := n.EgressBps

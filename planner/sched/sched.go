@@ -20,6 +20,8 @@ type OperatorInput struct {
 	Capacity float64
 	// Candidate is the pending candidate config, or nil.
 	Candidate *fsm.Candidate
+	// Backlog is the operator's input backlog in records (0: none or unknown).
+	Backlog float64
 }
 
 // PlanInput is one scheduling round of one pipeline.
@@ -35,6 +37,16 @@ type PlanInput struct {
 	Current map[string]map[string]fsm.Placement
 	// MaxBatch caps transitions per operator in one round (0 = no cap).
 	MaxBatch int
+	// CatchUpSec, when positive, asks for every operator's backlog to be processed within
+	// this many seconds on top of the steady flow (the Flink autoscaler's catch-up
+	// duration): operator i must serve A_i·T + B_i/CatchUpSec. The MILP's demand is linear
+	// in T, so the backlog enters as extra amplification at the reference throughput,
+	// A_i + B_i/(CatchUpSec·RefThroughput) — exact when the throughput does not change
+	// between rounds, and conservative when it rises.
+	CatchUpSec float64
+	// RefThroughput is the reference throughput of the catch-up term (the previous
+	// decision's planned throughput, records/s of pipeline input); 0 disables catch-up.
+	RefThroughput float64
 }
 
 // Plan is a scheduler's target.
@@ -138,13 +150,7 @@ func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 	if err := in.Validate(); err != nil {
 		return Plan{}, err
 	}
-	// cumulative amplification: records entering operator i per pipeline input record.
-	amp := make([]float64, len(in.Operators))
-	a := 1.0
-	for i, o := range in.Operators {
-		amp[i] = a
-		a *= o.Amplification
-	}
+	amp := in.Amplifications()
 	try := func(T float64) (map[string]map[string]fsm.Placement, bool) {
 		need := make([]int, len(in.Operators))
 		for i, o := range in.Operators {
@@ -300,4 +306,20 @@ func pack(in PlanInput, need []int) (map[string]map[string]fsm.Placement, bool) 
 		}
 	}
 	return out, true
+}
+
+// Amplifications returns, per operator, the records it must serve per record of pipeline
+// input: the cumulative amplification A_i, plus the catch-up term
+// B_i/(CatchUpSec·RefThroughput) when catch-up is on (see PlanInput.CatchUpSec).
+func (in PlanInput) Amplifications() []float64 {
+	amp := make([]float64, len(in.Operators))
+	a := 1.0
+	for i, o := range in.Operators {
+		amp[i] = a
+		if in.CatchUpSec > 0 && in.RefThroughput > 0 && o.Backlog > 0 {
+			amp[i] += o.Backlog / (in.CatchUpSec * in.RefThroughput)
+		}
+		a *= o.Amplification
+	}
+	return amp
 }

@@ -120,3 +120,49 @@ func TestMILPAdapter(t *testing.T) {
 		t.Fatalf("milp plan %+v (proportional %v)", mp, pp.Throughput)
 	}
 }
+
+// TestCatchUpShiftsAcceleratorsToTheBacklog: two OCR operators of equal capacity (10/s)
+// share 4 GPUs. In steady state each gets 2. With 1200 records queued at ocr-text, a
+// 60 s catch-up at the previous round's 10 records/s asks ocr-text for 10 + 1200/60 = 30
+// records/s, i.e. amplification 3: the best split is then 3 GPUs for ocr-text, 1 for
+// ocr-table (T = 10), where 2/2 would give T = 6.7.
+func TestCatchUpShiftsAcceleratorsToTheBacklog(t *testing.T) {
+	in := PlanInput{
+		Job: "pdf",
+		Operators: []OperatorInput{
+			{Operator: fsm.Operator{Name: "ocr-text", CPU: 1, MemoryMB: 1024, GPUs: 1, Amplification: 1, OutputBytes: 100}, Capacity: 10},
+			{Operator: fsm.Operator{Name: "ocr-table", CPU: 1, MemoryMB: 1024, GPUs: 1, Amplification: 1, OutputBytes: 100}, Capacity: 10},
+		},
+		Nodes: []fsm.Node{{Name: "gpu1", CPU: 16, MemoryMB: 65536, GPUs: 4}},
+	}
+	gpus := func(in PlanInput, s Scheduler) (int, int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		p, err := s.Plan(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		usage(t, in, p)
+		return p.Targets["ocr-text"]["gpu1"].Total(), p.Targets["ocr-table"]["gpu1"].Total()
+	}
+	for _, s := range []Scheduler{Proportional{}, MILP{Solver: milp.Greedy{}}, MILP{Solver: milp.HiGHS{}, Options: milp.Options{AlwaysMIP: true}}} {
+		if a, b := gpus(in, s); a != 2 || b != 2 {
+			t.Errorf("%T steady state: ocr-text %d, ocr-table %d GPUs, want 2/2", s, a, b)
+		}
+		c := in
+		c.Operators = append([]OperatorInput(nil), in.Operators...)
+		c.Operators[0].Backlog = 1200
+		c.CatchUpSec, c.RefThroughput = 60, 10
+		if amp := c.Amplifications(); math.Abs(amp[0]-3) > 1e-12 || amp[1] != 1 {
+			t.Fatalf("amplifications with catch-up %v, want [3 1]", amp)
+		}
+		if a, b := gpus(c, s); a != 3 || b != 1 {
+			t.Errorf("%T with catch-up: ocr-text %d, ocr-table %d GPUs, want 3/1", s, a, b)
+		}
+		c.CatchUpSec = 0
+		if a, b := gpus(c, s); a != 2 || b != 2 {
+			t.Errorf("%T with catch-up off: ocr-text %d, ocr-table %d GPUs, want 2/2", s, a, b)
+		}
+	}
+}
