@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	consul "github.com/hashicorp/consul/api"
@@ -52,7 +53,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	consulAddr := fs.String("consul-addr", "", "Consul HTTP address for peer discovery (used when -peers is empty)")
 	consulService := fs.String("consul-service", "trident-planner", "Consul service name of the planner servers")
-	bootstrapExpect := fs.Int("bootstrap-expect", 3, "with -consul-addr: servers to wait for before bootstrapping")
+	nomadService := fs.String("nomad-service", "", "with -nomad-addr and empty -peers: discover the planner servers in this Nomad (native) service; each instance tags raft_id=, raft_addr=, http_addr= (see jobs/planner.nomad.hcl)")
+	bootstrapExpect := fs.Int("bootstrap-expect", 3, "with -consul-addr or -nomad-service: servers to wait for before bootstrapping")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -101,15 +103,29 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				log.Warn("consul deregister", "err", err)
 			}
 		}()
-		log.Info("waiting for planner peers in consul", "service", *consulService, "expect", *bootstrapExpect)
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		ps, err = disc.WaitPeers(wctx, *bootstrapExpect)
-		cancel()
-		if err != nil {
+		if ps, err = discoverPeers(ctx, log, "consul", *consulService, *bootstrapExpect, disc.WaitPeers); err != nil {
 			return err
 		}
 		*bootstrap = true
-		log.Info("discovered planner peers", "peers", len(ps))
+	}
+	if len(ps) == 0 && *consulAddr == "" && *nomadService != "" {
+		if *nomadAddr == "" {
+			return errors.New("planner: -nomad-service needs -nomad-addr")
+		}
+		cfg := api.DefaultConfig()
+		cfg.Address, cfg.SecretID = *nomadAddr, *nomadToken
+		cl, err := api.NewClient(cfg)
+		if err != nil {
+			return fmt.Errorf("planner: nomad client: %w", err)
+		}
+		disc := discovery.Nomad{Client: cl, Service: *nomadService}
+		if ps, err = discoverPeers(ctx, log, "nomad", *nomadService, *bootstrapExpect, disc.WaitPeers); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(ps, func(p planner.Peer) bool { return p.ID == *id }) {
+			return fmt.Errorf("planner: -id %q is not among the %d servers of nomad service %s (their raft_id tags must match -id)", *id, len(ps), *nomadService)
+		}
+		*bootstrap = true
 	}
 	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds()}
 	switch *scheduler {
@@ -157,4 +173,17 @@ func consulDiscovery(addr, service string) (discovery.Consul, error) {
 		return discovery.Consul{}, fmt.Errorf("planner: consul client: %w", err)
 	}
 	return discovery.Consul{Client: cl, Service: service}, nil
+}
+
+// discoverPeers waits up to five minutes for expect planner servers in a service catalog.
+func discoverPeers(ctx context.Context, log *slog.Logger, catalog, service string, expect int, wait func(context.Context, int) ([]planner.Peer, error)) ([]planner.Peer, error) {
+	log.Info("waiting for planner peers", "catalog", catalog, "service", service, "expect", expect)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	ps, err := wait(wctx, expect)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("discovered planner peers", "catalog", catalog, "peers", len(ps))
+	return ps, nil
 }

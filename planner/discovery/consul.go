@@ -1,6 +1,8 @@
-// Package discovery finds the planner's raft peers through Consul: each server registers
+// Package discovery finds the planner's raft peers through Consul (each server registers
 // itself as an instance of one service whose meta carries its raft ID, raft address and
-// API URL, and waits until the expected number of servers is registered. The result is a
+// API URL) or Nomad's native service catalog (the job's service block registers each
+// server, with the same three values as tags), and waits until the expected number of
+// servers is registered. The result is a
 // static peer list for bootstrapping (planner.Config.Peers); raft membership is not
 // changed afterwards.
 package discovery
@@ -75,14 +77,19 @@ func (c Consul) Peers(ctx context.Context) ([]planner.Peer, error) {
 
 // WaitPeers polls until at least expect servers are registered or ctx ends.
 func (c Consul) WaitPeers(ctx context.Context, expect int) ([]planner.Peer, error) {
+	return waitPeers(ctx, "consul", c.Service, expect, c.Peers)
+}
+
+// waitPeers polls list until it returns at least expect peers or ctx ends.
+func waitPeers(ctx context.Context, catalog, service string, expect int, list func(context.Context) ([]planner.Peer, error)) ([]planner.Peer, error) {
 	for {
-		ps, err := c.Peers(ctx)
+		ps, err := list(ctx)
 		if err == nil && len(ps) >= expect {
 			return ps, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("consul: waiting for %d %s servers (have %d, last error %v): %w", expect, c.Service, len(ps), err, ctx.Err())
+			return nil, fmt.Errorf("%s: waiting for %d %s servers (have %d, last error %v): %w", catalog, expect, service, len(ps), err, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
