@@ -7,24 +7,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/trident-sched/trident/e2e/harness"
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
 // testCluster is n in-process planner servers with real TCP raft transports on loopback.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -139,15 +140,20 @@ func ModuleRoot() (string, error) {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := freePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("find a free loopback port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
 }
 
+// freePorts returns n distinct loopback ports that were free a moment ago. They are drawn
+// at random from below the kernel's ephemeral range: a port the kernel hands out for
+// "127.0.0.1:0" can be taken, between our check and the agent's bind, as the local port
+// of any outbound connection of a test running in parallel, which made agents fail with
+// "address already in use".
 func freePorts(n int) ([]int, error) {
+	lo, hi := listenRange()
 	// Hold every listener until all are chosen so the ports are distinct.
 	ls := make([]net.Listener, 0, n)
 	defer func() {
@@ -156,15 +162,34 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 50*n+1000 {
+			return nil, fmt.Errorf("find %d free loopback ports in [%d, %d): gave up after %d tries", n, lo, hi, tries)
+		}
+		p := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			return nil, fmt.Errorf("find a free loopback port: %w", err)
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
+}
+
+// listenRange is the port range freePorts draws from: up to 12000 ports below the start
+// of the kernel's ephemeral range (net.ipv4.ip_local_port_range; 32768 by default).
+func listenRange() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				hi = v
+			}
+		}
+	}
+	lo = max(1024, hi-12000)
+	return lo, hi
 }
 
 // Launch starts the cluster and waits until the server has a leader and every node is

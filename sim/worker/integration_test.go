@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trident-sched/trident/e2e/harness"
 	"github.com/trident-sched/trident/internal/opmetrics"
 )
 
@@ -116,12 +116,11 @@ func (w testWriter) Write(b []byte) (int, error) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
 func startNATS(t *testing.T) (string, *nats.Conn, jetstream.JetStream) {
