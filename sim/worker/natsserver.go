@@ -50,8 +50,9 @@ func StartNATSServer(o NATSOptions) (*server.Server, error) {
 }
 
 // RunNATSServer runs an embedded nats-server until ctx ends, then shuts it down cleanly
-// (flushing the JetStream store).
+// (flushing the JetStream store). A nil log discards the startup message.
 func RunNATSServer(ctx context.Context, o NATSOptions, log *slog.Logger) error {
+	log = orDiscard(log)
 	s, err := StartNATSServer(o)
 	if err != nil {
 		return err

@@ -16,8 +16,9 @@ import (
 const DedupWindow = 2 * time.Hour
 
 // Connect dials NATS (retrying until ctx ends, so operators may start before the server) and
-// returns the connection and its JetStream context.
+// returns the connection and its JetStream context. A nil log discards the retry messages.
 func Connect(ctx context.Context, url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	log = orDiscard(log)
 	var nc *nats.Conn
 	err := retry(ctx, log, "connect to NATS "+url, func() error {
 		var err error
@@ -77,6 +78,14 @@ func EnsureConsumer(ctx context.Context, s jetstream.Stream, p *Pipeline, stage 
 		return nil, fmt.Errorf("consumer %s on %s: %w", stage, s.CachedInfo().Config.Name, err)
 	}
 	return c, nil
+}
+
+// orDiscard returns log, or a logger that discards everything when log is nil.
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
 }
 
 // retry runs fn until it succeeds or ctx ends, backing off up to 2 s.
