@@ -49,6 +49,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	snapInterval := fs.Duration("snapshot-interval", 30*time.Second, "how often raft checks the snapshot threshold")
 	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
+	oomAbort := fs.Int("oom-abort-after", 2, "fail a config rollout's deployment (auto_revert) once a candidate-config instance has been OOM-killed this many times; -1 = wait for the healthy deadline")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	consulAddr := fs.String("consul-addr", "", "Consul HTTP address for peer discovery (used when -peers is empty)")
@@ -146,7 +147,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return fmt.Errorf("planner: nomad client: %w", err)
 		}
-		act := nomadact.New(cl, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, KillTimeout: *killTimeout, Logger: log})
+		act := nomadact.New(cl, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, Logger: log})
 		lc.Actuator = act
 		lc.Invalidator = act
 	}

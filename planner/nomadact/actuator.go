@@ -28,6 +28,11 @@ type Options struct {
 	KillTimeout time.Duration
 	// Namespace of the pipeline jobs ("" = default).
 	Namespace string
+	// OOMAbortAfter fails a running deployment as soon as one of its candidate-config
+	// instances has been OOM-killed this many times (default 2; negative disables), instead
+	// of waiting for the healthy deadline: a config that does not fit the accelerator's
+	// memory will not start fitting, and auto_revert then restores the stable version.
+	OOMAbortAfter int
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -57,6 +62,9 @@ func New(c *api.Client, o Options) *Actuator {
 	}
 	if o.KillTimeout <= 0 {
 		o.KillTimeout = 30 * time.Second
+	}
+	if o.OOMAbortAfter == 0 {
+		o.OOMAbortAfter = 2
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -233,6 +241,12 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		}
 		switch dep.Status {
 		case "running", "pending", "paused", "initializing", "blocked", "unblocking":
+			if why, err := a.abortOOMing(ctx, dep, candidateGroups(d)); why != "" || err != nil {
+				if err != nil {
+					return applying, err
+				}
+				return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
+			}
 			return applying, nil
 		}
 	}
@@ -279,6 +293,72 @@ func (a *Actuator) failedFor(ctx context.Context, jobID string, idx uint64) (boo
 		}
 	}
 	return false, "", nil
+}
+
+// candidateGroups names the rendered groups of d that run a candidate config.
+func candidateGroups(d fsm.Decision) map[string]bool {
+	out := map[string]bool{}
+	for op, t := range d.Operators {
+		if t.CandidateConfig == "" {
+			continue
+		}
+		for node, pl := range t.Nodes {
+			if pl.Candidate > 0 {
+				out[GroupName(op, node, t.Epoch+1)] = true
+			}
+		}
+	}
+	return out
+}
+
+// abortOOMing fails deployment dep when an allocation of a candidate group has been
+// OOM-killed Options.OOMAbortAfter times, and says why; "" when it leaves dep running.
+func (a *Actuator) abortOOMing(ctx context.Context, dep *api.Deployment, candidates map[string]bool) (string, error) {
+	if a.o.OOMAbortAfter < 0 || len(candidates) == 0 {
+		return "", nil
+	}
+	allocs, _, err := a.c.Deployments().Allocations(dep.ID, a.q(ctx))
+	if err != nil {
+		return "", fmt.Errorf("list allocations of deployment %s: %w", dep.ID, err)
+	}
+	for _, al := range allocs {
+		if al.DesiredStatus != "run" || !candidates[al.TaskGroup] {
+			continue
+		}
+		for task, ts := range al.TaskStates {
+			n := oomKills(ts)
+			if n < a.o.OOMAbortAfter {
+				continue
+			}
+			why := fmt.Sprintf("candidate config OOM: task %s of allocation %s (group %s on %s) was OOM-killed %d times; deployment %s failed early",
+				task, al.ID[:8], al.TaskGroup, al.NodeName, n, dep.ID[:8])
+			if _, _, err := a.c.Deployments().Fail(dep.ID, a.w(ctx)); err != nil {
+				return "", fmt.Errorf("fail deployment %s after %s: %w", dep.ID, why, err)
+			}
+			a.log.Warn("rollout aborted", "job", dep.JobID, "why", why)
+			return why, nil
+		}
+	}
+	return "", nil
+}
+
+// oomKills counts the task's terminations by an out-of-memory kill: Nomad's oom_killed flag
+// (drivers that see the kernel's cgroup OOM kill), or exit status 137, the SIGKILL status an
+// OOM-killed raw_exec process and the simulated operators report.
+func oomKills(ts *api.TaskState) int {
+	if ts == nil {
+		return 0
+	}
+	n := 0
+	for _, ev := range ts.Events {
+		if ev == nil || ev.Type != api.TaskTerminated {
+			continue
+		}
+		if ev.Details["oom_killed"] == "true" || ev.Details["exit_code"] == "137" {
+			n++
+		}
+	}
+	return n
 }
 
 // converged reports whether every group of job version runs exactly its count and no

@@ -245,6 +245,62 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	if v2 := versionsByPhase(t, n.API(), "pipe"); fmt.Sprint(v2) != fmt.Sprint(v) {
 		t.Fatalf("repeat step on failed decision submitted a version: %v -> %v", v, v2)
 	}
+
+	// Decision 400: the gpu operator rolls one instance to a config whose task exits 137
+	// (an OOM kill) and restarts. Nomad alone would keep restarting it until the healthy
+	// deadline; the actuator fails the deployment after Options.OOMAbortAfter (2) OOM
+	// kills, and the failure reason names the OOM (Nomad's own failure says "unhealthy
+	// allocations" or "progress deadline").
+	d4 := fsm.Decision{Index: 400, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": d1.Operators["src"],
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1, Candidate: 1}}, Config: "batch=16", Epoch: 1, CandidateConfig: "batch=32,oom", Transitions: 1},
+	}}
+	res = stepUntil(t, a, p, d4, 120*time.Second)
+	if res.Status != fsm.StatusFailed || !strings.Contains(res.Detail, "OOM-killed 2 times") || !strings.Contains(res.Detail, "gpu@c2.g2") {
+		t.Fatalf("decision 400: %+v, want failed early on the candidate's OOM kills", res)
+	}
+	t.Logf("decision 400 aborted: %s", res.Detail)
+	if dep := deploymentOf(t, n.API(), "pipe", 400, PhaseSurge); dep == nil || dep.Status != "failed" || !strings.HasPrefix(dep.StatusDescription, "Deployment marked as failed - rolling back") {
+		t.Fatalf("deployment of decision 400 after the OOM abort: %+v", dep)
+	}
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		job, _, err := n.API().Jobs().Info("pipe", nil)
+		if err == nil && DecisionOf(job) == 200 && fmt.Sprint(runningByGroup(t, n.API(), "pipe")) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not reverted to decision 200 after the OOM abort: running %v", runningByGroup(t, n.API(), "pipe"))
+		}
+		time.Sleep(time.Second)
+	}
+	if v := versionsByPhase(t, n.API(), "pipe"); v["400/surge"] != 1 || v["400/final"] != 0 {
+		t.Fatalf("versions after the OOM abort: %v", v)
+	}
+}
+
+// deploymentOf returns the deployment of the job version that carries (decision, phase).
+func deploymentOf(t *testing.T, c *api.Client, job string, decision uint64, phase string) *api.Deployment {
+	t.Helper()
+	vs, _, _, err := c.Jobs().Versions(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, _, err := c.Jobs().Deployments(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if DecisionOf(v) != decision || PhaseOf(v) != phase {
+			continue
+		}
+		for _, dep := range deps {
+			if dep.JobVersion == *v.Version {
+				return dep
+			}
+		}
+	}
+	return nil
 }
 
 func dumpVersions(t *testing.T, c *api.Client) {

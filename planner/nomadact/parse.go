@@ -26,8 +26,17 @@
 // old-config instances (scale-down drains gracefully: the task's kill_timeout, default
 // Options.KillTimeout, lets an operator finish in-flight records). When the surge
 // deployment fails, Nomad reverts to the last stable version and Step reports the decision
-// failed, after which the FSM drops the candidate. Decisions without transitions go
+// failed, after which the FSM drops the candidate. A candidate config that does not fit
+// the accelerator is failed early: once one of its instances has been OOM-killed
+// Options.OOMAbortAfter times (Nomad's oom_killed flag or exit status 137), Step fails the
+// deployment itself (`nomad deployment fail`, which triggers the auto-revert) instead of
+// leaving it to restart until the healthy deadline. Decisions without transitions go
 // straight to the final version.
+//
+// Nomad's canary stanza is not used for transitions: promoting canaries replaces every
+// allocation of the group, and a new job version stops the unpromoted canaries of the
+// previous deployment (the reconciler's cancelUnneededCanaries), so neither can hold the
+// per-node split of old- and new-config instances that the MILP plans between rounds.
 //
 // # Idempotence
 //
