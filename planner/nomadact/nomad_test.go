@@ -224,17 +224,7 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	}
 	t.Logf("decision 300 failed as intended: %s", res.Detail)
 	// After the revert the job runs decision 200's placement again.
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		job, _, err := n.API().Jobs().Info("pipe", nil)
-		if err == nil && DecisionOf(job) == 200 && fmt.Sprint(runningByGroup(t, n.API(), "pipe")) == fmt.Sprint(want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job not reverted to decision 200: meta %v running %v", job.Meta, runningByGroup(t, n.API(), "pipe"))
-		}
-		time.Sleep(time.Second)
-	}
+	waitReverted(t, n.API(), "pipe", 200, want)
 	v = versionsByPhase(t, n.API(), "pipe")
 	if v["300/surge"] != 1 || v["300/final"] != 0 {
 		t.Fatalf("versions after failed transition: %v", v)
@@ -263,19 +253,27 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	if dep := deploymentOf(t, n.API(), "pipe", 400, PhaseSurge); dep == nil || dep.Status != "failed" || !strings.HasPrefix(dep.StatusDescription, "Deployment marked as failed - rolling back") {
 		t.Fatalf("deployment of decision 400 after the OOM abort: %+v", dep)
 	}
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		job, _, err := n.API().Jobs().Info("pipe", nil)
-		if err == nil && DecisionOf(job) == 200 && fmt.Sprint(runningByGroup(t, n.API(), "pipe")) == fmt.Sprint(want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job not reverted to decision 200 after the OOM abort: running %v", runningByGroup(t, n.API(), "pipe"))
-		}
-		time.Sleep(time.Second)
-	}
+	waitReverted(t, n.API(), "pipe", 200, want)
 	if v := versionsByPhase(t, n.API(), "pipe"); v["400/surge"] != 1 || v["400/final"] != 0 {
 		t.Fatalf("versions after the OOM abort: %v", v)
+	}
+}
+
+// waitReverted waits up to a minute (Nomad's auto-revert is one evaluation, a few seconds
+// here) until job carries decision again and runs exactly want (group|node -> count).
+func waitReverted(t *testing.T, c *api.Client, job string, decision uint64, want map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		j, _, err := c.Jobs().Info(job, nil)
+		got := runningByGroup(t, c, job)
+		if err == nil && DecisionOf(j) == decision && fmt.Sprint(got) == fmt.Sprint(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s not reverted to decision %d: running %v (want %v), read error %v", job, decision, got, want, err)
+		}
+		time.Sleep(time.Second)
 	}
 }
 
