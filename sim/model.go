@@ -81,10 +81,23 @@ func PaperCluster(n int) Cluster {
 			Name:       fmt.Sprintf("node%d", i),
 			Cap:        Resources{CPU: 256, MemGB: 1024, Acc: 8},
 			AccMemGB:   64,
-			EgressMBps: 100e3 / 8 * TransferEfficiency,
+			EgressMBps: LinkMBps(100),
 		})
 	}
 	return c
+}
+
+// LinkMBps is the usable cross-node bandwidth in MB/s of a link of gbps Gbit/s (at
+// TransferEfficiency).
+func LinkMBps(gbps float64) float64 { return gbps * 1e3 / 8 * TransferEfficiency }
+
+// WithLinks returns a copy of c whose nodes have links of gbps Gbit/s.
+func (c Cluster) WithLinks(gbps float64) Cluster {
+	out := Cluster{Nodes: append([]Node(nil), c.Nodes...)}
+	for i := range out.Nodes {
+		out.Nodes[i].EgressMBps = LinkMBps(gbps)
+	}
+	return out
 }
 
 // Total returns the summed capacity of all nodes.

@@ -31,16 +31,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	s, err := experiment.Scheduler(*sched, *seed)
+	s, cl, rc, err := experiment.Setup(*sched, *seed, sim.RunConfig{Duration: dur.Seconds(), Cycle: *dur > 0})
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	rc := sim.RunConfig{Seed: *seed, Duration: dur.Seconds(), Cycle: *dur > 0}
-	if *sched == "trident-oom-free" {
-		rc.NoOOM = true
-	}
 	start := time.Now()
-	res, err := sim.Run(ctx, p, sim.PaperCluster(8), s, rc)
+	res, err := sim.Run(ctx, p, cl, s, rc)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}

@@ -55,6 +55,26 @@ type spec struct {
 	key  string
 	make func(seed uint64) (sim.Scheduler, *tridentsched.Trident)
 	cfg  func(c sim.RunConfig) sim.RunConfig
+	// gbps is the link rate of the run's cluster (0: the paper's 100 Gbps).
+	gbps float64
+}
+
+// NetGbps is the link rate of the network-sensitivity runs (keys ending in NetSuffix):
+// at the paper's 100 Gbps the pipelines use about a quarter of the usable bandwidth, so
+// placement awareness has little to win; at 25 Gbps (a common NIC) the video pipeline's
+// frame traffic exceeds what an unaware placement can ship.
+const NetGbps = 25
+
+// NetSuffix marks the keys of the network-sensitivity runs.
+const NetSuffix = "@25g"
+
+// cluster returns the run's cluster.
+func (sp spec) cluster() sim.Cluster {
+	c := sim.PaperCluster(8)
+	if sp.gbps > 0 {
+		c = c.WithLinks(sp.gbps)
+	}
+	return c
 }
 
 func same(c sim.RunConfig) sim.RunConfig { return c }
@@ -108,6 +128,10 @@ func specs() []spec {
 			c.NoOOM = true
 			return c
 		}},
+		// Network sensitivity: the placement ablation where the links bind.
+		{key: "static" + NetSuffix, make: plain(func(uint64) sim.Scheduler { return &baseline.Static{Label: "static" + NetSuffix} }), cfg: same, gbps: NetGbps},
+		{key: "trident" + NetSuffix, make: trident(tridentsched.Options{Label: "trident" + NetSuffix}), cfg: same, gbps: NetGbps},
+		{key: "trident-no-placement" + NetSuffix, make: trident(tridentsched.Options{NoPlacement: true, Label: "trident-no-placement" + NetSuffix}), cfg: same, gbps: NetGbps},
 	}
 }
 
@@ -194,7 +218,7 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 				s, tr := j.sp.make(j.seed)
 				rc := j.sp.cfg(sim.RunConfig{Seed: j.seed})
 				t0 := time.Now()
-				res, err := sim.Run(ctx, p, sim.PaperCluster(8), s, rc)
+				res, err := sim.Run(ctx, p, j.sp.cluster(), s, rc)
 				if err != nil {
 					errs[k] = fmt.Errorf("%s/%s: %w", j.pipe, j.sp.key, err)
 					cancel()
@@ -250,13 +274,15 @@ func SchedulerNames() string {
 	return s
 }
 
-// Scheduler returns a fresh scheduler for key.
-func Scheduler(key string, seed uint64) (sim.Scheduler, error) {
+// Setup returns a fresh scheduler for key with the cluster and run configuration the
+// benchmark runs it with (rc carries seed).
+func Setup(key string, seed uint64, rc sim.RunConfig) (sim.Scheduler, sim.Cluster, sim.RunConfig, error) {
 	for _, sp := range specs() {
 		if sp.key == key {
 			s, _ := sp.make(seed)
-			return s, nil
+			rc.Seed = seed
+			return s, sp.cluster(), sp.cfg(rc), nil
 		}
 	}
-	return nil, fmt.Errorf("unknown scheduler %q (want one of %s)", key, SchedulerNames())
+	return nil, sim.Cluster{}, rc, fmt.Errorf("unknown scheduler %q (want one of %s)", key, SchedulerNames())
 }

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,11 +76,51 @@ func TestReportMedianOverSeeds(t *testing.T) {
 
 func TestSchedulerLookup(t *testing.T) {
 	for _, k := range allKeys() {
-		if _, err := Scheduler(k, 1); err != nil {
+		_, cl, rc, err := Setup(k, 1, sim.RunConfig{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		wantMBps := sim.LinkMBps(100)
+		if strings.HasSuffix(k, NetSuffix) {
+			wantMBps = sim.LinkMBps(NetGbps)
+		}
+		if len(cl.Nodes) != 8 || cl.Nodes[0].EgressMBps != wantMBps || rc.Seed != 1 || rc.NoOOM != (k == "trident-oom-free") {
+			t.Fatalf("%s: %d nodes, egress %v MB/s (want %v), run config %+v", k, len(cl.Nodes), cl.Nodes[0].EgressMBps, wantMBps, rc)
+		}
 	}
-	if _, err := Scheduler("nope", 1); err == nil {
+	if _, _, _, err := Setup("nope", 1, sim.RunConfig{}); err == nil {
 		t.Fatal("unknown scheduler accepted")
+	}
+}
+
+// TestNetworkSensitivityFigures checks the placement ablation at NetGbps: it is computed
+// against Trident on the same links (not against Trident at 100 Gbps), and the figures
+// reach the table and the RESULT line.
+func TestNetworkSensitivityFigures(t *testing.T) {
+	egress := func(r *Run, mbps float64) *Run { r.Result.MeanEgressMBps = mbps; return r }
+	runs := []*Run{
+		fakeRun("video", "static", 10, 0), fakeRun("video", "trident", 20, 0),
+		fakeRun("video", "static"+NetSuffix, 9, 0),
+		egress(fakeRun("video", "trident"+NetSuffix, 19, 0), 500),
+		egress(fakeRun("video", "trident-no-placement"+NetSuffix, 15.2, 0), 950),
+	}
+	rep := NewReport([]string{"video"}, runs, time.Second)
+	f := rep.netFigures("video")
+	want := map[string]float64{"ablation_pct.trident-no-placement": 80, "trident_pct_of_100g": 95, "static_pct_of_100g": 90,
+		"egress_mbps.trident": 500, "egress_mbps.trident-no-placement": 950}
+	for k, v := range want {
+		if math.Abs(f[k]-v) > 1e-9 {
+			t.Fatalf("%s = %v, want %v (all: %v)", k, f[k], v, f)
+		}
+	}
+	if rep.netFigures("pdf") != nil {
+		t.Fatal("figures for a pipeline without network runs")
+	}
+	var out bytes.Buffer
+	if err := rep.Write(&out, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Network sensitivity: links at 25 Gbps") || !strings.Contains(out.String(), `"video.net25g.ablation_pct.trident-no-placement":80`) {
+		t.Fatalf("network table or figure missing:\n%s", out.String())
 	}
 }

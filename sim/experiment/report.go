@@ -264,6 +264,10 @@ func (r *Report) Tables() []*benchfmt.Table {
 	}
 	out = append(out, t)
 
+	if nt := r.netTable(); nt != nil {
+		out = append(out, nt)
+	}
+
 	h6 := []string{"metric"}
 	for _, p := range r.Pipelines {
 		h6 = append(h6, p+" unconstr. (ours)", "(paper)", p+" constr. (ours)", "(paper)")
@@ -349,6 +353,74 @@ func (r *Report) Tables() []*benchfmt.Table {
 	return out
 }
 
+// netFigures returns, per pipeline, the network-sensitivity figures: the placement
+// ablation at NetGbps (% of full Trident on the same links), Trident's and Static's
+// throughput at NetGbps as % of theirs at 100 Gbps, and the mean egress per node (MB/s)
+// of Trident and of the ablation at NetGbps. Nil without the runs.
+func (r *Report) netFigures(p string) map[string]float64 {
+	tr, np := "trident"+NetSuffix, "trident-no-placement"+NetSuffix
+	if r.Runs[p][tr] == nil || r.Runs[p][np] == nil {
+		return nil
+	}
+	pct := func(key, ref string) float64 {
+		return median(r.perSeed(p, key, ref, func(a, b *Run) float64 { return 100 * ratio(a, b) }))
+	}
+	egress := func(key string) float64 {
+		var vs []float64
+		for _, run := range r.Runs[p][key] {
+			vs = append(vs, run.Result.MeanEgressMBps)
+		}
+		return median(vs)
+	}
+	return map[string]float64{
+		"ablation_pct.trident-no-placement": pct(np, tr),
+		"trident_pct_of_100g":               pct(tr, "trident"),
+		"static_pct_of_100g":                pct("static"+NetSuffix, "static"),
+		"egress_mbps.trident":               egress(tr),
+		"egress_mbps.trident-no-placement":  egress(np),
+	}
+}
+
+// netTable is the network-sensitivity table (nil without its runs).
+func (r *Report) netTable() *benchfmt.Table {
+	hdr := []string{"figure"}
+	var figs []map[string]float64
+	for _, p := range r.Pipelines {
+		if f := r.netFigures(p); f != nil {
+			hdr = append(hdr, p+" (ours)", p+" (paper, 100 Gbps)")
+			figs = append(figs, f)
+		}
+	}
+	if len(figs) == 0 {
+		return nil
+	}
+	t := &benchfmt.Table{Title: fmt.Sprintf("Network sensitivity: links at %d Gbps instead of 100 (usable %.0f MB/s per node)", NetGbps, sim.LinkMBps(NetGbps)), Header: hdr}
+	rows := []struct{ label, key, peer string }{
+		{"w/o placement-aware scheduling, % of full Trident on the same links", "ablation_pct.trident-no-placement", "trident-no-placement"},
+		{fmt.Sprintf("Trident at %d Gbps, %% of Trident at 100 Gbps", NetGbps), "trident_pct_of_100g", ""},
+		{fmt.Sprintf("Static at %d Gbps, %% of Static at 100 Gbps", NetGbps), "static_pct_of_100g", ""},
+		{"mean egress MB/s per node: Trident", "egress_mbps.trident", ""},
+		{"mean egress MB/s per node: w/o placement-aware", "egress_mbps.trident-no-placement", ""},
+	}
+	for _, row := range rows {
+		cells := []string{row.label}
+		k := 0
+		for _, p := range r.Pipelines {
+			if r.netFigures(p) == nil {
+				continue
+			}
+			peer := "n/a"
+			if row.peer != "" {
+				peer = f1(paperFig3[row.peer][r.col(p)])
+			}
+			cells = append(cells, f1(figs[k][row.key]), peer)
+			k++
+		}
+		t.Rows = append(t.Rows, cells)
+	}
+	return t
+}
+
 func allKeys() []string {
 	var ks []string
 	for _, s := range specs() {
@@ -388,6 +460,9 @@ func (r *Report) Result() benchfmt.Result {
 		}
 		for _, k := range table2Keys {
 			peers["paper."+p+".table2."+k] = paperTable2[k][c]
+		}
+		for k, v := range r.netFigures(p) {
+			fig[fmt.Sprintf("%s.net%dg.%s", p, NetGbps, k)] = round(v, 10)
 		}
 		ue, ud, ul := r.oom(p, "trident-unconstrained-bo")
 		ce, cd, cl := r.oom(p, "trident")
