@@ -109,17 +109,19 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		*bootstrap = true
 	}
-	if len(ps) == 0 && *consulAddr == "" && *nomadService != "" {
-		if *nomadAddr == "" {
-			return errors.New("planner: -nomad-service needs -nomad-addr")
-		}
+	var nomadClient *api.Client
+	if *nomadAddr != "" {
 		cfg := api.DefaultConfig()
 		cfg.Address, cfg.SecretID = *nomadAddr, *nomadToken
-		cl, err := api.NewClient(cfg)
-		if err != nil {
+		if nomadClient, err = api.NewClient(cfg); err != nil {
 			return fmt.Errorf("planner: nomad client: %w", err)
 		}
-		disc := discovery.Nomad{Client: cl, Service: *nomadService}
+	}
+	if len(ps) == 0 && *consulAddr == "" && *nomadService != "" {
+		if nomadClient == nil {
+			return errors.New("planner: -nomad-service needs -nomad-addr")
+		}
+		disc := discovery.Nomad{Client: nomadClient, Service: *nomadService}
 		if ps, err = discoverPeers(ctx, log, "nomad", *nomadService, *bootstrapExpect, disc.WaitPeers); err != nil {
 			return err
 		}
@@ -139,15 +141,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return fmt.Errorf("planner: -scheduler=%q: want milp, greedy or proportional", *scheduler)
 	}
-	if *nomadAddr != "" {
-		cfg := api.DefaultConfig()
-		cfg.Address = *nomadAddr
-		cfg.SecretID = *nomadToken
-		cl, err := api.NewClient(cfg)
-		if err != nil {
-			return fmt.Errorf("planner: nomad client: %w", err)
-		}
-		act := nomadact.New(cl, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, Logger: log})
+	if nomadClient != nil {
+		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, Logger: log})
 		lc.Actuator = act
 		lc.Invalidator = act
 	}

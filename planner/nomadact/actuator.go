@@ -241,10 +241,11 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		}
 		switch dep.Status {
 		case "running", "pending", "paused", "initializing", "blocked", "unblocking":
-			if why, err := a.abortOOMing(ctx, dep, candidateGroups(d)); why != "" || err != nil {
-				if err != nil {
-					return applying, err
-				}
+			why, err := a.abortOOMing(ctx, dep, candidateGroups(d))
+			if err != nil {
+				return applying, err
+			}
+			if why != "" {
 				return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 			}
 			return applying, nil

@@ -384,11 +384,12 @@ func (r *Report) netFigures(p string) map[string]float64 {
 // netTable is the network-sensitivity table (nil without its runs).
 func (r *Report) netTable() *benchfmt.Table {
 	hdr := []string{"figure"}
+	var pipes []string
 	var figs []map[string]float64
 	for _, p := range r.Pipelines {
 		if f := r.netFigures(p); f != nil {
 			hdr = append(hdr, p+" (ours)", p+" (paper, 100 Gbps)")
-			figs = append(figs, f)
+			pipes, figs = append(pipes, p), append(figs, f)
 		}
 	}
 	if len(figs) == 0 {
@@ -404,17 +405,12 @@ func (r *Report) netTable() *benchfmt.Table {
 	}
 	for _, row := range rows {
 		cells := []string{row.label}
-		k := 0
-		for _, p := range r.Pipelines {
-			if r.netFigures(p) == nil {
-				continue
-			}
+		for k, p := range pipes {
 			peer := "n/a"
 			if row.peer != "" {
 				peer = f1(paperFig3[row.peer][r.col(p)])
 			}
 			cells = append(cells, f1(figs[k][row.key]), peer)
-			k++
 		}
 		t.Rows = append(t.Rows, cells)
 	}
