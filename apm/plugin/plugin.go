@@ -245,19 +245,12 @@ func groupDeclaration(ctx context.Context, cl *api.Client, job, group string) (f
 		if tg.Name == nil || (*tg.Name != group && tg.Meta["trident_operator"] != group) {
 			continue
 		}
-		var d feed.Declaration
-		for _, f := range strings.Split(tg.Meta[opmetrics.MetaFeatures], ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				d.Features = append(d.Features, f)
-			}
+		d := feed.Declaration{Features: opmetrics.ParseFeatures(tg.Meta[opmetrics.MetaFeatures])}
+		sync, err := opmetrics.ParseSynchronous(tg.Meta[opmetrics.MetaSynchronous])
+		if err != nil {
+			return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opmetrics.MetaSynchronous, tg.Meta[opmetrics.MetaSynchronous])
 		}
-		if v := strings.TrimSpace(tg.Meta[opmetrics.MetaSynchronous]); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opmetrics.MetaSynchronous, v)
-			}
-			d.Synchronous = b
-		}
+		d.Synchronous = sync
 		return d, nil
 	}
 	return feed.Declaration{}, fmt.Errorf("trident-apm: job %q has no group %q", job, group)

@@ -4,6 +4,11 @@
 // these names so that neither side can drift.
 package opmetrics
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Metric names. Every series carries the labels LabelPipeline and LabelOperator; records
 // counters also carry LabelEpoch so a consumer can drop samples from an older config.
 const (
@@ -55,3 +60,24 @@ const (
 	MetaNodeCPUCores = "trident_cpu_cores" // float: cores the planner models for the node
 	MetaNodeMemoryMB = "trident_memory_mb" // int: memory the planner models for the node
 )
+
+// ParseFeatures splits a MetaFeatures value ("a, b,c") into feature names, dropping
+// blanks.
+func ParseFeatures(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ParseSynchronous reads a MetaSynchronous value: "" is false, otherwise a strconv bool.
+func ParseSynchronous(v string) (bool, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return false, nil
+	}
+	return strconv.ParseBool(v)
+}

@@ -195,7 +195,7 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 	field(opmetrics.MetaAmplification, false, floatp(&o.Amplification))
 	field(opmetrics.MetaColdStartSec, false, floatp(&o.ColdStartSec))
 	field(opmetrics.MetaSynchronous, false, func(s string) error {
-		b, e := strconv.ParseBool(s)
+		b, e := opmetrics.ParseSynchronous(s)
 		if e != nil {
 			return fmt.Errorf("not true or false")
 		}
@@ -203,11 +203,7 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 		return nil
 	})
 	field(opmetrics.MetaFeatures, false, func(s string) error {
-		for _, f := range strings.Split(s, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				o.Features = append(o.Features, f)
-			}
-		}
+		o.Features = opmetrics.ParseFeatures(s)
 		return nil
 	})
 	var space *configspace.Space
