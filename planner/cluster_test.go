@@ -17,15 +17,6 @@ import (
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	p, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", p)
-}
-
 // testCluster is n in-process planner servers with real TCP raft transports on loopback.
 type testCluster struct {
 	t       *testing.T
@@ -52,7 +43,7 @@ func newTestClusterOpts(t *testing.T, n int, loop func(i int) *LoopConfig, cutta
 		c.layers = make([]*cutLayer, n)
 	}
 	for i := 0; i < n; i++ {
-		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("p%d", i), RaftAddr: freeAddr(t), HTTPAddr: "http://" + freeAddr(t)})
+		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("p%d", i), RaftAddr: harness.FreeAddr(t), HTTPAddr: "http://" + harness.FreeAddr(t)})
 		c.dirs = append(c.dirs, t.TempDir())
 	}
 	c.servers = make([]*Server, n)

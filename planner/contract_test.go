@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 
+	"github.com/trident-sched/trident/e2e/harness"
 	"github.com/trident-sched/trident/planner/fsm"
 	splugin "github.com/trident-sched/trident/strategy/plugin"
 	tplugin "github.com/trident-sched/trident/target/plugin"
@@ -79,8 +80,8 @@ func TestAutoscalerPluginsContract(t *testing.T) {
 // TestTLSAPI: with a certificate the API speaks HTTPS only and verifies against the CA.
 func TestTLSAPI(t *testing.T) {
 	pki := testPKI(t, "api")
-	addr := freeAddr(t)
-	s, err := New(Config{ID: "solo", RaftAddr: freeAddr(t), HTTPAddr: addr, DataDir: t.TempDir(), Bootstrap: true,
+	addr := harness.FreeAddr(t)
+	s, err := New(Config{ID: "solo", RaftAddr: harness.FreeAddr(t), HTTPAddr: addr, DataDir: t.TempDir(), Bootstrap: true,
 		TLSCert: pki.cert, TLSKey: pki.key, TLSCA: pki.ca, Token: "tok", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/trident-sched/trident/e2e/harness"
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
@@ -98,7 +99,7 @@ func TestRaftOverMutualTLS(t *testing.T) {
 	pki := testPKI(t, "trident")
 	c := &testCluster{t: t, token: "s3cret", tls: pki}
 	for i := 0; i < 3; i++ {
-		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("p%d", i), RaftAddr: freeAddr(t), HTTPAddr: "http://" + freeAddr(t)})
+		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("p%d", i), RaftAddr: harness.FreeAddr(t), HTTPAddr: "http://" + harness.FreeAddr(t)})
 		c.dirs = append(c.dirs, t.TempDir())
 	}
 	c.servers, c.cancels, c.done = make([]*Server, 3), make([]context.CancelFunc, 3), make([]chan error, 3)

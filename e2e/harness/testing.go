@@ -111,3 +111,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
+
+// FreeAddr returns "127.0.0.1:<port>" for a port that was free a moment ago (see
+// FreePort), failing the test when none can be found.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	p, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", p)
+}

@@ -86,14 +86,6 @@ func startConsul(t *testing.T) *consul.Client {
 	}
 }
 
-func addr(t *testing.T) string {
-	p, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", p)
-}
-
 // TestConsulDiscoveryBootstrapsRaft: three servers register in a real Consul, each waits
 // for all three, they agree on the same peer list, and raft bootstrapped from it elects one
 // leader whose API address every follower knows (from the service meta).
@@ -104,7 +96,7 @@ func TestConsulDiscoveryBootstrapsRaft(t *testing.T) {
 	defer cancel()
 	selves := make([]planner.Peer, 3)
 	for i := range selves {
-		selves[i] = planner.Peer{ID: fmt.Sprintf("s%d", i), RaftAddr: addr(t), HTTPAddr: "http://" + addr(t)}
+		selves[i] = planner.Peer{ID: fmt.Sprintf("s%d", i), RaftAddr: harness.FreeAddr(t), HTTPAddr: "http://" + harness.FreeAddr(t)}
 	}
 	found := make([][]planner.Peer, 3)
 	errs := make([]error, 3)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/trident-sched/trident/e2e/harness"
 	"github.com/trident-sched/trident/planner"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/nomadact"
@@ -22,7 +23,7 @@ import (
 // connection failure; malformed meta is refused naming group and key; a valid job is
 // registered but no decision is taken (no inventory); the state never changes on errors.
 func TestBadInputWithNomadUnreachable(t *testing.T) {
-	dead := freeAddr(t) // nothing listens here
+	dead := harness.FreeAddr(t) // nothing listens here
 	cfg := api.DefaultConfig()
 	cfg.Address = "http://" + dead
 	cl, err := api.NewClient(cfg)
@@ -31,8 +32,8 @@ func TestBadInputWithNomadUnreachable(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	act := nomadact.New(cl, nomadact.Options{Logger: log})
-	httpAddr := freeAddr(t)
-	s, err := planner.New(planner.Config{ID: "solo", RaftAddr: freeAddr(t), HTTPAddr: httpAddr, DataDir: t.TempDir(), Bootstrap: true,
+	httpAddr := harness.FreeAddr(t)
+	s, err := planner.New(planner.Config{ID: "solo", RaftAddr: harness.FreeAddr(t), HTTPAddr: httpAddr, DataDir: t.TempDir(), Bootstrap: true,
 		Token: token, Logger: log, Loop: &planner.LoopConfig{Interval: 100 * time.Millisecond, Actuator: act}})
 	if err != nil {
 		t.Fatal(err)

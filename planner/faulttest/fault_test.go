@@ -166,7 +166,7 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	base := t.TempDir()
 	var peers []string
 	for i := 0; i < 3; i++ {
-		p := &proc{id: fmt.Sprintf("p%d", i), raftBind: freeAddr(t), http: freeAddr(t), dataDir: filepath.Join(base, fmt.Sprintf("p%d", i)), log: filepath.Join(base, fmt.Sprintf("p%d.log", i))}
+		p := &proc{id: fmt.Sprintf("p%d", i), raftBind: harness.FreeAddr(t), http: harness.FreeAddr(t), dataDir: filepath.Join(base, fmt.Sprintf("p%d", i)), log: filepath.Join(base, fmt.Sprintf("p%d.log", i))}
 		px := newProxy(t, p.raftBind)
 		c.procs, c.proxies = append(c.procs, p), append(c.proxies, px)
 		peers = append(peers, fmt.Sprintf("%s=%s@%s", p.id, px.Addr(), p.http))

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -119,15 +118,6 @@ type proc struct {
 	args                             []string
 	cmd                              *exec.Cmd
 	done                             chan struct{}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	p, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
 func (p *proc) start(t *testing.T, bin string) {

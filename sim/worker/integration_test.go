@@ -114,15 +114,6 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	p, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", p)
-}
-
 func startNATS(t *testing.T) (string, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	s, err := StartNATSServer(NATSOptions{Port: -1, StoreDir: t.TempDir()})
@@ -181,7 +172,7 @@ func TestPipelineSurvivesKillAndRestart(t *testing.T) {
 		c.Stage, c.Crash, c.Metrics = stage, crash, metrics
 		return c
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := harness.FreeAddr(t)
 	startChild(t, with("parse", 0, metricsAddr))
 	seg := startChild(t, with("segment", 4, ""))
 	agg1 := startChild(t, with("aggregate", 0, ""))
