@@ -120,8 +120,8 @@ func (d *DS2) Interval() float64 {
 	return d.DecideS
 }
 
-// Init implements sim.Scheduler: start from one instance per operator per node slice of
-// the cluster (DS2 needs running operators to measure).
+// Init implements sim.Scheduler: start from the submitted job (SubmittedJob), which DS2
+// then rescales from its measurements.
 func (d *DS2) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 	if d.ActivationS == 0 {
 		d.ActivationS = 90
@@ -139,15 +139,10 @@ func (d *DS2) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 		}
 	}
 	d.ability = make([][][2]float64, len(env.Pipeline.Ops))
-	// Initial deployment: equal demand for every operator, i.e. an even split of each pool.
-	dem := make([]float64, len(env.Pipeline.Ops))
-	for i := range dem {
-		dem[i] = 1
-	}
-	n := sim.Balance(env.Cluster, env.Pipeline, dem)
-	per := sim.PlaceDefault(env.Cluster, needs(env), n, sim.Hybrid)
-	if per == nil {
-		return nil, fmt.Errorf("%s: initial deployment does not fit", d.Name())
+	// DS2 (like every autoscaler) takes over the job as the user submitted it.
+	per, err := SubmittedJob(env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: initial deployment: %w", d.Name(), err)
 	}
 	return sim.PlanFromCounts(per), nil
 }

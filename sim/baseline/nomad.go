@@ -81,11 +81,10 @@ func (n *Nomad) Interval() float64 { n.defaults(); return n.EvalS }
 func (n *Nomad) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 	n.defaults()
 	n.env = env
-	per, err := TunedAllocation(env, nil, 0)
+	per, err := SubmittedJob(env)
 	if err != nil {
 		return nil, err
 	}
-	per = placeOrFallback(env, per, sim.BinPack)
 	k := len(env.Pipeline.Ops)
 	n.desired = make([]int, k)
 	for i := range per {
@@ -214,4 +213,15 @@ func sumInts(xs []int) int {
 		t += x
 	}
 	return t
+}
+
+// SubmittedJob is the deployment a user submits before any autoscaler acts: Static's
+// profiled instance counts (TunedAllocation with default configurations), placed by
+// Nomad's default bin-packing scheduler.
+func SubmittedJob(env *sim.Env) ([][]int, error) {
+	per, err := TunedAllocation(env, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	return placeOrFallback(env, per, sim.BinPack), nil
 }

@@ -82,6 +82,8 @@ func same(c sim.RunConfig) sim.RunConfig { return c }
 func trident(opt tridentsched.Options) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
 	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) {
 		opt.Seed = seed
+		// Trident's planner takes over the job as submitted, like the autoscalers.
+		opt.Initial = baseline.SubmittedJob
 		t := tridentsched.New(opt)
 		return t, t
 	}

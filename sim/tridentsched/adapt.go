@@ -104,7 +104,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 			}
 			continue
 		}
-		if o.tune == nil {
+		if o.tune == nil && !o.resumeParked(d) {
 			method := bo.Constrained
 			if t.opt.Unconstrained {
 				method = bo.Unconstrained

@@ -72,6 +72,10 @@ type Options struct {
 	Solver milp.Solver
 	// Seed seeds the BO.
 	Seed uint64
+	// Initial returns the deployment the scheduler takes over (per operator, instances per
+	// node), as the planner takes over a Nomad job as submitted. Nil: an even split of
+	// every pool (nothing is known about the operators yet).
+	Initial func(env *sim.Env) ([][]int, error)
 	// Label overrides Name.
 	Label string
 	// Logger receives layer logs (default: discard).
@@ -148,6 +152,9 @@ type Trident struct {
 	Shifts int
 	// Stale counts models invalidated after StaleAfter consecutive residual rejections.
 	Stale int
+	// Parked counts tuning sessions interrupted by a regime shift (resumed when their
+	// workload cluster is dominant again).
+	Parked int
 }
 
 type window struct {
@@ -177,6 +184,7 @@ type opState struct {
 	dominant  int
 	tune      *tuning
 	cands     map[int]candidate // best configuration per workload cluster
+	parked    map[int]*tuning   // tuning sessions interrupted by a regime shift, by cluster
 	current   sim.OpConfig      // configuration most instances run
 	candidate *candidate        // pending transition target
 	committed bool              // candidate transition started (observation invalidated)
@@ -222,8 +230,8 @@ func (t *Trident) Name() string {
 // Interval implements sim.Scheduler: the control loop runs every SampleS.
 func (t *Trident) Interval() float64 { return t.opt.SampleS }
 
-// Init implements sim.Scheduler: register operators with the layers and start from an even
-// split of every pool (no capacity is known yet).
+// Init implements sim.Scheduler: register operators with the layers and start from
+// Options.Initial, or else from an even split of every pool (no capacity is known yet).
 func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 	t.env = env
 	t.rng = rand.New(rand.NewPCG(t.opt.Seed, 0x7472696465))
@@ -231,7 +239,7 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 	p := env.Pipeline
 	for i := range p.Ops {
 		spec := &p.Ops[i]
-		o := &opState{spec: spec, amp: math.NaN(), sel: math.NaN(), cands: map[int]candidate{}, dominant: -1}
+		o := &opState{spec: spec, amp: math.NaN(), sel: math.NaN(), cands: map[int]candidate{}, parked: map[int]*tuning{}, dominant: -1}
 		if len(spec.FeatureNames) == 0 {
 			return nil, fmt.Errorf("trident: operator %q declares no workload features", spec.Name)
 		}
@@ -267,6 +275,14 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 		}
 		t.ops = append(t.ops, o)
 	}
+	t.nextRnd = t.opt.RoundS
+	if t.opt.Initial != nil {
+		per, err := t.opt.Initial(env)
+		if err != nil {
+			return nil, fmt.Errorf("trident: initial deployment: %w", err)
+		}
+		return sim.PlanFromCounts(per), nil
+	}
 	dem := make([]float64, len(p.Ops))
 	for i := range dem {
 		dem[i] = 1
@@ -280,7 +296,6 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 	if per == nil {
 		return nil, fmt.Errorf("trident: initial deployment does not fit")
 	}
-	t.nextRnd = t.opt.RoundS
 	return sim.PlanFromCounts(per), nil
 }
 
@@ -321,15 +336,7 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 		if o.cl != nil && st.Processed > 0 && len(st.Features) > 0 {
 			ev, err := o.cl.Observe(st.Features)
 			if err == nil && ev.Shift != nil {
-				o.dominant = ev.Shift.To
-				if ev.Shift.From >= 0 && !t.opt.NoShiftInvalidation {
-					// A regime shift invalidates the operator's capacity samples: the GP
-					// (constant mean) cannot extrapolate to the new workload and its
-					// residual filter would reject the new regime's samples.
-					t.opt.Logger.Debug("regime shift", "t", s.Time, "op", o.spec.Name, "from", ev.Shift.From, "to", ev.Shift.To)
-					t.invalidate(i)
-					t.Shifts++
-				}
+				t.shift(i, *ev.Shift, s.Time)
 			}
 		}
 		if tu := o.tune; tu != nil && tu.trial != nil && st.ProbeRunning {
@@ -350,6 +357,44 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 		}
 	}
 	t.Stats.Adapt += time.Since(start)
+}
+
+// shift handles a change of operator i's dominant workload cluster: a tuning session of
+// another cluster is parked (its trials would now measure a different workload) and the
+// capacity samples are invalidated.
+func (t *Trident) shift(i int, sh cluster.Shift, now float64) {
+	o := t.ops[i]
+	o.dominant = sh.To
+	if tu := o.tune; tu != nil && o.cl.Resolve(tu.cluster) != o.cl.Resolve(sh.To) {
+		// The interrupted trial is measured afresh when the session resumes.
+		tu.measured, tu.done, tu.peak, tu.oom = 0, 0, 0, false
+		o.parked[tu.cluster] = tu
+		o.tune = nil
+		t.Parked++
+	}
+	if sh.From >= 0 && !t.opt.NoShiftInvalidation {
+		// A regime shift invalidates the operator's capacity samples: the GP (constant
+		// mean) cannot extrapolate to the new workload and its residual filter would
+		// reject the new regime's samples.
+		t.opt.Logger.Debug("regime shift", "t", now, "op", o.spec.Name, "from", sh.From, "to", sh.To)
+		t.invalidate(i)
+		t.Shifts++
+	}
+}
+
+// resumeParked makes the parked tuning session of cluster d (after merges) the running
+// one and reports whether there was one.
+func (o *opState) resumeParked(d int) bool {
+	for id, tu := range o.parked {
+		if o.cl.Resolve(id) == d {
+			delete(o.parked, id)
+			tu.cluster = d
+			o.tune = tu
+			_ = o.cl.SetStatus(d, cluster.Tuning)
+			return true
+		}
+	}
+	return false
 }
 
 // flushWindow turns the accumulated window into one observation sample per operator.

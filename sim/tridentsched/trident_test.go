@@ -2,9 +2,15 @@ package tridentsched
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"testing"
 
+	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/sim"
+	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/strategy/cluster"
+	"github.com/trident-sched/trident/strategy/configspace"
 	"github.com/trident-sched/trident/strategy/milp"
 )
 
@@ -58,5 +64,91 @@ func TestSpaceConversionRoundTrips(t *testing.T) {
 	def := fromConfig(s, cs.Default())
 	if !def.Equal(s.Default()) {
 		t.Fatalf("default %v, want %v", def, s.Default())
+	}
+}
+
+// A regime shift in the middle of a tuning session parks the session: its trials must not
+// measure the new workload. It resumes, with its evaluations and its interrupted trial,
+// when its cluster is dominant again; another cluster starts its own session.
+func TestShiftParksTuningSession(t *testing.T) {
+	cl, err := cluster.New(1, cluster.Options{Scale: []float64{1}, WarmUp: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := func(x float64, n int) int {
+		id := -1
+		for range n {
+			ev, err := cl.Observe([]float64{x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id = ev.Cluster
+		}
+		return id
+	}
+	a, b := feed(1, 50), feed(100, 50)
+	if a == b {
+		t.Fatalf("one cluster for two workloads (%d)", a)
+	}
+	spec := &sim.OpSpec{Name: "ocr"}
+	o := &opState{spec: spec, cl: cl, cands: map[int]candidate{}, parked: map[int]*tuning{}, dominant: a}
+	trial := configspace.Config{"batch": configspace.Num(8)}
+	o.tune = &tuning{cluster: a, evals: 5, trial: trial, measured: 30, done: 120, peak: 40}
+	tr := &Trident{opt: Options{Logger: slog.New(slog.DiscardHandler)}, ops: []*opState{o}, ds2: []*observe.DS2{{}}, layer: observe.NewLayer(nil)}
+	if err := tr.layer.Register("ocr", observe.OperatorSpec{Features: []string{"x"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	tr.shift(0, cluster.Shift{From: a, To: b}, 100)
+	if o.tune != nil || tr.Parked != 1 || o.dominant != b {
+		t.Fatalf("after the shift: tune %v, parked %d, dominant %d (want nil, 1, %d)", o.tune, tr.Parked, o.dominant, b)
+	}
+	if o.resumeParked(b) {
+		t.Fatal("cluster b resumed a's session")
+	}
+	if !o.resumeParked(a) {
+		t.Fatal("a's session was not resumed")
+	}
+	tu := o.tune
+	if tu.evals != 5 || tu.trial["batch"] != trial["batch"] || tu.measured != 0 || tu.done != 0 || tu.peak != 0 {
+		t.Fatalf("resumed session %+v: want 5 evaluations, the same trial, its measurement reset", *tu)
+	}
+	if len(o.parked) != 0 {
+		t.Fatalf("%d sessions still parked", len(o.parked))
+	}
+	// A shift to the session's own cluster (e.g. back from a transient one) keeps it.
+	tr.shift(0, cluster.Shift{From: b, To: a}, 200)
+	if o.tune != tu || tr.Parked != 1 {
+		t.Fatal("a shift to the session's own cluster parked it")
+	}
+}
+
+// With Options.Initial, Trident takes over the given deployment (the planner takes over a
+// Nomad job as submitted) instead of the even split it starts from knowing nothing.
+func TestInitialDeploymentIsTakenOver(t *testing.T) {
+	p, c := sim.VideoPipeline(0.01), sim.PaperCluster(8)
+	// The profiler draws its sample from its own seeded stream: a fresh one per call.
+	env := func() *sim.Env { return &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)} }
+	want, err := baseline.SubmittedJob(env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := New(Options{Initial: baseline.SubmittedJob}).Init(context.Background(), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	even, err := New(Options{}).Init(context.Background(), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	differs := false
+	for i := range want {
+		if !slices.Equal(got.Ops[i].PerNode, want[i]) {
+			t.Fatalf("%s: initial placement %v, want the submitted job's %v", p.Ops[i].Name, got.Ops[i].PerNode, want[i])
+		}
+		differs = differs || !slices.Equal(even.Ops[i].PerNode, want[i])
+	}
+	if !differs {
+		t.Fatal("the submitted job equals the even split: the test cannot tell them apart")
 	}
 }
