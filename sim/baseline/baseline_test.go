@@ -155,3 +155,32 @@ func TestBaselinesRunDeterministically(t *testing.T) {
 }
 
 func rngFor(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 1)) }
+
+// ContTune's parallelism model must stay linear away from its samples: an operator observed
+// at 100–119 instances with 10 records/s each and a target of 500 records/s needs about 50
+// instances, not the single instance a GP of the aggregate ability (reverting to its mean
+// of ~1100 records/s) would allow.
+func TestContTuneAbilityModelExtrapolatesLinearly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var samples [][2]float64
+	for n := 100; n < 120; n++ {
+		samples = append(samples, [2]float64{float64(n), float64(n) * 10 * (1 + 0.02*rng.NormFloat64())})
+	}
+	g, ok := abilityGP(samples)
+	if !ok {
+		t.Fatal("no model")
+	}
+	smallest := 0
+	for n := 1; n <= 1000; n++ {
+		mu, v := g.Predict([]float64{float64(n)})
+		if float64(n)*(mu-math.Sqrt(math.Max(v, 0))) >= 500 {
+			smallest = n
+			break
+		}
+	}
+	// 500/10 = 50 instances; the lower confidence bound may ask for a few more (one
+	// standard deviation of a 2 % noise is well within 20 %).
+	if smallest < 50 || smallest > 60 {
+		t.Fatalf("smallest parallelism for 500 records/s: %d, want 50..60", smallest)
+	}
+}

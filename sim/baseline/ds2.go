@@ -295,11 +295,11 @@ func (d *DS2) contTune(ctx context.Context, amp, rate []float64) []int {
 		if !m.ok {
 			return lin
 		}
-		// Conservative: the smallest n whose lower confidence bound reaches the target,
-		// searched around the linear estimate.
+		// Conservative: the smallest n whose lower confidence bound of the aggregate
+		// ability n·g(n) reaches the target (g: per-instance ability, see abilityGP).
 		for n := 1; n <= m.maxN; n++ {
 			mu, v := m.g.Predict([]float64{float64(n)})
-			if mu-1.0*math.Sqrt(math.Max(v, 0)) >= target {
+			if float64(n)*(mu-math.Sqrt(math.Max(v, 0))) >= target {
 				return n
 			}
 		}
@@ -334,13 +334,27 @@ func (d *DS2) contTune(ctx context.Context, amp, rate []float64) []int {
 	return count(lo)
 }
 
-// abilityGP fits a 1-D GP of aggregate processing ability over parallelism to the last 20
-// samples, with hyperparameters set from the data (signal variance = sample variance,
-// noise 5 % of it, length scale a third of the parallelism range).
+// abilityGP fits a 1-D GP of per-instance processing ability over parallelism to the last
+// 20 (parallelism, aggregate ability) samples, with hyperparameters set from the data
+// (signal variance = sample variance, noise 5 % of it, length scale a third of the
+// parallelism range). Modelling the per-instance ability g(n), with the aggregate n·g(n),
+// keeps the model linear away from the samples: a GP of the aggregate itself reverts to
+// the samples' mean there, which would size an operator observed at 100 instances to a
+// single instance whenever its target is below that mean.
 func abilityGP(samples [][2]float64) (*gp.GP, bool) {
 	if len(samples) > 20 {
 		samples = samples[len(samples)-20:]
 	}
+	per := make([][2]float64, 0, len(samples))
+	for _, s := range samples {
+		if s[0] > 0 {
+			per = append(per, [2]float64{s[0], s[1] / s[0]})
+		}
+	}
+	if len(per) == 0 {
+		return nil, false
+	}
+	samples = per
 	var mean, lo, hi float64
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, s := range samples {
