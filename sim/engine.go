@@ -485,6 +485,7 @@ func (e *Engine) step(dt float64) *Snapshot {
 		// dataset position advances only as they are read.
 		e.refillSource(math.Min(2*capRate*dt+1, e.ops[0].spec.QueueCap))
 	}
+	snap.SourceDone = e.srcDone
 
 	arrived := make([]float64, len(e.ops))
 	// Downstream first: consumption frees queue space for upstream output in the same tick.

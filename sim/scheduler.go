@@ -128,6 +128,8 @@ type Snapshot struct {
 	TotalCompleted float64
 	// Regime is the index of the dataset part the source is reading.
 	Regime int
+	// SourceDone reports that the source has emitted the whole dataset.
+	SourceDone bool
 	// EgressMBps is each node's cross-node traffic during the tick.
 	EgressMBps []float64
 	// Free is each node's unallocated resources.

@@ -184,3 +184,49 @@ func TestContTuneAbilityModelExtrapolatesLinearly(t *testing.T) {
 		t.Fatalf("smallest parallelism for 500 records/s: %d, want 50..60", smallest)
 	}
 }
+
+// Ray Data shrinks an actor pool once its inputs are complete (the source and every
+// upstream operator have finished), not while its queue is only momentarily empty: a pool
+// whose actors all restart on a new configuration has nothing queued and processes
+// nothing, and must keep its size.
+func TestRayDataShrinksOnlyWhenInputsComplete(t *testing.T) {
+	p, c := sim.VideoPipeline(0.01), sim.PaperCluster(8)
+	acc := -1
+	for i := range p.Ops {
+		if p.Ops[i].Need.Acc > 0 {
+			acc = i
+			break
+		}
+	}
+	decide := func(sourceDone bool) int {
+		r := &RayData{}
+		env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
+		if _, err := r.Init(context.Background(), env); err != nil {
+			t.Fatal(err)
+		}
+		s := &sim.Snapshot{Time: 10, Tick: 1, SourceDone: sourceDone, TotalCompleted: 100, Ops: make([]sim.OpStats, len(p.Ops))}
+		for i := range s.Ops {
+			s.Ops[i].PerNode = make([]int, len(c.Nodes))
+			s.Ops[i].PerNode[0] = 1
+			s.Ops[i].Running = 1
+		}
+		// The accelerator pool's 4 actors restart on a new configuration.
+		s.Ops[acc].PerNode[0] = 4
+		s.Ops[acc].Running, s.Ops[acc].Restarting = 0, 4
+		r.Observe(s)
+		plan, err := r.Decide(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan == nil {
+			return 4
+		}
+		return sumInts(plan.Ops[acc].PerNode)
+	}
+	if n := decide(false); n != 4 {
+		t.Fatalf("restarting pool while the source still reads: %d actors, want 4 kept", n)
+	}
+	if n := decide(true); n != 3 {
+		t.Fatalf("pool after its inputs completed: %d actors, want 3 (one step down)", n)
+	}
+}

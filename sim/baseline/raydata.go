@@ -146,9 +146,14 @@ func (r *RayData) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 	budget := r.budgets(per)
 	plan := sim.PlanFromCounts(per)
 	changed := false
+	inputsComplete := s.SourceDone
 	for i := range k {
 		o := s.Ops[i]
 		w := r.acc.Ops[i]
+		if i > 0 {
+			up := s.Ops[i-1]
+			inputsComplete = inputsComplete && up.Queue < 1e-9 && up.InFlight < 1e-9
+		}
 		if w.Ticks == 0 {
 			continue
 		}
@@ -164,7 +169,10 @@ func (r *RayData) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 		need := p.Ops[i].Need
 		target := size
 		isActor := need.Acc > 0
-		done := o.Queue < 1e-9 && w.Processed < 1e-9 && i > 0 && s.TotalCompleted > 0
+		// Ray scales an actor pool down to its minimum once its inputs are complete (every
+		// upstream operator has finished the dataset), not when its queue is momentarily
+		// empty, e.g. while an upstream operator restarts.
+		done := o.Queue < 1e-9 && w.Processed < 1e-9 && inputsComplete
 		switch {
 		case util >= r.Up && o.Queue > 0:
 			if isActor && o.Starting > 0 {
