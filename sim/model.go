@@ -239,6 +239,18 @@ type OpSpec struct {
 // Tunable reports whether the operator has a configuration space.
 func (o *OpSpec) Tunable() bool { return len(o.Space) > 0 }
 
+// BatchSize returns the records one instance takes per batch under cfg (nil: the
+// defaults): the value of InFlightParam, 1 for operators without one.
+func (o *OpSpec) BatchSize(cfg OpConfig) float64 {
+	if o.InFlightParam == "" {
+		return 1
+	}
+	if cfg == nil {
+		cfg = o.Space.Default()
+	}
+	return math.Max(1, o.inFlightLimit(cfg))
+}
+
 // inFlightLimit returns the in-flight bound under cfg.
 func (o *OpSpec) inFlightLimit(cfg OpConfig) float64 {
 	if o.InFlightParam != "" {

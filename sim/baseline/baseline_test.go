@@ -230,3 +230,46 @@ func TestRayDataShrinksOnlyWhenInputsComplete(t *testing.T) {
 		t.Fatalf("pool after its inputs completed: %d actors, want 3 (one step down)", n)
 	}
 }
+
+// Ray Data's actor-pool utilisation counts tasks (batches), in service or queued for
+// dispatch, over actors*4 task slots; a backpressured operator dispatches nothing new.
+func TestRayDataPoolUtilisationCountsTasks(t *testing.T) {
+	p, c := sim.VideoPipeline(0.01), sim.PaperCluster(8)
+	clip := -1
+	for i := range p.Ops {
+		if p.Ops[i].Name == "clip_aesthetic" {
+			clip = i
+		}
+	}
+	r := &RayData{}
+	if _, err := r.Init(context.Background(), &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s := &sim.Snapshot{Ops: make([]sim.OpStats, len(p.Ops))}
+	for i := range s.Ops {
+		s.Ops[i].QueueCap = 4000
+	}
+	batch := p.Ops[clip].BatchSize(nil) // 16 by default
+	o := &s.Ops[clip]
+	o.Running, o.InFlight, o.Queue = 4, 4*batch, 1000
+	// One batch in service per actor: 4 of 16 slots; the queue fills the rest.
+	if u := r.poolUtil(s, clip); u != 1 {
+		t.Fatalf("queued input, output free: utilisation %v, want 1", u)
+	}
+	s.Ops[clip+1].Queue = 4000
+	if u := r.poolUtil(s, clip); math.Abs(u-0.25) > 1e-12 {
+		t.Fatalf("backpressured: utilisation %v, want 0.25 (4 batches in 16 slots)", u)
+	}
+	// A tuned batch of 2: 4 actors with a batch each hold 8 records, still 4 of 16 slots.
+	cfg := p.Ops[clip].Space.Default()
+	for k, prm := range p.Ops[clip].Space {
+		if prm.Name == p.Ops[clip].InFlightParam {
+			cfg[k] = 2
+		}
+	}
+	r.cfg[clip] = cfg
+	o.InFlight = 8
+	if u := r.poolUtil(s, clip); math.Abs(u-0.25) > 1e-12 {
+		t.Fatalf("batch 2, backpressured: utilisation %v, want 0.25", u)
+	}
+}

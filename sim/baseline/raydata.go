@@ -11,7 +11,10 @@ import (
 // and ReservationOpResourceAllocator):
 //
 //   - accelerator operators are autoscaling actor pools (min 1): pool utilisation is
-//     in-flight tasks / (actors * max_tasks_in_flight_per_actor, 4); at utilisation >= 0.95
+//     in-flight tasks / (actors * max_tasks_in_flight_per_actor, 4), a task being one
+//     batch (the operator's batch size in records, 1 for request-level engines); Ray
+//     keeps dispatching queued input bundles into free task slots, so the in-flight tasks
+//     are the batches in service plus the queued ones, up to the slots; at utilisation >= 0.95
 //     the pool grows by one actor unless an actor is still pending or the operator is over
 //     its resource budget; at <= 0.5 it shrinks by one; a backpressured operator stops
 //     dispatching, so its utilisation falls;
@@ -38,6 +41,10 @@ type RayData struct {
 
 	env *sim.Env
 	acc Window
+	// cfg is each operator's deployed configuration (nil: defaults); pool sums each actor
+	// pool's per-tick utilisation over the window (see poolUtil).
+	cfg  []sim.OpConfig
+	pool []float64
 }
 
 // Name implements sim.Scheduler.
@@ -72,6 +79,8 @@ func (r *RayData) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 	r.env = env
 	k := len(env.Pipeline.Ops)
 	r.acc.Reset(k)
+	r.cfg = make([]sim.OpConfig, k)
+	r.pool = make([]float64, k)
 	per := make([][]int, k)
 	free := freeOf(env, nil)
 	for i := range per {
@@ -88,9 +97,29 @@ func (r *RayData) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 // Observe implements sim.Scheduler.
 func (r *RayData) Observe(s *sim.Snapshot) {
 	r.acc.Add(s)
+	for i := range s.Ops {
+		r.pool[i] += r.poolUtil(s, i)
+	}
 	if r.Advisor != nil {
 		r.Advisor.Observe(s)
 	}
+}
+
+// poolUtil is one tick's utilisation of operator i's actor pool: in-flight tasks over the
+// pool's task slots. Ray keeps dispatching queued input bundles into free task slots
+// unless the operator is backpressured (its output queue is full), so the in-flight tasks
+// are the batches in service plus, when the output has room, the queued ones.
+func (r *RayData) poolUtil(s *sim.Snapshot, i int) float64 {
+	o := &s.Ops[i]
+	if o.Running == 0 {
+		return 0
+	}
+	work := o.InFlight
+	if i+1 == len(s.Ops) || s.Ops[i+1].Queue < 0.95*s.Ops[i+1].QueueCap {
+		work += o.Queue
+	}
+	batch := r.env.Pipeline.Ops[i].BatchSize(r.cfg[i])
+	return math.Min(1, work/batch/(float64(o.Running)*r.MaxTasksInFlight))
 }
 
 // budgets returns each operator's resource limit: an even share of half of each pool
@@ -160,7 +189,7 @@ func (r *RayData) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 		size := o.Running + o.Starting + o.Restarting
 		var util float64
 		if o.Running > 0 {
-			util = w.InFlightSum / float64(w.Ticks) / (float64(o.Running) * r.MaxTasksInFlight)
+			util = r.pool[i] / float64(w.Ticks)
 			if p.Ops[i].Need.Acc == 0 {
 				// Task pools: running tasks / slots.
 				util = w.UtilSum / float64(w.Ticks)
@@ -209,8 +238,14 @@ func (r *RayData) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 		if r.Advisor.Apply(ctx, s, plan) {
 			changed = true
 		}
+		for i := range plan.Ops {
+			if plan.Ops[i].Config != nil {
+				r.cfg[i] = plan.Ops[i].Config
+			}
+		}
 	}
 	r.acc.Reset(k)
+	clear(r.pool)
 	if !changed {
 		return nil, nil
 	}
