@@ -51,7 +51,8 @@ type TunerOptions struct {
 	// ever be rolled out. Once it runs, the measurement replaces the optimistic figure.
 	Optimism float64
 	// Cluster configures the workload clustering [WarmUp 10: one feature sample per
-	// instance and round is a window mean, far less noisy than one request].
+	// instance and round is a window mean, far less noisy than one request;
+	// RangeFraction 0.1: window means of a uniform regime can be near constant].
 	Cluster cluster.Options
 	// Seed seeds the tuning sessions.
 	Seed uint64
@@ -89,6 +90,10 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	}
 	if o.Cluster.WarmUp == 0 {
 		o.Cluster.WarmUp = 10
+	}
+	if o.Cluster.RangeFraction == 0 {
+		// The tuner clusters per-scrape feature means (see cluster.Options.RangeFraction).
+		o.Cluster.RangeFraction = 0.1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

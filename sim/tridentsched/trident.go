@@ -260,7 +260,9 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 			// BO session per cluster.
 			// Per-tick feature samples: a two-minute half-life and a wider threshold keep
 			// cohort-to-cohort variation within a regime from flapping the dominant cluster.
-			cl, err := cluster.New(len(spec.FeatureNames), cluster.Options{Threshold: 4, RecentHalfLife: 120, WarmUp: 60})
+			// The features are per-interval means, so the scale is floored at a tenth of
+			// the range seen (cluster.Options.RangeFraction).
+			cl, err := cluster.New(len(spec.FeatureNames), cluster.Options{Threshold: 4, RecentHalfLife: 120, WarmUp: 60, RangeFraction: 0.1})
 			if err != nil {
 				return nil, fmt.Errorf("trident: operator %q: clustering: %w", spec.Name, err)
 			}

@@ -92,6 +92,14 @@ type Options struct {
 	// ShiftShare is the share of the recent weight a cluster must exceed to become
 	// dominant [0.6].
 	ShiftShare float64
+	// RangeFraction, if positive, floors every feature's scale at this fraction of the
+	// range (in transformed units) the feature has spanned so far. Clustering windowed
+	// feature means needs it: a regime whose windows average to a near constant (all
+	// 720p clips) sets a tiny scale during the warm-up, and a later regime whose window
+	// means do vary then scatters over young clusters for minutes before any becomes
+	// dominant. With the floor, two workloads are told apart when they differ by about
+	// Threshold·RangeFraction of the range seen, however tight the first one was.
+	RangeFraction float64
 }
 
 func (o Options) withDefaults() Options {
@@ -207,7 +215,9 @@ type Clusterer struct {
 	n        int // samples observed
 	alias    map[int]int
 	dominant int
-	recentF  float64 // per-sample decay of recent weights
+	recentF  float64   // per-sample decay of recent weights
+	lo, hi   []float64 // per-feature range seen (transformed units), for RangeFraction
+	floor    []float64 // per-feature scale floor from the range
 }
 
 // New returns a Clusterer of dim-dimensional feature vectors.
@@ -233,6 +243,8 @@ func New(dim int, o Options) (*Clusterer, error) {
 		return nil, fmt.Errorf("cluster: %d scales for %d features", len(o.Scale), dim)
 	case !(o.ShiftShare > 0.5 && o.ShiftShare <= 1):
 		return nil, fmt.Errorf("cluster: shift share %v must be in (0.5,1]", o.ShiftShare)
+	case o.RangeFraction < 0 || o.RangeFraction >= 1 || math.IsNaN(o.RangeFraction):
+		return nil, fmt.Errorf("cluster: range fraction %v must be in [0,1)", o.RangeFraction)
 	}
 	for d, s := range o.Scale {
 		if !(s > 0) || math.IsInf(s, 0) {
@@ -294,6 +306,7 @@ func (c *Clusterer) Observe(x []float64) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	c.trackRange(t)
 	if c.scale == nil {
 		c.buf = append(c.buf, t)
 		if len(c.buf) < c.o.WarmUp {
@@ -318,6 +331,24 @@ func (c *Clusterer) Observe(x []float64) (Event, error) {
 	return c.assign(t), nil
 }
 
+// trackRange widens the per-feature range by t and raises the scale floors it implies.
+func (c *Clusterer) trackRange(t []float64) {
+	if c.o.RangeFraction <= 0 {
+		return
+	}
+	if c.lo == nil {
+		c.lo, c.hi, c.floor = slices.Clone(t), slices.Clone(t), make([]float64, c.dim)
+		return
+	}
+	for d, v := range t {
+		c.lo[d], c.hi[d] = math.Min(c.lo[d], v), math.Max(c.hi[d], v)
+		c.floor[d] = c.o.RangeFraction * (c.hi[d] - c.lo[d])
+		if c.scale != nil && c.scale[d] < c.floor[d] {
+			c.scale[d] = c.floor[d]
+		}
+	}
+}
+
 // initScale sets the scale from the warm-up buffer: 1.4826·MAD per feature (the standard
 // deviation for normal data, robust to a minority of samples from other clusters), with a
 // floor against constant features.
@@ -337,6 +368,9 @@ func (c *Clusterer) initScale() {
 		s := 1.4826 * median(dev)
 		if !(s > 1e-9*math.Max(1, math.Abs(med))) {
 			s = math.Max(1e-3*math.Abs(med), 1e-6)
+		}
+		if c.floor != nil {
+			s = math.Max(s, c.floor[d])
 		}
 		c.scale[d] = s
 		c.varEst[d] = s * s
@@ -383,6 +417,9 @@ func (c *Clusterer) assign(t []float64) Event {
 				r := math.Max(-2*c.scale[d], math.Min(2*c.scale[d], t[d]-cl.mean[d]))
 				c.varEst[d] += c.o.ScaleRate * (r*r/winsorConsistency - c.varEst[d])
 				c.scale[d] = math.Sqrt(c.varEst[d])
+				if c.floor != nil {
+					c.scale[d] = math.Max(c.scale[d], c.floor[d])
+				}
 			}
 		}
 		cl.count++

@@ -205,3 +205,52 @@ func TestPurityARI(t *testing.T) {
 		t.Fatal("length mismatch accepted")
 	}
 }
+
+// Windowed feature means of a tight regime (every clip 720p: the height mean is constant)
+// followed by a wide one (long videos of 1080p to 4K) used to scatter the second regime
+// over young clusters: the warm-up scale of the height is ~0.7 px. RangeFraction floors
+// the scale at a fraction of the range seen, so the shift is detected within a few
+// half-lives and the wide regime stays one cluster. (Each sample is a window's mean.)
+func TestRangeFractionDetectsAWiderRegime(t *testing.T) {
+	run := func(frac float64) (firstShift, shifts int) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		c, err := New(2, Options{Threshold: 4, RecentHalfLife: 120, WarmUp: 60, RangeFraction: frac})
+		if err != nil {
+			t.Fatal(err)
+		}
+		firstShift = -1
+		for i := range 1200 {
+			x := []float64{20 + 0.3*rng.NormFloat64(), 720}
+			if i >= 600 {
+				// A window's mean over four long videos.
+				x = []float64{0, 0}
+				for range 4 {
+					x[0] += (300 + 300*rng.Float64()) / 4
+					x[1] += 1080 * math.Exp2(rng.Float64()) / 4
+				}
+			}
+			ev, err := c.Observe(x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Shift != nil && ev.Shift.From >= 0 {
+				shifts++
+				if firstShift < 0 {
+					firstShift = i - 600
+				}
+			}
+		}
+		return firstShift, shifts
+	}
+	// RecentHalfLife 120: a new cluster needs 0.6 of the recent weight, about 160 samples
+	// (measured: 155 with the floor; none within 600 without it).
+	if first, n := run(0.1); first < 0 || first > 250 || n != 1 {
+		t.Fatalf("with RangeFraction 0.1: shift after %d samples, %d shifts (want one within 250)", first, n)
+	}
+	if first, n := run(0); first >= 0 && first <= 250 && n == 1 {
+		t.Fatalf("without the floor the shift came after %d samples: the scenario no longer shows the defect", first)
+	}
+	if _, err := New(1, Options{RangeFraction: 1}); err == nil {
+		t.Fatal("range fraction 1 accepted")
+	}
+}
