@@ -23,7 +23,7 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	scale := fs.Float64("scale", 1, "dataset size multiplier (1: the calibrated datasets)")
 	seeds := fs.Int("seeds", 5, "number of seeds (1..n); figures are medians over seeds")
 	workers := fs.Int("workers", 0, "concurrent simulations (0: GOMAXPROCS)")
-	verbose := fs.Bool("v", false, "log each finished run on stderr")
+	verbose := fs.Bool("v", false, "log each finished run on stderr (default: a progress line per tenth of the runs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,10 +37,19 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	for s := 1; s <= *seeds; s++ {
 		cfg.Seeds = append(cfg.Seeds, uint64(s))
 	}
+	start := time.Now()
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	} else {
+		// A line per tenth of the runs: the whole benchmark takes minutes.
+		last := -1
+		cfg.Progress = func(done, total int) {
+			if step := done * 10 / total; step != last {
+				last = step
+				fmt.Fprintf(stderr, "bench e2e: %d/%d simulations done (%s)\n", done, total, time.Since(start).Round(time.Second))
+			}
+		}
 	}
-	start := time.Now()
 	runs, err := experiment.RunAll(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("bench e2e: %w", err)

@@ -31,6 +31,9 @@ type Config struct {
 	Workers int
 	// Logger receives progress (default: discard).
 	Logger *slog.Logger
+	// Progress, if set, is called after every finished run with the runs done and the
+	// total (from the simulation goroutines, one call at a time).
+	Progress func(done, total int)
 }
 
 // Run is one simulation of the benchmark.
@@ -209,6 +212,8 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	finished := 0
 	next := make(chan int)
 	for range cfg.Workers {
 		wg.Add(1)
@@ -229,6 +234,12 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 				runs[k] = &Run{Pipeline: j.pipe, Seed: j.seed, Key: j.sp.key, Result: res, Trident: tr, Wall: time.Since(t0)}
 				cfg.Logger.Info("run done", "pipeline", j.pipe, "scheduler", j.sp.key, "seed", j.seed,
 					"throughput", res.Throughput, "sim_s", res.SimSeconds, "wall", time.Since(t0).Round(time.Millisecond))
+				if cfg.Progress != nil {
+					mu.Lock()
+					finished++
+					cfg.Progress(finished, len(jobs))
+					mu.Unlock()
+				}
 			}
 		}()
 	}

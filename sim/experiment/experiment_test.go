@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -122,5 +123,25 @@ func TestNetworkSensitivityFigures(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Network sensitivity: links at 25 Gbps") || !strings.Contains(out.String(), `"video.net25g.ablation_pct.trident-no-placement":80`) {
 		t.Fatalf("network table or figure missing:\n%s", out.String())
+	}
+}
+
+// RunAll reports progress once per finished simulation, ending at the total.
+func TestRunAllReportsProgress(t *testing.T) {
+	var calls []int
+	total := 0
+	cfg := Config{Pipelines: []string{"video"}, Scale: 0.002, Seeds: []uint64{1}, Workers: 2,
+		Progress: func(done, n int) { calls = append(calls, done); total = n }}
+	runs, err := RunAll(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != len(runs) || len(calls) != len(runs) {
+		t.Fatalf("%d progress calls, total %d, for %d runs", len(calls), total, len(runs))
+	}
+	for i, d := range calls {
+		if d != i+1 {
+			t.Fatalf("progress call %d reported %d done", i, d)
+		}
 	}
 }
