@@ -374,6 +374,7 @@ func (t *Trident) shift(i int, sh cluster.Shift, now float64) {
 		o.tune = nil
 		t.Parked++
 	}
+	o.pruneParked()
 	if sh.From >= 0 && !t.opt.NoShiftInvalidation {
 		// A regime shift invalidates the operator's capacity samples: the GP (constant
 		// mean) cannot extrapolate to the new workload and its residual filter would
@@ -385,18 +386,38 @@ func (t *Trident) shift(i int, sh cluster.Shift, now float64) {
 }
 
 // resumeParked makes the parked tuning session of cluster d (after merges) the running
-// one and reports whether there was one.
+// one and reports whether there was one. Of several (clusters merged into d) the oldest
+// resumes; the others are dropped.
 func (o *opState) resumeParked(d int) bool {
-	for id, tu := range o.parked {
-		if o.cl.Resolve(id) == d {
-			delete(o.parked, id)
-			tu.cluster = d
-			o.tune = tu
-			_ = o.cl.SetStatus(d, cluster.Tuning)
-			return true
+	pick := -1
+	for id := range o.parked {
+		if o.cl.Resolve(id) == d && (pick < 0 || id < pick) {
+			pick = id
 		}
 	}
-	return false
+	if pick < 0 {
+		return false
+	}
+	tu := o.parked[pick]
+	for id := range o.parked {
+		if o.cl.Resolve(id) == d {
+			delete(o.parked, id)
+		}
+	}
+	tu.cluster = d
+	o.tune = tu
+	_ = o.cl.SetStatus(d, cluster.Tuning)
+	return true
+}
+
+// pruneParked drops parked sessions whose workload cluster has faded away (it can never
+// become dominant again).
+func (o *opState) pruneParked() {
+	for id := range o.parked {
+		if _, ok := o.cl.Cluster(id); !ok {
+			delete(o.parked, id)
+		}
+	}
 }
 
 // flushWindow turns the accumulated window into one observation sample per operator.

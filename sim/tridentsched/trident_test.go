@@ -121,6 +121,16 @@ func TestShiftParksTuningSession(t *testing.T) {
 	if o.tune != tu || tr.Parked != 1 {
 		t.Fatal("a shift to the session's own cluster parked it")
 	}
+	// A parked session whose cluster fades away is dropped.
+	tr.shift(0, cluster.Shift{From: a, To: b}, 300)
+	feed(100, 1000)
+	if _, ok := cl.Cluster(a); ok {
+		t.Fatal("cluster a did not fade: the scenario tests nothing")
+	}
+	o.pruneParked()
+	if len(o.parked) != 0 {
+		t.Fatalf("%d sessions of faded clusters still parked", len(o.parked))
+	}
 }
 
 // With Options.Initial, Trident takes over the given deployment (the planner takes over a
