@@ -192,7 +192,7 @@ func (r *RayData) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 			util = r.pool[i] / float64(w.Ticks)
 			if p.Ops[i].Need.Acc == 0 {
 				// Task pools: running tasks / slots.
-				util = w.UtilSum / float64(w.Ticks)
+				util = r.acc.MeanUtil(i)
 			}
 		}
 		need := p.Ops[i].Need

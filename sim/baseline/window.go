@@ -7,36 +7,25 @@ import "github.com/trident-sched/trident/sim"
 
 // Window accumulates per-operator metrics between two decisions.
 type Window struct {
-	// Seconds is the window length.
-	Seconds float64
 	// Ops holds one accumulator per operator.
 	Ops []OpWindow
-	// Completed is source records completed in the window.
-	Completed float64
 }
 
 // OpWindow is one operator's accumulated metrics.
 type OpWindow struct {
-	Processed, Emitted, SrcRecords, BusySec, RunningSec float64
+	// Processed counts records processed in the window.
+	Processed float64
 	// UtilSum sums the per-tick utilisation (divide by Ticks).
-	UtilSum, InFlightSum, QueueSum float64
-	Ticks                          int
-	// UtilSeries holds per-tick utilisation samples (most recent last).
-	UtilSeries []float64
-	OOMs       int
-	// Steady counts ticks where no instance was starting or restarting.
-	Steady int
+	UtilSum float64
+	Ticks   int
 }
 
 // Reset empties the window for n operators.
 func (w *Window) Reset(n int) {
-	w.Seconds, w.Completed = 0, 0
 	if len(w.Ops) != n {
 		w.Ops = make([]OpWindow, n)
 	}
-	for i := range w.Ops {
-		w.Ops[i] = OpWindow{UtilSeries: w.Ops[i].UtilSeries[:0]}
-	}
+	clear(w.Ops)
 }
 
 // Add folds one snapshot in.
@@ -44,24 +33,11 @@ func (w *Window) Add(s *sim.Snapshot) {
 	if len(w.Ops) != len(s.Ops) {
 		w.Reset(len(s.Ops))
 	}
-	w.Seconds += s.Tick
-	w.Completed += s.Completed
 	for i, o := range s.Ops {
 		a := &w.Ops[i]
 		a.Processed += o.Processed
-		a.Emitted += o.Emitted
-		a.SrcRecords += o.SrcRecords
-		a.BusySec += o.BusySec
-		a.RunningSec += float64(o.Running) * s.Tick
 		a.UtilSum += o.Util
-		a.InFlightSum += o.InFlight
-		a.QueueSum += o.Queue
 		a.Ticks++
-		a.UtilSeries = append(a.UtilSeries, o.Util)
-		a.OOMs += o.OOMs
-		if o.Starting == 0 && o.Restarting == 0 {
-			a.Steady++
-		}
 	}
 }
 
