@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +13,9 @@ import (
 // server that is not (yet) listening and reports the deadline, instead of panicking on the
 // first retry message (a clean-clone CI run crashed exactly there).
 func TestConnectNilLoggerRetriesUntilDeadline(t *testing.T) {
-	port, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	nc, js, err := Connect(ctx, fmt.Sprintf("nats://127.0.0.1:%d", port), "test", nil)
+	nc, js, err := Connect(ctx, "nats://"+harness.FreeAddr(t), "test", nil)
 	if err == nil || nc != nil || js != nil {
 		t.Fatalf("Connect to a closed port: conn %v, js %v, err %v; want an error", nc, js, err)
 	}
