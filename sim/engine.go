@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"time"
 )
 
@@ -25,7 +26,8 @@ type instance struct {
 	state instState
 	// timer counts down the remaining seconds of the current non-running state.
 	timer float64
-	probe bool
+	// probe is the probe slot plus one (0: a production instance).
+	probe int
 }
 
 type cohort struct {
@@ -276,7 +278,7 @@ func (e *Engine) stopOne(op *opState, n int) {
 		if !in.cfg.Equal(op.target) {
 			s += 2
 		}
-		if !in.probe {
+		if in.probe == 0 {
 			s++
 		}
 		return s
@@ -294,20 +296,14 @@ func (e *Engine) stopOne(op *opState, n int) {
 	}
 	best.state = stStopping
 	best.timer = op.spec.StopS
-	best.probe = false
+	best.probe = 0
 }
 
 func (e *Engine) applyConfig(op *opState, pl OpPlan) {
 	if !op.spec.Tunable() {
 		return
 	}
-	// Probe handling.
-	var probe *instance
-	for _, in := range op.insts {
-		if in.probe && in.state != stStopping {
-			probe = in
-		}
-	}
+	// Probe handling: one instance per probe slot.
 	restart := func(in *instance, cfg OpConfig) {
 		in.cfg = cfg
 		if in.state != stStarting {
@@ -316,32 +312,40 @@ func (e *Engine) applyConfig(op *opState, pl OpPlan) {
 			op.restarts++
 		}
 	}
-	switch {
-	case pl.Probe == nil && probe != nil:
-		probe.probe = false
-		restart(probe, op.target)
-	case pl.Probe != nil && probe != nil && !probe.cfg.Equal(pl.Probe):
-		restart(probe, append(OpConfig(nil), pl.Probe...))
-	case pl.Probe != nil && probe == nil:
-		// Take an on-target running instance if possible.
+	for _, in := range op.insts {
+		if in.probe == 0 || in.state == stStopping {
+			continue
+		}
+		if k := in.probe - 1; k >= len(pl.Probes) || pl.Probes[k] == nil {
+			in.probe = 0
+			restart(in, op.target)
+		} else if !in.cfg.Equal(pl.Probes[k]) {
+			restart(in, append(OpConfig(nil), pl.Probes[k]...))
+		}
+	}
+	for k, cfg := range pl.Probes {
+		if cfg == nil || op.probeOf(k) != nil {
+			continue
+		}
+		// Take an on-target running production instance if possible.
 		var pick *instance
 		for _, in := range op.insts {
-			if in.state == stRunning && in.cfg.Equal(op.target) {
+			if in.probe == 0 && in.state == stRunning && in.cfg.Equal(op.target) {
 				pick = in
 				break
 			}
 		}
 		if pick == nil {
 			for _, in := range op.insts {
-				if in.state != stStopping {
+				if in.probe == 0 && in.state != stStopping {
 					pick = in
 					break
 				}
 			}
 		}
 		if pick != nil {
-			pick.probe = true
-			restart(pick, append(OpConfig(nil), pl.Probe...))
+			pick.probe = k + 1
+			restart(pick, append(OpConfig(nil), cfg...))
 		}
 	}
 	// Transition.
@@ -353,7 +357,7 @@ func (e *Engine) applyConfig(op *opState, pl OpPlan) {
 		if k == 0 {
 			break
 		}
-		if in.probe || in.state == stStopping || in.cfg.Equal(op.target) {
+		if in.probe != 0 || in.state == stStopping || in.cfg.Equal(op.target) {
 			continue
 		}
 		restart(in, op.target)
@@ -363,12 +367,23 @@ func (e *Engine) applyConfig(op *opState, pl OpPlan) {
 	}
 }
 
-// group is a set of running instances of one operator sharing a node and configuration.
+// probeOf returns the non-stopping instance of probe slot k, or nil.
+func (o *opState) probeOf(k int) *instance {
+	for _, in := range o.insts {
+		if in.probe == k+1 && in.state != stStopping {
+			return in
+		}
+	}
+	return nil
+}
+
+// group is a set of running instances of one operator sharing a node and configuration
+// (a probe instance is a group of its own).
 type group struct {
 	node  int
 	cfg   OpConfig
 	n     int
-	probe bool
+	probe int
 }
 
 func (o *opState) groups() []group {
@@ -531,7 +546,7 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		case stRestarting:
 			st.Restarting++
 		}
-		if in.state != stStopping && !in.probe && in.cfg.Equal(op.target) {
+		if in.state != stStopping && in.probe == 0 && in.cfg.Equal(op.target) {
 			st.OnTarget++
 			st.PerNodeOnTarget[in.node]++
 		}
@@ -735,42 +750,66 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 	op.processed += processed
 	op.busy += busy
 
-	// Probe metrics: the probe is dispatched first, so it runs at its own admission limit
-	// whenever the queue holds that much work (an evaluation under sustained load).
-	for _, g := range gs {
-		if !g.probe {
-			continue
+	// Probe metrics: probes are dispatched first, in slot order, so each runs at its own
+	// admission limit whenever the queue still holds that much work after the probes
+	// before it (an evaluation under sustained load).
+	for _, in := range op.insts {
+		if in.probe > 0 && in.state != stStopping {
+			st.Probes = growProbes(st.Probes, in.probe)
 		}
-		st.ProbeRunning = true
+	}
+	var probeGroups []int
+	for gi, g := range gs {
+		if g.probe > 0 {
+			probeGroups = append(probeGroups, gi)
+		}
+	}
+	sort.Slice(probeGroups, func(a, b int) bool { return gs[probeGroups[a]].probe < gs[probeGroups[b]].probe })
+	probeIn := make(map[int]float64, len(probeGroups))
+	left := queue0
+	for _, gi := range probeGroups {
+		g := gs[gi]
+		ps := &st.Probes[g.probe-1]
+		ps.Running = true
 		a := e.headAttrs(op, out)
 		if a == nil {
-			break
+			continue
 		}
 		c := 1.0
 		if spec.Async {
-			c = math.Min(spec.inFlightLimit(g.cfg), queue0)
+			c = math.Min(spec.inFlightLimit(g.cfg), left)
 		}
+		probeIn[gi] = c
 		r := m.Rate(a, g.cfg, c) * noise
-		st.ProbeProcessed = math.Min(r*dt*active, queue0)
-		st.ProbeBusySec = dt * active
-		if queue0 <= 0 {
-			st.ProbeBusySec = 0
+		ps.Processed = math.Min(r*dt*active, left)
+		ps.BusySec = dt * active
+		if left <= 0 {
+			ps.BusySec = 0
 		}
+		left -= ps.Processed
 	}
 
 	// Device memory and OOM restarts.
 	if spec.Need.Acc > 0 && len(gs) > 0 {
 		if a := e.headAttrs(op, out); a != nil {
 			cm := append([]float64(nil), cIn...)
-			for gi, g := range gs {
-				if g.probe && spec.Async {
-					cm[gi] = math.Min(spec.inFlightLimit(g.cfg), queue0)
+			for gi, c := range probeIn {
+				if spec.Async {
+					cm[gi] = c
 				}
 			}
 			e.deviceMemory(op, gs, cm, a, st, dt)
 		}
 	}
 	op.lastStats = *st
+}
+
+// growProbes extends ps to at least slot entries.
+func growProbes(ps []ProbeStats, slot int) []ProbeStats {
+	for len(ps) < slot {
+		ps = append(ps, ProbeStats{})
+	}
+	return ps
 }
 
 // Occupier is implemented by models of batching operators that know their batch fill.
@@ -814,8 +853,9 @@ func (e *Engine) deviceMemory(op *opState, gs []group, cIn []float64, a Attrs, s
 		if peak > limit {
 			peak = limit
 		}
-		if g.probe {
-			st.ProbePeakMemGB = math.Max(st.ProbePeakMemGB, math.Min(limit, mean+sd*math.Abs(e.rng.NormFloat64())))
+		if g.probe > 0 {
+			ps := &st.Probes[g.probe-1]
+			ps.PeakMemGB = math.Max(ps.PeakMemGB, math.Min(limit, mean+sd*math.Abs(e.rng.NormFloat64())))
 		}
 		st.PeakMemGB = math.Max(st.PeakMemGB, peak)
 		if pOOM < 1e-12 || e.cfg.NoOOM {
@@ -843,9 +883,9 @@ func (e *Engine) deviceMemory(op *opState, gs []group, cIn []float64, a Attrs, s
 				st.OOMs++
 				op.ooms++
 				op.oomDowntime += e.cfg.OOMRestartS
-				if g.probe {
-					st.ProbeOOM = true
-					st.ProbePeakMemGB = limit
+				if g.probe > 0 {
+					st.Probes[g.probe-1].OOM = true
+					st.Probes[g.probe-1].PeakMemGB = limit
 				}
 			}
 		}

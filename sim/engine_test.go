@@ -177,3 +177,69 @@ func TestApplyRespectsNodeCapacity(t *testing.T) {
 		t.Fatal("plan with the wrong node count accepted")
 	}
 }
+
+// TestProbeSlots runs BO probes in slots: each non-nil entry of OpPlan.Probes takes one
+// production instance onto its configuration, a nil entry or a dropped slot returns the
+// instance to the target configuration, and probes dispatched first share the queue (the
+// records they claim never exceed what the queue held).
+func TestProbeSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		srcAmp  int     // source and amplifier instances: how fast the sink is fed
+		starved bool    // whether the sink's queue runs dry
+		minProc float64 // records per second each probe must measure when fed
+	}{{"fed", 8, false, 1}, {"starved", 1, true, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tinyPipeline(1e9, 0.1, 0.1)
+			p.Ops[2].QueueCap = 1e6
+			e, err := NewEngine(p, twoNodes(), RunConfig{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := PlanFromCounts([][]int{{tc.srcAmp, 0}, {tc.srcAmp, 0}, {2, 2}})
+			if err := e.Apply(plan); err != nil {
+				t.Fatal(err)
+			}
+			var s *Snapshot
+			steps := func(n int) {
+				for range n {
+					s = e.step(1)
+				}
+			}
+			steps(60)
+			plan.Ops[2].Probes = []OpConfig{{8, 4}, nil, {2, 4}}
+			if err := e.Apply(plan); err != nil {
+				t.Fatal(err)
+			}
+			steps(int(e.cfg.OOMRestartS) + 2)
+			st := s.Ops[2]
+			if len(st.Probes) != 3 || !st.Probes[0].Running || st.Probes[1].Running || !st.Probes[2].Running || st.RunningProbes() != 2 {
+				t.Fatalf("probes %+v: want slots 0 and 2 running, slot 1 empty", st.Probes)
+			}
+			if st.OnTarget != 2 || st.Running != 4 {
+				t.Fatalf("on target %d of %d running, want 2 of 4 (probes excluded)", st.OnTarget, st.Running)
+			}
+			for k := 1; k < 20; k++ {
+				steps(1)
+				st = s.Ops[2]
+				sum := st.Probes[0].Processed + st.Probes[2].Processed
+				if sum > st.Processed+1e-9 && tc.starved {
+					t.Fatalf("tick %d: probes claim %.2f records, the operator processed %.2f", k, sum, st.Processed)
+				}
+				if !tc.starved && (st.Probes[0].Processed < tc.minProc || st.Probes[2].Processed < tc.minProc) {
+					t.Fatalf("tick %d: fed probes measured %.2f and %.2f records/s", k, st.Probes[0].Processed, st.Probes[2].Processed)
+				}
+			}
+			// Dropping slot 2 returns its instance to the target configuration.
+			plan.Ops[2].Probes = plan.Ops[2].Probes[:1]
+			if err := e.Apply(plan); err != nil {
+				t.Fatal(err)
+			}
+			steps(int(e.cfg.OOMRestartS) + 2)
+			st = s.Ops[2]
+			if len(st.Probes) != 1 || !st.Probes[0].Running || st.OnTarget != 3 {
+				t.Fatalf("after dropping slot 2: probes %+v, on target %d (want one probe, 3 on target)", st.Probes, st.OnTarget)
+			}
+		})
+	}
+}

@@ -17,9 +17,10 @@ type OpPlan struct {
 	// Transition is how many instances not on the target configuration to restart onto it
 	// this round (TransitionAll: all of them).
 	Transition int
-	// Probe, if non-nil, runs one instance with this configuration for online evaluation
-	// (the adaptation layer's BO trial); nil ends any running probe.
-	Probe OpConfig
+	// Probes run one instance per non-nil entry with that configuration for online
+	// evaluation (the adaptation layer's BO trials, several at once); entry k is probe
+	// slot k. A nil entry, or a slot beyond the slice, ends that slot's probe.
+	Probes []OpConfig
 }
 
 // Total returns the summed instance count of p.
@@ -107,13 +108,41 @@ type OpStats struct {
 	Config          OpConfig
 	OnTarget        int
 	PerNodeOnTarget []int
-	// ProbeRunning reports a running probe instance; ProbeProcessed, ProbeBusySec,
-	// ProbePeakMemGB and ProbeOOM are its metrics.
-	ProbeRunning   bool
-	ProbeProcessed float64
-	ProbeBusySec   float64
-	ProbePeakMemGB float64
-	ProbeOOM       bool
+	// Probes are the probe instances' metrics by slot (as in OpPlan.Probes).
+	Probes []ProbeStats
+}
+
+// ProbeStats are one probe instance's metrics over one tick.
+type ProbeStats struct {
+	// Running reports that the slot's probe instance is running (not starting or
+	// restarting).
+	Running bool
+	// Processed and BusySec are its records done and busy seconds, PeakMemGB its peak
+	// device memory, OOM whether it failed with OOM during the tick.
+	Processed, BusySec, PeakMemGB float64
+	OOM                           bool
+}
+
+// RunningProbes returns the number of running probe instances.
+func (s *OpStats) RunningProbes() int {
+	n := 0
+	for _, p := range s.Probes {
+		if p.Running {
+			n++
+		}
+	}
+	return n
+}
+
+// ProbeOOMs returns the number of probe instances that failed with OOM.
+func (s *OpStats) ProbeOOMs() int {
+	n := 0
+	for _, p := range s.Probes {
+		if p.OOM {
+			n++
+		}
+	}
+	return n
 }
 
 // Snapshot is the whole pipeline's metrics at the end of one tick.

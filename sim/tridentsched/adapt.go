@@ -16,9 +16,9 @@ import (
 // adapt runs the adaptation layer for one control-loop invocation: it finishes measured BO
 // trials, suggests the next ones, turns finished tuning sessions into recommendations and
 // hands the dominant cluster's configuration to the scheduling layer. It returns the probe
-// configuration per operator and whether a new candidate appeared.
-func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, bool, error) {
-	probes := make([]sim.OpConfig, len(t.ops))
+// configurations per operator (by probe slot) and whether a new candidate appeared.
+func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig, bool, error) {
+	probes := make([][]sim.OpConfig, len(t.ops))
 	newCand := false
 	for i, o := range t.ops {
 		if o.cl == nil || o.space == nil {
@@ -48,50 +48,27 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 			t.Reverts++
 		}
 		// Transition finished: every non-probe instance runs the candidate.
-		if o.committed && o.candidate != nil && st.OnTarget >= st.Running+st.Starting+st.Restarting-boolInt(st.ProbeRunning) {
+		if o.committed && o.candidate != nil && st.OnTarget >= st.Running+st.Starting+st.Restarting-st.RunningProbes() {
 			o.current = o.candidate.cfg
 			o.candidate, o.committed = nil, false
 		}
 		if tu := o.tune; tu != nil {
-			if tu.trial != nil && (tu.oom || tu.measured >= t.opt.EvalS) {
-				thr, peak := 0.0, tu.peak
-				if !tu.oom && tu.measured > 0 {
-					thr = tu.done / tu.measured
-				}
-				if tu.oom {
-					peak = t.env.Cluster.Nodes[0].AccMemGB
-				}
-				t.opt.Logger.Debug("trial", "t", s.Time, "op", o.spec.Name, "cl", tu.cluster, "cfg", fmt.Sprint(tu.trialCfg), "thr", thr, "peak", peak, "oom", tu.oom)
-				if err := tu.opt.Observe(tu.trial, thr, peak, tu.oom); err != nil {
-					return nil, false, fmt.Errorf("trident: %s: BO observe: %w", o.spec.Name, err)
-				}
-				tu.evals++
-				tu.trial = nil
+			// Trials run on probe instances; an operator keeps at least two production
+			// instances, so one with fewer than three instances keeps serving and its
+			// trials wait (a probe that is the only instance would stall the operator on
+			// untried configurations).
+			slots := min(t.opt.ParallelTrials, st.Running+st.Starting+st.Restarting-2)
+			if err := t.advance(ctx, o, tu, max(slots, 0), s.Time); err != nil {
+				return nil, false, err
 			}
-			if tu.trial == nil && tu.evals >= t.opt.Budget {
-				rec, err := tu.opt.Recommend(ctx)
-				o.tune = nil
-				if err == nil {
-					c := candidate{cfg: fromConfig(o.spec.Space, rec.Config), rate: rec.Predicted, cs: rec.Config}
-					o.cands[tu.cluster] = c
-					_ = o.cl.SetBest(tu.cluster, rec.Config, rec.Measured)
-					_ = o.cl.SetStatus(tu.cluster, cluster.Tuned)
-				} else {
-					_ = o.cl.SetStatus(tu.cluster, cluster.Untuned)
+			if o.tune != nil {
+				for k := range max(slots, 0) {
+					var c sim.OpConfig
+					if tr := tu.trials[k]; tr != nil {
+						c = tr.simCfg
+					}
+					probes[i] = append(probes[i], c)
 				}
-			} else if tu.trial == nil {
-				cfg, err := tu.opt.Suggest(ctx)
-				if err != nil {
-					return nil, false, fmt.Errorf("trident: %s: BO suggest: %w", o.spec.Name, err)
-				}
-				tu.trial, tu.trialCfg = cfg, fromConfig(o.spec.Space, cfg)
-				tu.measured, tu.done, tu.peak, tu.oom = 0, 0, 0, false
-			}
-			// A trial runs on one probe instance; an operator with fewer than two other
-			// instances keeps serving and the trial waits (a probe that is the only
-			// instance would stall the operator on untried configurations).
-			if o.tune != nil && st.Running+st.Starting+st.Restarting >= 3 {
-				probes[i] = o.tune.trialCfg
 			}
 		}
 		d := o.cl.Resolve(o.dominant)
@@ -129,6 +106,71 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([]sim.OpConfig, b
 		}
 	}
 	return probes, newCand, nil
+}
+
+// advance finishes the measured trials of session tu of operator o, recommends once the
+// budget is spent and every trial is in, and otherwise fills the first slots probe slots
+// with trials: waiting trials of higher slots move down, then new suggestions fill the
+// rest (the trials in flight are the pending points of the batch BO).
+func (t *Trident) advance(ctx context.Context, o *opState, tu *tuning, slots int, now float64) error {
+	for k, tr := range tu.trials {
+		if tr == nil || !(tr.oom || tr.measured >= t.opt.EvalS) {
+			continue
+		}
+		thr, peak := 0.0, tr.peak
+		if !tr.oom && tr.measured > 0 {
+			thr = tr.done / tr.measured
+		}
+		if tr.oom {
+			peak = t.env.Cluster.Nodes[0].AccMemGB
+		}
+		t.opt.Logger.Debug("trial", "t", now, "op", o.spec.Name, "cl", tu.cluster, "slot", k, "cfg", fmt.Sprint(tr.simCfg), "thr", thr, "peak", peak, "oom", tr.oom)
+		if err := tu.opt.Observe(tr.cfg, thr, peak, tr.oom); err != nil {
+			return fmt.Errorf("trident: %s: BO observe: %w", o.spec.Name, err)
+		}
+		tu.evals++
+		tu.trials[k] = nil
+	}
+	pending := tu.pending()
+	if tu.evals >= t.opt.Budget && len(pending) == 0 {
+		rec, err := tu.opt.Recommend(ctx)
+		o.tune = nil
+		if err != nil {
+			_ = o.cl.SetStatus(tu.cluster, cluster.Untuned)
+			return nil
+		}
+		o.cands[tu.cluster] = candidate{cfg: fromConfig(o.spec.Space, rec.Config), rate: rec.Predicted, cs: rec.Config}
+		_ = o.cl.SetBest(tu.cluster, rec.Config, rec.Measured)
+		_ = o.cl.SetStatus(tu.cluster, cluster.Tuned)
+		return nil
+	}
+	for len(tu.trials) < t.opt.ParallelTrials {
+		tu.trials = append(tu.trials, nil)
+	}
+	for k := range slots {
+		if tu.trials[k] != nil {
+			continue
+		}
+		for h := len(tu.trials) - 1; h >= slots; h-- {
+			if tr := tu.trials[h]; tr != nil {
+				tr.reset()
+				tu.trials[k], tu.trials[h] = tr, nil
+				break
+			}
+		}
+	}
+	for k := range slots {
+		if tu.trials[k] != nil || tu.evals+len(pending) >= t.opt.Budget {
+			continue
+		}
+		cfg, err := tu.opt.SuggestPending(ctx, pending)
+		if err != nil {
+			return fmt.Errorf("trident: %s: BO suggest: %w", o.spec.Name, err)
+		}
+		tu.trials[k] = &trial{cfg: cfg, simCfg: fromConfig(o.spec.Space, cfg)}
+		pending = append(pending, cfg)
+	}
+	return nil
 }
 
 // warmStart returns the configurations a new tuning session evaluates first: the
@@ -177,13 +219,6 @@ func (t *Trident) propose(o *opState, c candidate) bool {
 	cc := c
 	o.candidate = &cc
 	return true
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // toSpace converts a simulator configuration space to a configspace.Space.

@@ -15,8 +15,8 @@ import (
 type Shared struct {
 	t       *Trident
 	next    float64
-	probes  []sim.OpConfig
-	applied []sim.OpConfig
+	probes  [][]sim.OpConfig
+	applied [][]sim.OpConfig
 }
 
 // NewShared returns shared layers configured like Trident with opt.
@@ -31,8 +31,8 @@ func (h *Shared) Init(ctx context.Context, env *sim.Env) error {
 		return fmt.Errorf("shared layers: %w", err)
 	}
 	h.next = h.t.opt.SampleS
-	h.probes = make([]sim.OpConfig, len(env.Pipeline.Ops))
-	h.applied = make([]sim.OpConfig, len(env.Pipeline.Ops))
+	h.probes = make([][]sim.OpConfig, len(env.Pipeline.Ops))
+	h.applied = make([][]sim.OpConfig, len(env.Pipeline.Ops))
 	return nil
 }
 
@@ -69,8 +69,8 @@ func (h *Shared) Apply(_ context.Context, s *sim.Snapshot, plan *sim.Plan) bool 
 	changed := false
 	for i, o := range h.t.ops {
 		op := &plan.Ops[i]
-		op.Probe = h.probes[i]
-		if !equalCfg(h.probes[i], h.applied[i]) {
+		op.Probes = h.probes[i]
+		if !equalCfgs(h.probes[i], h.applied[i]) {
 			changed = true
 			h.applied[i] = h.probes[i]
 		}
@@ -90,9 +90,15 @@ func (h *Shared) Apply(_ context.Context, s *sim.Snapshot, plan *sim.Plan) bool 
 	return changed
 }
 
-func equalCfg(a, b sim.OpConfig) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
+// equalCfgs reports whether two probe lists run the same configurations.
+func equalCfgs(a, b []sim.OpConfig) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	return a.Equal(b)
+	for k := range a {
+		if (a[k] == nil) != (b[k] == nil) || a[k] != nil && !a[k].Equal(b[k]) {
+			return false
+		}
+	}
+	return true
 }

@@ -46,15 +46,20 @@ type Options struct {
 	// RoundS is the MILP rescheduling period (default 120 s); SampleS the observation
 	// interval (default 10 s, also the control-loop period).
 	RoundS, SampleS float64
-	// EvalS is how long a BO trial is measured once its probe runs (default 40 s).
+	// EvalS is how long a BO trial is measured once its probe runs (default 80 s).
 	EvalS float64
 	// Budget is the number of BO evaluations per workload cluster (default 16).
 	Budget int
+	// ParallelTrials is the number of BO trials an operator measures at once, each on
+	// its own probe instance (asynchronous batch BO; default 4: a 16-evaluation session
+	// takes four rounds of trials instead of sixteen). An operator keeps at least two
+	// production instances, so it runs at most (instances − 2) probes.
+	ParallelTrials int
 	// WarmStart is the number of recent clusters' recommendations a new cluster's tuning
 	// session evaluates first (default 2; negative: none).
 	WarmStart int
-	// MarginGB is the BO memory safety margin μ (default 6 GB: a 40 s evaluation sees
-	// about two standard deviations of the per-second peak, a sustained run four or more);
+	// MarginGB is the BO memory safety margin μ (default 6 GB: an 80 s evaluation sees
+	// about 2.5 standard deviations of the per-second peak, a sustained run four or more);
 	// Delta the minimum probability of feasibility δ (0: strategy/bo's default).
 	MarginGB, Delta float64
 	// WindowS is the MILP scheduling window W of Eq. (11) (default 900 s).
@@ -90,10 +95,13 @@ func (o *Options) defaults() {
 		o.SampleS = 10
 	}
 	if o.EvalS == 0 {
-		o.EvalS = 40
+		o.EvalS = 80
 	}
 	if o.Budget == 0 {
 		o.Budget = 16
+	}
+	if o.ParallelTrials == 0 {
+		o.ParallelTrials = 4
 	}
 	if o.WarmStart == 0 {
 		o.WarmStart = 2
@@ -202,15 +210,35 @@ type candidate struct {
 }
 
 type tuning struct {
-	cluster  int
-	opt      *bo.Optimizer
-	evals    int
-	trial    configspace.Config
-	trialCfg sim.OpConfig
+	cluster int
+	opt     *bo.Optimizer
+	evals   int
+	// trials are the running trials by probe slot (nil: a free slot).
+	trials []*trial
+}
+
+// trial is one BO evaluation in flight on a probe instance.
+type trial struct {
+	cfg      configspace.Config
+	simCfg   sim.OpConfig
 	measured float64 // seconds measured
 	done     float64 // records processed by the probe while measured
 	peak     float64
 	oom      bool
+}
+
+// reset discards the trial's measurement (it is measured afresh).
+func (tr *trial) reset() { tr.measured, tr.done, tr.peak, tr.oom = 0, 0, 0, false }
+
+// pending returns the configurations of the running trials.
+func (tu *tuning) pending() []configspace.Config {
+	var out []configspace.Config
+	for _, tr := range tu.trials {
+		if tr != nil {
+			out = append(out, tr.cfg)
+		}
+	}
+	return out
 }
 
 // New returns a Trident scheduler.
@@ -341,18 +369,26 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 				t.shift(i, *ev.Shift, s.Time)
 			}
 		}
-		if tu := o.tune; tu != nil && tu.trial != nil && st.ProbeRunning {
-			if st.ProbeBusySec > 0 {
-				tu.measured += s.Tick
-				tu.done += st.ProbeProcessed
+		if tu := o.tune; tu != nil {
+			for k, ps := range st.Probes {
+				if k >= len(tu.trials) || tu.trials[k] == nil {
+					continue
+				}
+				tr := tu.trials[k]
+				if ps.Running {
+					if ps.BusySec > 0 {
+						tr.measured += s.Tick
+						tr.done += ps.Processed
+					}
+					tr.peak = math.Max(tr.peak, ps.PeakMemGB)
+				}
+				if ps.OOM {
+					tr.oom = true
+					t.TuneOOMs++
+				}
 			}
-			tu.peak = math.Max(tu.peak, st.ProbePeakMemGB)
 		}
-		if tu := o.tune; tu != nil && tu.trial != nil && st.ProbeOOM {
-			tu.oom = true
-			t.TuneOOMs++
-		}
-		if n := st.OOMs - boolInt(st.ProbeOOM); n > 0 && o.spec.Tunable() {
+		if n := st.OOMs - st.ProbeOOMs(); n > 0 && o.spec.Tunable() {
 			for range n {
 				o.prodOOMs = append(o.prodOOMs, s.Time)
 			}
@@ -368,8 +404,12 @@ func (t *Trident) shift(i int, sh cluster.Shift, now float64) {
 	o := t.ops[i]
 	o.dominant = sh.To
 	if tu := o.tune; tu != nil && o.cl.Resolve(tu.cluster) != o.cl.Resolve(sh.To) {
-		// The interrupted trial is measured afresh when the session resumes.
-		tu.measured, tu.done, tu.peak, tu.oom = 0, 0, 0, false
+		// The interrupted trials are measured afresh when the session resumes.
+		for _, tr := range tu.trials {
+			if tr != nil {
+				tr.reset()
+			}
+		}
 		o.parked[tu.cluster] = tu
 		o.tune = nil
 		t.Parked++
@@ -549,7 +589,7 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 	round := s.Time >= t.nextRnd-1e-9 || newCand
 	plan := sim.PlanFromCounts(perNode(s))
 	for i, o := range t.ops {
-		plan.Ops[i].Probe = probes[i]
+		plan.Ops[i].Probes = probes[i]
 		if o.revert {
 			plan.Ops[i].Config = o.current
 			plan.Ops[i].Transition = sim.TransitionAll

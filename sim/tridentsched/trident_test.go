@@ -92,8 +92,9 @@ func TestShiftParksTuningSession(t *testing.T) {
 	}
 	spec := &sim.OpSpec{Name: "ocr"}
 	o := &opState{spec: spec, cl: cl, cands: map[int]candidate{}, parked: map[int]*tuning{}, dominant: a}
-	trial := configspace.Config{"batch": configspace.Num(8)}
-	o.tune = &tuning{cluster: a, evals: 5, trial: trial, measured: 30, done: 120, peak: 40}
+	cfg8, cfg16 := configspace.Config{"batch": configspace.Num(8)}, configspace.Config{"batch": configspace.Num(16)}
+	o.tune = &tuning{cluster: a, evals: 5, trials: []*trial{
+		{cfg: cfg8, measured: 30, done: 120, peak: 40}, nil, {cfg: cfg16, measured: 10, done: 50, peak: 45, oom: true}}}
 	tr := &Trident{opt: Options{Logger: slog.New(slog.DiscardHandler)}, ops: []*opState{o}, ds2: []*observe.DS2{{}}, layer: observe.NewLayer(nil)}
 	if err := tr.layer.Register("ocr", observe.OperatorSpec{Features: []string{"x"}}); err != nil {
 		t.Fatal(err)
@@ -110,8 +111,13 @@ func TestShiftParksTuningSession(t *testing.T) {
 		t.Fatal("a's session was not resumed")
 	}
 	tu := o.tune
-	if tu.evals != 5 || tu.trial["batch"] != trial["batch"] || tu.measured != 0 || tu.done != 0 || tu.peak != 0 {
-		t.Fatalf("resumed session %+v: want 5 evaluations, the same trial, its measurement reset", *tu)
+	if tu.evals != 5 || len(tu.trials) != 3 || tu.trials[1] != nil || tu.trials[0].cfg["batch"] != cfg8["batch"] || tu.trials[2].cfg["batch"] != cfg16["batch"] {
+		t.Fatalf("resumed session %+v: want 5 evaluations and the same trials in their slots", *tu)
+	}
+	for _, k := range []int{0, 2} {
+		if tr := tu.trials[k]; tr.measured != 0 || tr.done != 0 || tr.peak != 0 || tr.oom {
+			t.Fatalf("resumed trial %d %+v: want its measurement reset", k, *tr)
+		}
 	}
 	if len(o.parked) != 0 {
 		t.Fatalf("%d sessions still parked", len(o.parked))
@@ -160,5 +166,51 @@ func TestInitialDeploymentIsTakenOver(t *testing.T) {
 	}
 	if !differs {
 		t.Fatal("the submitted job equals the even split: the test cannot tell them apart")
+	}
+}
+
+// probeWatch records, per operator, the most probes running at once and the fewest
+// production instances left beside running probes.
+type probeWatch struct {
+	*Trident
+	maxProbes, minProd []int
+}
+
+func (w *probeWatch) Observe(s *sim.Snapshot) {
+	if w.maxProbes == nil {
+		w.maxProbes, w.minProd = make([]int, len(s.Ops)), make([]int, len(s.Ops))
+		for i := range w.minProd {
+			w.minProd[i] = 1 << 30
+		}
+	}
+	for i, st := range s.Ops {
+		if n := st.RunningProbes(); n > 0 {
+			w.maxProbes[i] = max(w.maxProbes[i], n)
+			w.minProd[i] = min(w.minProd[i], st.Running+st.Starting+st.Restarting-n)
+		}
+	}
+	w.Trident.Observe(s)
+}
+
+// Parallel trials: a tuning session measures up to ParallelTrials configurations at once
+// on separate probe instances, never leaving an operator fewer than two production
+// instances; with ParallelTrials 1 it measures one at a time.
+func TestParallelTrialsRunTogether(t *testing.T) {
+	p := sim.VideoPipeline(0.01)
+	for _, par := range []int{1, 4} {
+		w := &probeWatch{Trident: New(Options{Seed: 3, Solver: milp.Greedy{}, ParallelTrials: par})}
+		if _, err := sim.Run(context.Background(), p, sim.PaperCluster(8), w, sim.RunConfig{Seed: 3}); err != nil {
+			t.Fatal(err)
+		}
+		most := 0
+		for i, n := range w.maxProbes {
+			most = max(most, n)
+			if n > 0 && w.minProd[i] < 2 {
+				t.Errorf("par %d: %s ran probes with %d production instances", par, p.Ops[i].Name, w.minProd[i])
+			}
+		}
+		if most != par {
+			t.Errorf("par %d: at most %d probes ran at once (per operator %v), want %d", par, most, w.maxProbes, par)
+		}
 	}
 }

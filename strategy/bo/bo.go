@@ -95,6 +95,12 @@ type Options struct {
 	// Candidates is the number of random candidates scored per suggestion (default 1500);
 	// as many again are drawn around the best evaluations.
 	Candidates int
+	// BatchSpacing is the smallest distance (largest coordinate difference in the unit
+	// cube) a suggestion keeps from the pending points of SuggestPending, so that a batch
+	// of parallel trials spreads out even where measurement noise keeps the Kriging
+	// believer's fantasies from lowering the acquisition near them (default 0.1; negative:
+	// none).
+	BatchSpacing float64
 	// GridLevels is the number of levels per numeric parameter of grid search (default 3).
 	GridLevels int
 	// Surrogate makes the throughput surrogate (default: GP, one restart).
@@ -119,6 +125,9 @@ func (o Options) withDefaults(rng *rand.Rand) Options {
 	}
 	if o.Candidates <= 0 {
 		o.Candidates = 1500
+	}
+	if o.BatchSpacing == 0 {
+		o.BatchSpacing = 0.1
 	}
 	if o.GridLevels <= 0 {
 		o.GridLevels = 3
@@ -254,8 +263,34 @@ func (o *Optimizer) Observe(c configspace.Config, throughput, peakMem float64, o
 
 // Suggest returns the next configuration to evaluate.
 func (o *Optimizer) Suggest(ctx context.Context) (configspace.Config, error) {
+	return o.SuggestPending(ctx, nil)
+}
+
+// SuggestPending returns the next configuration to evaluate while the configurations in
+// pending are still being evaluated (asynchronous batch BO: several probes measure at
+// once). Pending configurations are never suggested again, count towards the initial
+// design, and enter the surrogates as Kriging-believer fantasies: as if measured at the
+// current posterior mean, which collapses the uncertainty there and steers the
+// acquisition elsewhere. The fantasies are dropped afterwards; only Observe records.
+func (o *Optimizer) SuggestPending(ctx context.Context, pending []configspace.Config) (configspace.Config, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bo: suggest: %w", err)
+	}
+	var pend []Observation
+	for _, c := range pending {
+		cc, err := o.space.Check(c)
+		if err != nil {
+			return nil, fmt.Errorf("bo: suggest: pending: %w", err)
+		}
+		x, err := o.space.Encode(cc)
+		if err != nil {
+			return nil, fmt.Errorf("bo: suggest: pending: %w", err)
+		}
+		if k := cc.String(); !o.seen[k] {
+			o.seen[k] = true
+			defer delete(o.seen, k)
+		}
+		pend = append(pend, Observation{Config: cc, X: x})
 	}
 	switch o.opts.Method {
 	case Grid:
@@ -277,13 +312,52 @@ func (o *Optimizer) Suggest(ctx context.Context) (configspace.Config, error) {
 			return c, nil
 		}
 	}
-	if len(o.obs) < o.opts.InitPoints {
+	if len(o.obs)+len(pend) < o.opts.InitPoints {
 		return o.nextHalton()
 	}
 	if err := o.fit(ctx); err != nil {
 		return nil, err
 	}
+	if len(pend) > 0 {
+		// Kriging believer: refit on the evaluations plus the pending points at the
+		// posterior mean; the next fit restores the evaluations-only surrogates.
+		for i := range pend {
+			if o.haveFeasibleFit {
+				pend[i].Throughput, _ = o.thr.Predict(pend[i].X)
+			}
+			if o.opts.Method == Constrained {
+				m, _ := o.mem.Predict(pend[i].X)
+				pend[i].PeakMem = math.Exp(m)
+			}
+		}
+		if o.haveFeasibleFit {
+			all := append(append([]Observation(nil), o.obs...), pend...)
+			o.fittedAt = -1
+			if err := o.fitOn(ctx, all); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return o.acquire(pend)
+}
+
+// acquire returns the candidate with the highest acquisition value under the fitted
+// surrogates: expected improvement over the incumbent times the probability of
+// feasibility, among candidates with PF ≥ δ (constrained BO) that keep BatchSpacing from
+// every pending point (unless none does).
+func (o *Optimizer) acquire(pending []Observation) (configspace.Config, error) {
 	cands := o.candidates()
+	if len(pending) > 0 && o.opts.BatchSpacing > 0 {
+		spaced := cands[:0:0]
+		for _, x := range cands {
+			if o.spaced(x, pending) {
+				spaced = append(spaced, x)
+			}
+		}
+		if len(spaced) > 0 {
+			cands = spaced
+		}
+	}
 	best, bestScore := -1, math.Inf(-1)
 	bestPF, bestPFIdx := -1.0, -1
 	incumbent, haveInc := o.incumbent()
@@ -324,6 +398,21 @@ func (o *Optimizer) Suggest(ctx context.Context) (configspace.Config, error) {
 	return c, nil
 }
 
+// spaced reports whether x is at least BatchSpacing (largest coordinate difference in
+// the unit cube) from every pending point.
+func (o *Optimizer) spaced(x []float64, pending []Observation) bool {
+	for _, p := range pending {
+		d := 0.0
+		for i := range x {
+			d = math.Max(d, math.Abs(x[i]-p.X[i]))
+		}
+		if d < o.opts.BatchSpacing {
+			return false
+		}
+	}
+	return true
+}
+
 // incumbent returns the best measured throughput among evaluations without OOM (for
 // UnconstrainedZero: among all evaluations, OOMs counting as 0).
 func (o *Optimizer) incumbent() (float64, bool) {
@@ -344,9 +433,18 @@ func (o *Optimizer) fit(ctx context.Context) error {
 	if o.fittedAt == len(o.obs) {
 		return nil
 	}
+	if err := o.fitOn(ctx, o.obs); err != nil {
+		return err
+	}
+	o.fittedAt = len(o.obs)
+	return nil
+}
+
+// fitOn fits the surrogates to obs.
+func (o *Optimizer) fitOn(ctx context.Context, obs []Observation) error {
 	var tx, mx [][]float64
 	var ty, my []float64
-	for _, ob := range o.obs {
+	for _, ob := range obs {
 		if o.opts.Method == UnconstrainedZero || !ob.OOM {
 			tx, ty = append(tx, ob.X), append(ty, ob.Throughput)
 		}
@@ -359,7 +457,7 @@ func (o *Optimizer) fit(ctx context.Context) error {
 		}
 	}
 	if o.opts.Method == Constrained {
-		if err := o.imputeOOM(ctx, mx, my); err != nil {
+		if err := o.imputeOOM(ctx, obs, mx, my); err != nil {
 			return err
 		}
 	}
@@ -374,19 +472,18 @@ func (o *Optimizer) fit(ctx context.Context) error {
 			return fmt.Errorf("bo: fit memory surrogate: %w", err)
 		}
 	}
-	o.fittedAt = len(o.obs)
 	return nil
 }
 
 // imputeOOM treats the log peak memory of OOM evaluations as censored: the peak is only
 // known to exceed the device limit. A memory surrogate fitted to the other evaluations
 // predicts each OOM point, and the point's value becomes the larger of the prediction and
-// log(MemLimit·(1+OOMPenalty)). my is updated in place.
-func (o *Optimizer) imputeOOM(ctx context.Context, mx [][]float64, my []float64) error {
+// log(MemLimit·(1+OOMPenalty)). my (aligned with obs) is updated in place.
+func (o *Optimizer) imputeOOM(ctx context.Context, obs []Observation, mx [][]float64, my []float64) error {
 	var fx [][]float64
 	var fy []float64
 	var oom []int
-	for i, ob := range o.obs {
+	for i, ob := range obs {
 		if ob.OOM {
 			oom = append(oom, i)
 		} else {

@@ -200,3 +200,121 @@ func TestPredict(t *testing.T) {
 		t.Errorf("default delta %v, want 0.9", o.Delta())
 	}
 }
+
+// TestSuggestPendingRunsAsynchronousBatches runs constrained BO with four evaluations in
+// flight at a time (each finishing in turn, as parallel probes do): no configuration is
+// proposed twice, neither while pending nor after, a suggestion keeps BatchSpacing from
+// the pending ones, and the recommendation meets the same
+// bound as the sequential search in TestConstrainedBOFindsFeasibleOptimum with the same
+// 20 evaluations (feasible, a+b ≥ 1.35 of the optimum 1.45).
+func TestSuggestPendingRunsAsynchronousBatches(t *testing.T) {
+	s := configspace.MustParse("a=float[0,1]; b=float[0,1]")
+	ctx := context.Background()
+	for seed := uint64(1); seed <= 3; seed++ {
+		o, err := New(s, Options{Method: Constrained, MemLimit: 60, Margin: 2, Delta: 0.8}, rand.New(rand.NewPCG(seed, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		var pending []configspace.Config
+		for evals := 0; evals < 20; {
+			for len(pending) < 4 && evals+len(pending) < 20 {
+				c, err := o.SuggestPending(ctx, pending)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if seen[c.String()] {
+					t.Fatalf("seed %d: %s proposed twice", seed, c)
+				}
+				seen[c.String()] = true
+				if len(o.Observations()) >= 5 { // past the quasi-random design
+					for _, q := range pending {
+						if d := math.Max(math.Abs(c.Float("a")-q.Float("a")), math.Abs(c.Float("b")-q.Float("b"))); d < 0.1 {
+							t.Fatalf("seed %d: %s within %.3f of pending %s, want the default spacing 0.1", seed, c, d, q)
+						}
+					}
+				}
+				pending = append(pending, c)
+			}
+			thr, mem, oom, _ := toy(ctx, pending[0])
+			if err := o.Observe(pending[0], thr, mem, oom); err != nil {
+				t.Fatal(err)
+			}
+			pending, evals = pending[1:], evals+1
+		}
+		rec, err := o.Recommend(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := rec.Config.Float("a") + rec.Config.Float("b"); 40*sum > 60 || sum < 1.35 {
+			t.Errorf("seed %d: recommended %s (a+b = %.3f), want a feasible a+b >= 1.35", seed, rec.Config, sum)
+		}
+	}
+}
+
+// TestSuggestPendingLeavesTheModelUnchanged checks that the fantasies of pending points do
+// not outlive the call: the prediction at a pending point is the same before and after,
+// and its uncertainty is not collapsed.
+func TestSuggestPendingLeavesTheModelUnchanged(t *testing.T) {
+	s := configspace.MustParse("b=int[1,64]")
+	o, err := New(s, Options{MemLimit: 100}, rand.New(rand.NewPCG(7, 7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
+	for _, b := range []int{1, 8, 16, 40, 64} {
+		if err := o.Observe(cfg(b), float64(b), float64(b), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := o.Predict(ctx, cfg(28))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.SuggestPending(ctx, []configspace.Config{cfg(28)}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := o.Predict(ctx, cfg(28))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(before.Throughput-after.Throughput) > 1e-6*math.Abs(before.Throughput) || math.Abs(before.ThroughputStd-after.ThroughputStd) > 1e-6*before.ThroughputStd {
+		t.Fatalf("prediction at the pending point changed: before %+v after %+v", before, after)
+	}
+	if len(o.Observations()) != 5 {
+		t.Fatalf("%d observations after SuggestPending, want 5", len(o.Observations()))
+	}
+}
+
+// TestSuggestPendingFillsASmallSpace fills a space of eight configurations, three of them
+// evaluated, with pending trials: each suggestion is one not evaluated and not pending
+// (the posterior there is near its maximum, so without the exclusion the acquisition
+// would propose a pending point again).
+func TestSuggestPendingFillsASmallSpace(t *testing.T) {
+	s := configspace.MustParse("b=int[1,8]")
+	o, err := New(s, Options{MemLimit: 100, InitPoints: 3}, rand.New(rand.NewPCG(2, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
+	for _, b := range []int{1, 4, 8} {
+		if err := o.Observe(cfg(b), float64(b*(12-b)), 10, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{"b=1": true, "b=4": true, "b=8": true}
+	var pending []configspace.Config
+	for range 5 {
+		c, err := o.SuggestPending(ctx, pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[c.String()] {
+			t.Fatalf("suggested %s again (pending %v)", c, pending)
+		}
+		seen[c.String()] = true
+		pending = append(pending, c)
+	}
+}
