@@ -155,12 +155,13 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 		f    float64
 		grad []float64
 	}
+	var ws LMLWorkspace
 	eval := func(t []float64) (float64, []float64) {
 		if cache.x != nil && slices.Equal(cache.x, t) {
 			return cache.f, cache.grad
 		}
 		f, grad := math.Inf(1), make([]float64, len(t))
-		lml, lg, err := LogMarginalLikelihoodGrad(fx, fy, sp.hyper(t))
+		lml, lg, err := ws.LogMarginalLikelihoodGrad(fx, fy, sp.hyper(t))
 		if err == nil && finite(lml) {
 			f = -lml
 			grad[0] = -lg[GradMean] * sp.ys

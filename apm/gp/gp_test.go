@@ -400,3 +400,27 @@ func TestLOOResiduals(t *testing.T) {
 		t.Errorf("outlier LOO residual %v, want large (it is 3 units off with noise sd 0.1)", loo[7])
 	}
 }
+
+// BenchmarkRefit100 measures a periodic hyperparameter refit (30 L-BFGS iterations at
+// most, warm start) of a 100-sample, 3-feature GP; -benchmem shows the allocations the
+// likelihood workspace saves.
+func BenchmarkRefit100(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	g, err := New(3, Hyper{Mean: 0, SignalVar: 1, NoiseVar: 0.01, LengthScales: []float64{0.5, 0.5, 0.5}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 100 {
+		x := []float64{rng.Float64(), rng.Float64(), rng.Float64()}
+		if err := g.Add(x, math.Sin(3*x[0])+x[1]*x[2]+0.05*rng.NormFloat64()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := g.Fit(ctx, FitOptions{Restarts: -1, MaxIter: 30}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -25,6 +25,28 @@ const (
 // in the order of the Grad* constants: ∂/∂Mean = 1ᵀK⁻¹r and ∂/∂θ = ½ tr((ααᵀ − K⁻¹) ∂K/∂θ).
 // It costs O(n³ + n²·dim).
 func LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h Hyper) (lml float64, grad []float64, err error) {
+	var w LMLWorkspace
+	return w.LogMarginalLikelihoodGrad(xs, ys, h)
+}
+
+// LMLWorkspace keeps the two n×n buffers of the likelihood between evaluations, so that a
+// hyperparameter fit, which evaluates it dozens of times on the same samples, allocates
+// them once. The zero value is ready to use; it is not safe for concurrent use.
+type LMLWorkspace struct {
+	k, dk []float64
+}
+
+// grow returns w's buffers resized to n·n entries.
+func (w *LMLWorkspace) grow(n int) (k, dk []float64) {
+	if cap(w.k) < n*n {
+		w.k, w.dk = make([]float64, n*n), make([]float64, n*n)
+	}
+	return w.k[:n*n], w.dk[:n*n]
+}
+
+// LogMarginalLikelihoodGrad is the package function of that name computed in w's buffers
+// (every entry it reads is written first, so the buffers need no clearing).
+func (w *LMLWorkspace) LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h Hyper) (lml float64, grad []float64, err error) {
 	n := len(ys)
 	if n == 0 || len(xs) != n {
 		return 0, nil, fmt.Errorf("gp: likelihood of %d inputs and %d outputs", len(xs), n)
@@ -44,8 +66,7 @@ func LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h Hyper) (lml float
 	// storage through LAPACK: mat.Cholesky would also estimate the condition number,
 	// which costs more than the factorisation at these sizes and is not used.
 	sf2, diag := h.SignalVar, h.SignalVar+h.diagNoise()
-	k := make([]float64, n*n)
-	dk := make([]float64, n*n) // dk[i*n+j], j > i: sf2·g(r_ij)
+	k, dk := w.grow(n) // dk[i*n+j], j > i: sf2·g(r_ij)
 	for i := 0; i < n; i++ {
 		k[i*n+i] = diag
 		for j := i + 1; j < n; j++ {

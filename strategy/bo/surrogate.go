@@ -158,9 +158,10 @@ func (s *GPSurrogate) fitHyper(ctx context.Context, xs [][]float64, z []float64)
 	}
 	// Negative log posterior with a quadratic penalty outside the bounds.
 	best, bestT := math.Inf(1), []float64(nil)
+	var ws gp.LMLWorkspace
 	eval := func(t []float64, grad []float64) float64 {
 		ct := clampT(t)
-		lml, lg, err := gp.LogMarginalLikelihoodGrad(xs, z, hyper(ct))
+		lml, lg, err := ws.LogMarginalLikelihoodGrad(xs, z, hyper(ct))
 		if err != nil || math.IsNaN(lml) || math.IsInf(lml, 0) {
 			for i := range grad {
 				grad[i] = 0
