@@ -67,6 +67,9 @@ type Options struct {
 	// MaxBatchFrac caps rolling batches at this fraction of an operator's instances
 	// (default 0.25).
 	MaxBatchFrac float64
+	// NoTailCompletion leaves a committed transition where the MILP stops it (by default
+	// the rest proceeds one rolling batch per round).
+	NoTailCompletion bool
 	// StaleAfter is the number of consecutive model-filter rejections after which an
 	// operator's capacity model is invalidated (default 6).
 	StaleAfter int
@@ -163,6 +166,9 @@ type Trident struct {
 	// Parked counts tuning sessions interrupted by a regime shift (resumed when their
 	// workload cluster is dominant again).
 	Parked int
+	// TailBatches counts rolling batches that continued a committed transition the MILP
+	// had stopped.
+	TailBatches int
 }
 
 type window struct {
@@ -625,6 +631,19 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 				// Committing a transition invalidates the operator's samples (paper §6.6).
 				o.committed = true
 				t.invalidate(i)
+			}
+		} else if o.committed && o.candidate != nil && !t.opt.NoTailCompletion {
+			// A committed transition completes: until then the operator runs two
+			// configurations, which its capacity model (one configuration per epoch)
+			// cannot describe, and its next recommendation waits. The MILP sets the pace;
+			// when it stops (the gain moved to another bottleneck) the rest proceeds one
+			// rolling batch per round.
+			st := &s.Ops[i]
+			off := st.Running + st.Starting + st.Restarting - st.OnTarget - st.RunningProbes()
+			if off > 0 {
+				op.Config = o.candidate.cfg
+				op.Transition = min(off, int(math.Ceil(t.opt.MaxBatchFrac*float64(sumRow(st.PerNode)))))
+				t.TailBatches++
 			}
 		}
 	}

@@ -214,3 +214,75 @@ func TestParallelTrialsRunTogether(t *testing.T) {
 		}
 	}
 }
+
+// stallingSolver moves one instance of each operator's first transition and then never
+// continues it, as a MILP does once the bottleneck moves elsewhere.
+type stallingSolver struct {
+	inner   milp.Solver
+	started map[int]bool
+}
+
+func (s *stallingSolver) Solve(ctx context.Context, p *milp.Problem, o milp.Options) (*milp.Solution, error) {
+	sol, err := s.inner.Solve(ctx, p, o)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range sol.Transitions {
+		if k > 0 && s.started[i] {
+			sol.Transitions[i] = 0
+		} else if k > 0 {
+			s.started[i] = true
+			sol.Transitions[i] = 1
+		}
+	}
+	return sol, nil
+}
+
+// mixedWatch records, per operator, the longest stretch of simulated seconds during which
+// a committed transition left it running two configurations.
+type mixedWatch struct {
+	*Trident
+	since, longest []float64
+}
+
+func (w *mixedWatch) Observe(s *sim.Snapshot) {
+	if w.since == nil {
+		w.since, w.longest = make([]float64, len(s.Ops)), make([]float64, len(s.Ops))
+	}
+	for i, st := range s.Ops {
+		o := w.ops[i]
+		if o.committed && o.candidate != nil && st.OnTarget < st.Running+st.Starting+st.Restarting-st.RunningProbes() {
+			if w.since[i] == 0 {
+				w.since[i] = s.Time
+			}
+			w.longest[i] = max(w.longest[i], s.Time-w.since[i])
+		} else {
+			w.since[i] = 0
+		}
+	}
+	w.Trident.Observe(s)
+}
+
+// A committed transition that the MILP stops halfway proceeds one rolling batch per round
+// (25 % of the instances), so it ends within five rounds plus restarts; left where the
+// MILP stopped it, the operator stays on two configurations far longer.
+func TestStalledTransitionCompletes(t *testing.T) {
+	p := sim.VideoPipeline(0.05)
+	longest := func(noTail bool) (float64, int) {
+		w := &mixedWatch{Trident: New(Options{Seed: 3, NoTailCompletion: noTail,
+			Solver: &stallingSolver{inner: milp.Greedy{}, started: map[int]bool{}}})}
+		if _, err := sim.Run(context.Background(), p, sim.PaperCluster(8), w, sim.RunConfig{Seed: 3}); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Max(w.longest), w.TailBatches
+	}
+	with, batches := longest(false)
+	without, _ := longest(true)
+	t.Logf("longest mixed stretch: %.0f s with tail completion (%d batches), %.0f s without", with, batches, without)
+	if batches == 0 || with > 5*120+60 {
+		t.Errorf("with tail completion: %d tail batches, longest mixed stretch %.0f s (want > 0 batches, <= 660 s)", batches, with)
+	}
+	if without <= with {
+		t.Errorf("without tail completion the longest mixed stretch is %.0f s, not longer than %.0f s: the scenario stalls nothing", without, with)
+	}
+}
