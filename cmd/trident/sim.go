@@ -10,6 +10,7 @@ import (
 	"github.com/trident-sched/trident/internal/benchfmt"
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/experiment"
+	"github.com/trident-sched/trident/sim/tridentsched"
 )
 
 // runSim simulates one pipeline under one scheduler and prints a per-operator summary.
@@ -51,6 +52,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if err := t.Write(stdout); err != nil {
 		return err
+	}
+	if tr, ok := s.(*tridentsched.Trident); ok {
+		fmt.Fprintf(stdout, "\nTrident control loop: %d invocations, %d MILP rounds; %d regime shifts, %d stale models, "+
+			"%d OOM-guard reverts, %d parked BO sessions, %d tail batches, %d probe OOMs\n",
+			tr.Stats.Invocations, tr.Stats.Rounds, tr.Shifts, tr.Stale, tr.Reverts, tr.Parked, tr.TailBatches, tr.TuneOOMs)
 	}
 	if len(res.RegimeEnd) > 0 {
 		fmt.Fprintf(stdout, "\nsource finished dataset parts at t = %v s\n", res.RegimeEnd)
