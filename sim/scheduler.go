@@ -125,20 +125,16 @@ type ProbeStats struct {
 
 // RunningProbes returns the number of running probe instances.
 func (s *OpStats) RunningProbes() int {
-	n := 0
-	for _, p := range s.Probes {
-		if p.Running {
-			n++
-		}
-	}
-	return n
+	return s.countProbes(func(p ProbeStats) bool { return p.Running })
 }
 
 // ProbeOOMs returns the number of probe instances that failed with OOM.
-func (s *OpStats) ProbeOOMs() int {
+func (s *OpStats) ProbeOOMs() int { return s.countProbes(func(p ProbeStats) bool { return p.OOM }) }
+
+func (s *OpStats) countProbes(f func(ProbeStats) bool) int {
 	n := 0
 	for _, p := range s.Probes {
-		if p.OOM {
+		if f(p) {
 			n++
 		}
 	}

@@ -2,6 +2,7 @@ package bo
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -163,13 +164,8 @@ func TestWarmStartIsSuggestedFirst(t *testing.T) {
 // P(feasible) at a safe configuration, a low one at an OOM configuration, and a throughput
 // mean near the measurement at an evaluated configuration.
 func TestPredict(t *testing.T) {
-	s := configspace.MustParse("b=int[1,64]")
-	o, err := New(s, Options{MemLimit: 100}, rand.New(rand.NewPCG(7, 7)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, cfg := intOptimizer(t, 64, Options{MemLimit: 100}, 7)
 	ctx := context.Background()
-	cfg := func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
 	if _, err := o.Predict(ctx, cfg(4)); err == nil {
 		t.Fatal("predict before any evaluation must fail")
 	}
@@ -219,14 +215,7 @@ func TestSuggestPendingRunsAsynchronousBatches(t *testing.T) {
 		var pending []configspace.Config
 		for evals := 0; evals < 20; {
 			for len(pending) < 4 && evals+len(pending) < 20 {
-				c, err := o.SuggestPending(ctx, pending)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if seen[c.String()] {
-					t.Fatalf("seed %d: %s proposed twice", seed, c)
-				}
-				seen[c.String()] = true
+				c := suggestFresh(t, o, pending, seen)
 				if len(o.Observations()) >= 5 { // past the quasi-random design
 					for _, q := range pending {
 						if d := math.Max(math.Abs(c.Float("a")-q.Float("a")), math.Abs(c.Float("b")-q.Float("b"))); d < 0.1 {
@@ -256,13 +245,8 @@ func TestSuggestPendingRunsAsynchronousBatches(t *testing.T) {
 // not outlive the call: the prediction at a pending point is the same before and after,
 // and its uncertainty is not collapsed.
 func TestSuggestPendingLeavesTheModelUnchanged(t *testing.T) {
-	s := configspace.MustParse("b=int[1,64]")
-	o, err := New(s, Options{MemLimit: 100}, rand.New(rand.NewPCG(7, 7)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, cfg := intOptimizer(t, 64, Options{MemLimit: 100}, 7)
 	ctx := context.Background()
-	cfg := func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
 	for _, b := range []int{1, 8, 16, 40, 64} {
 		if err := o.Observe(cfg(b), float64(b), float64(b), false); err != nil {
 			t.Fatal(err)
@@ -292,13 +276,7 @@ func TestSuggestPendingLeavesTheModelUnchanged(t *testing.T) {
 // (the posterior there is near its maximum, so without the exclusion the acquisition
 // would propose a pending point again).
 func TestSuggestPendingFillsASmallSpace(t *testing.T) {
-	s := configspace.MustParse("b=int[1,8]")
-	o, err := New(s, Options{MemLimit: 100, InitPoints: 3}, rand.New(rand.NewPCG(2, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	cfg := func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
+	o, cfg := intOptimizer(t, 8, Options{MemLimit: 100, InitPoints: 3}, 2)
 	for _, b := range []int{1, 4, 8} {
 		if err := o.Observe(cfg(b), float64(b*(12-b)), 10, false); err != nil {
 			t.Fatal(err)
@@ -307,14 +285,32 @@ func TestSuggestPendingFillsASmallSpace(t *testing.T) {
 	seen := map[string]bool{"b=1": true, "b=4": true, "b=8": true}
 	var pending []configspace.Config
 	for range 5 {
-		c, err := o.SuggestPending(ctx, pending)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if seen[c.String()] {
-			t.Fatalf("suggested %s again (pending %v)", c, pending)
-		}
-		seen[c.String()] = true
-		pending = append(pending, c)
+		pending = append(pending, suggestFresh(t, o, pending, seen))
 	}
+}
+
+// suggestFresh returns o's suggestion with pending in flight, failing the test when it
+// is in seen (evaluated or proposed before), and records it there.
+func suggestFresh(t *testing.T, o *Optimizer, pending []configspace.Config, seen map[string]bool) configspace.Config {
+	t.Helper()
+	c, err := o.SuggestPending(context.Background(), pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen[c.String()] {
+		t.Fatalf("suggested %s again (pending %v)", c, pending)
+	}
+	seen[c.String()] = true
+	return c
+}
+
+// intOptimizer returns a BO optimiser over one integer parameter b in [1, hi] and a
+// constructor of its configurations.
+func intOptimizer(t *testing.T, hi int, opts Options, seed uint64) (*Optimizer, func(int) configspace.Config) {
+	t.Helper()
+	o, err := New(configspace.MustParse(fmt.Sprintf("b=int[1,%d]", hi)), opts, rand.New(rand.NewPCG(seed, seed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
 }
