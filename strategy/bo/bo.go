@@ -318,27 +318,56 @@ func (o *Optimizer) SuggestPending(ctx context.Context, pending []configspace.Co
 	if err := o.fit(ctx); err != nil {
 		return nil, err
 	}
-	if len(pend) > 0 {
-		// Kriging believer: refit on the evaluations plus the pending points at the
-		// posterior mean; the next fit restores the evaluations-only surrogates.
-		for i := range pend {
-			if o.haveFeasibleFit {
-				pend[i].Throughput, _ = o.thr.Predict(pend[i].X)
-			}
-			if o.opts.Method == Constrained {
-				m, _ := o.mem.Predict(pend[i].X)
-				pend[i].PeakMem = math.Exp(m)
-			}
+	if len(pend) > 0 && o.haveFeasibleFit {
+		restore, err := o.believe(ctx, pend)
+		if err != nil {
+			return nil, err
 		}
-		if o.haveFeasibleFit {
-			all := append(append([]Observation(nil), o.obs...), pend...)
-			o.fittedAt = -1
-			if err := o.fitOn(ctx, all); err != nil {
-				return nil, err
-			}
-		}
+		defer restore()
 	}
 	return o.acquire(pend)
+}
+
+// believe conditions the surrogates on the pending points as if they had been measured at
+// the current posterior mean (Kriging believer) and returns the function that restores the
+// evaluations-only surrogates. Conditioner surrogates keep their hyperparameters; others
+// are refitted with the fantasies, and refitted again without them on the next fit.
+func (o *Optimizer) believe(ctx context.Context, pend []Observation) (restore func(), err error) {
+	xs := make([][]float64, len(pend))
+	thr, mem := make([]float64, len(pend)), make([]float64, len(pend))
+	for i := range pend {
+		xs[i] = pend[i].X
+		thr[i], _ = o.thr.Predict(pend[i].X)
+		pend[i].Throughput = thr[i]
+		if o.mem != nil {
+			mem[i], _ = o.mem.Predict(pend[i].X) // log peak memory
+			pend[i].PeakMem = math.Exp(mem[i])
+		}
+	}
+	tc, okT := o.thr.(Conditioner)
+	mc, okM := o.mem.(Conditioner)
+	if okT && (o.mem == nil || okM) {
+		thrS, memS := o.thr, o.mem
+		t2, err := tc.With(xs, thr)
+		if err != nil {
+			return nil, err
+		}
+		o.thr = t2
+		if o.mem != nil {
+			m2, err := mc.With(xs, mem)
+			if err != nil {
+				o.thr = thrS
+				return nil, err
+			}
+			o.mem = m2
+		}
+		return func() { o.thr, o.mem = thrS, memS }, nil
+	}
+	o.fittedAt = -1
+	if err := o.fitOn(ctx, append(append([]Observation(nil), o.obs...), pend...)); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
 }
 
 // acquire returns the candidate with the highest acquisition value under the fitted

@@ -19,6 +19,14 @@ type Surrogate interface {
 	Predict(x []float64) (mean, variance float64)
 }
 
+// Conditioner is a Surrogate that can also be conditioned on extra points without
+// refitting its hyperparameters, as the fantasies of batch BO need.
+type Conditioner interface {
+	// With returns a new surrogate conditioned on the model's data and (xs, ys), with the
+	// same hyperparameters; the receiver is unchanged.
+	With(xs [][]float64, ys []float64) (Surrogate, error)
+}
+
 // SurrogateFactory makes an empty surrogate over dim inputs.
 type SurrogateFactory func(dim int) Surrogate
 
@@ -54,6 +62,8 @@ type GPSurrogate struct {
 	g      *gp.GP
 	mu, sd float64
 	last   []float64 // last fitted θ, warm start of the next fit
+	xs     [][]float64
+	z      []float64 // standardised outputs of xs
 }
 
 // NewGPSurrogate returns a GP surrogate over dim inputs.
@@ -109,17 +119,49 @@ func (s *GPSurrogate) Fit(ctx context.Context, xs [][]float64, ys []float64) err
 	if err != nil {
 		return err
 	}
-	g, err := gp.New(s.dim, h)
+	g, err := posterior(s.dim, h, xs, z)
 	if err != nil {
-		return fmt.Errorf("bo: gp surrogate: %w", err)
+		return err
+	}
+	s.g, s.mu, s.sd = g, mu, sd
+	s.xs, s.z = append([][]float64(nil), xs...), z
+	return nil
+}
+
+// With implements Conditioner: the extra points are standardised like the fitted data.
+func (s *GPSurrogate) With(xs [][]float64, ys []float64) (Surrogate, error) {
+	if s.g == nil {
+		return nil, fmt.Errorf("bo: gp surrogate: condition before the first fit")
+	}
+	if len(xs) != len(ys) {
+		return nil, fmt.Errorf("bo: gp surrogate: condition on %d inputs and %d outputs", len(xs), len(ys))
+	}
+	c := *s
+	c.xs = append(append([][]float64(nil), s.xs...), xs...)
+	c.z = append([]float64(nil), s.z...)
+	for _, y := range ys {
+		c.z = append(c.z, (y-s.mu)/s.sd)
+	}
+	g, err := posterior(s.dim, s.g.Hyper(), c.xs, c.z)
+	if err != nil {
+		return nil, err
+	}
+	c.g = g
+	return &c, nil
+}
+
+// posterior returns the GP with hyperparameters h conditioned on (xs, z).
+func posterior(dim int, h gp.Hyper, xs [][]float64, z []float64) (*gp.GP, error) {
+	g, err := gp.New(dim, h)
+	if err != nil {
+		return nil, fmt.Errorf("bo: gp surrogate: %w", err)
 	}
 	for i, x := range xs {
 		if err := g.Add(x, z[i]); err != nil {
-			return fmt.Errorf("bo: gp surrogate: add sample %d: %w", i, err)
+			return nil, fmt.Errorf("bo: gp surrogate: add sample %d: %w", i, err)
 		}
 	}
-	s.g, s.mu, s.sd = g, mu, sd
-	return nil
+	return g, nil
 }
 
 // hyper maps θ = (log SignalVar, log NoiseVar, log LengthScales...) to gp.Hyper (mean 0).

@@ -42,3 +42,34 @@ func TestGPSurrogateFitsAndPullsToFixedMean(t *testing.T) {
 		t.Errorf("far prediction %.3f with fixed mean 5, %.3f with the sample mean: want the former pulled up", fm, gm)
 	}
 }
+
+// Conditioning on a point at the posterior mean (a Kriging-believer fantasy) keeps the
+// hyperparameters and the mean, shrinks the variance there, and leaves the receiver as it
+// was.
+func TestGPSurrogateWithFantasy(t *testing.T) {
+	xs := [][]float64{{0.1}, {0.3}, {0.9}}
+	ys := []float64{1, 2, 0.5}
+	s := NewGPSurrogate(1, GPOptions{Restarts: 1, Seed: 3})
+	if _, err := s.With(xs, ys); err == nil {
+		t.Fatal("conditioning before a fit succeeded")
+	}
+	if err := s.Fit(context.Background(), xs, ys); err != nil {
+		t.Fatal(err)
+	}
+	x := []float64{0.6}
+	m0, v0 := s.Predict(x)
+	c, err := s.With([][]float64{x}, []float64{m0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1, v1 := c.Predict(x)
+	if math.Abs(m1-m0) > 1e-9*math.Max(1, math.Abs(m0)) || !(v1 < 0.5*v0) {
+		t.Fatalf("fantasy at the mean: mean %.6f -> %.6f, variance %.4g -> %.4g; want the mean kept and the variance at least halved", m0, m1, v0, v1)
+	}
+	if c.(*GPSurrogate).g.Hyper().SignalVar != s.g.Hyper().SignalVar {
+		t.Fatal("conditioning changed the hyperparameters")
+	}
+	if m, v := s.Predict(x); m != m0 || v != v0 {
+		t.Fatalf("receiver changed: %.6f ± %.4g, was %.6f ± %.4g", m, v, m0, v0)
+	}
+}
