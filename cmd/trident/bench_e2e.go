@@ -21,7 +21,7 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	out := fs.String("out", "bench-e2e", "directory for e2e.csv and e2e.svg (empty: none)")
 	pipes := fs.String("pipelines", "pdf,video", "comma-separated pipelines: pdf, video")
 	scale := fs.Float64("scale", 1, "dataset size multiplier (1: the calibrated datasets)")
-	seeds := fs.Int("seeds", 5, "number of seeds (1..n); figures are medians over seeds")
+	seeds := fs.Int("seeds", 7, "number of seeds (1..n); figures are medians over seeds")
 	workers := fs.Int("workers", 0, "concurrent simulations (0: GOMAXPROCS)")
 	verbose := fs.Bool("v", false, "log each finished run on stderr (default: a progress line per tenth of the runs)")
 	if err := fs.Parse(args); err != nil {
