@@ -767,12 +767,12 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 	sort.Slice(probeGroups, func(a, b int) bool { return gs[probeGroups[a]].probe < gs[probeGroups[b]].probe })
 	probeIn := make(map[int]float64, len(probeGroups))
 	left := queue0
+	head := e.headAttrs(op, out)
 	for _, gi := range probeGroups {
 		g := gs[gi]
 		ps := &st.Probes[g.probe-1]
 		ps.Running = true
-		a := e.headAttrs(op, out)
-		if a == nil {
+		if head == nil {
 			continue
 		}
 		c := 1.0
@@ -780,7 +780,7 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 			c = math.Min(spec.inFlightLimit(g.cfg), left)
 		}
 		probeIn[gi] = c
-		r := m.Rate(a, g.cfg, c) * noise
+		r := m.Rate(head, g.cfg, c) * noise
 		ps.Processed = math.Min(r*dt*active, left)
 		ps.BusySec = dt * active
 		if left <= 0 {
@@ -790,16 +790,14 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 	}
 
 	// Device memory and OOM restarts.
-	if spec.Need.Acc > 0 && len(gs) > 0 {
-		if a := e.headAttrs(op, out); a != nil {
-			cm := append([]float64(nil), cIn...)
-			for gi, c := range probeIn {
-				if spec.Async {
-					cm[gi] = c
-				}
+	if spec.Need.Acc > 0 && len(gs) > 0 && head != nil {
+		cm := append([]float64(nil), cIn...)
+		for gi, c := range probeIn {
+			if spec.Async {
+				cm[gi] = c
 			}
-			e.deviceMemory(op, gs, cm, a, st, dt)
 		}
+		e.deviceMemory(op, gs, cm, head, st, dt)
 	}
 	op.lastStats = *st
 }

@@ -123,6 +123,12 @@ type ProbeStats struct {
 	OOM                           bool
 }
 
+// OffTarget returns the instances (starting, running or restarting) that still run
+// another configuration than Config, running probes aside.
+func (s *OpStats) OffTarget() int {
+	return s.Running + s.Starting + s.Restarting - s.OnTarget - s.RunningProbes()
+}
+
 // RunningProbes returns the number of running probe instances.
 func (s *OpStats) RunningProbes() int {
 	return s.countProbes(func(p ProbeStats) bool { return p.Running })

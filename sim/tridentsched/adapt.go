@@ -48,7 +48,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 			t.Reverts++
 		}
 		// Transition finished: every non-probe instance runs the candidate.
-		if o.committed && o.candidate != nil && st.OnTarget >= st.Running+st.Starting+st.Restarting-st.RunningProbes() {
+		if o.committed && o.candidate != nil && st.OffTarget() <= 0 {
 			o.current = o.candidate.cfg
 			o.candidate, o.committed = nil, false
 		}

@@ -3,6 +3,7 @@ package tridentsched
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/trident-sched/trident/sim"
 )
@@ -70,7 +71,7 @@ func (h *Shared) Apply(_ context.Context, s *sim.Snapshot, plan *sim.Plan) bool 
 	for i, o := range h.t.ops {
 		op := &plan.Ops[i]
 		op.Probes = h.probes[i]
-		if !equalCfgs(h.probes[i], h.applied[i]) {
+		if !slices.EqualFunc(h.probes[i], h.applied[i], sim.OpConfig.Equal) {
 			changed = true
 			h.applied[i] = h.probes[i]
 		}
@@ -88,17 +89,4 @@ func (h *Shared) Apply(_ context.Context, s *sim.Snapshot, plan *sim.Plan) bool 
 		}
 	}
 	return changed
-}
-
-// equalCfgs reports whether two probe lists run the same configurations.
-func equalCfgs(a, b []sim.OpConfig) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if (a[k] == nil) != (b[k] == nil) || a[k] != nil && !a[k].Equal(b[k]) {
-			return false
-		}
-	}
-	return true
 }

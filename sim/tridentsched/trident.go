@@ -639,10 +639,9 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 			// when it stops (the gain moved to another bottleneck) the rest proceeds one
 			// rolling batch per round.
 			st := &s.Ops[i]
-			off := st.Running + st.Starting + st.Restarting - st.OnTarget - st.RunningProbes()
-			if off > 0 {
+			if off := st.OffTarget(); off > 0 {
 				op.Config = o.candidate.cfg
-				op.Transition = min(off, int(math.Ceil(t.opt.MaxBatchFrac*float64(sumRow(st.PerNode)))))
+				op.Transition = min(off, t.batchOf(sumRow(st.PerNode)))
 				t.TailBatches++
 			}
 		}
@@ -756,12 +755,12 @@ func (t *Trident) maxBatch(s *sim.Snapshot) int {
 	m := 1
 	for i, o := range t.ops {
 		if o.spec.Tunable() {
-			n := 0
-			for _, k := range s.Ops[i].PerNode {
-				n += k
-			}
-			m = max(m, int(math.Ceil(t.opt.MaxBatchFrac*float64(n))))
+			m = max(m, t.batchOf(sumRow(s.Ops[i].PerNode)))
 		}
 	}
 	return m
 }
+
+// batchOf returns the rolling batch of an operator with n instances: MaxBatchFrac of
+// them, rounded up.
+func (t *Trident) batchOf(n int) int { return int(math.Ceil(t.opt.MaxBatchFrac * float64(n))) }
