@@ -243,3 +243,57 @@ func TestProbeSlots(t *testing.T) {
 		})
 	}
 }
+
+// A probe holds the same share of the queue in flight as the production instances beside
+// it: it is measured at the concurrency the engine processes it at, not at what the whole
+// queue would give it. Backlogged tells the ticks with the queue at least half full from
+// those where the operator is starved.
+func TestProbeRunsAtItsQueueShare(t *testing.T) {
+	const queueCap, running = 40, 4
+	for _, tc := range []struct {
+		name   string
+		srcAmp int
+		fed    bool
+	}{{"fed", 8, true}, {"starved", 1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tinyPipeline(1e9, 0.1, 0.1)
+			sink := &p.Ops[2]
+			sink.QueueCap, sink.MaxInFlight = queueCap, 64
+			// Batching pays: the per-batch overhead dominates small batches.
+			sink.Model.(*VisionModel).Overhead = 0.5
+			if tc.fed {
+				p.Ops[1].Model.(*CPUModel).Cost = func(Attrs) float64 { return 0.01 }
+			}
+			e, err := NewEngine(p, twoNodes(), RunConfig{Seed: 1, NoiseCV: 1e-9, DisturbProb: 1e-12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := PlanFromCounts([][]int{{tc.srcAmp, 0}, {tc.srcAmp, 0}, {running / 2, running / 2}})
+			plan.Ops[2].Probes = []OpConfig{{64, 4}}
+			if err := e.Apply(plan); err != nil {
+				t.Fatal(err)
+			}
+			var s *Snapshot
+			for range 120 {
+				s = e.step(1)
+			}
+			st := s.Ops[2]
+			if len(st.Probes) != 1 || !st.Probes[0].Running {
+				t.Fatalf("probes %+v: want slot 0 running", st.Probes)
+			}
+			ps := st.Probes[0]
+			// At most queueCap/running = 10 records in flight: per = 0.06 + 0.5/10 s. The whole
+			// queue (40 in flight) would give 1/(0.06+0.5/40) = 13.8 records/s.
+			share := 1 / (0.05*1.5/(1+0.5*math.Min(1, 4.0/8)) + 0.5/(queueCap/running))
+			if ps.Processed > share*1.001 {
+				t.Fatalf("probe processed %.2f records/s, above its queue share's rate %.2f", ps.Processed, share)
+			}
+			if tc.fed && (ps.Processed < share*0.9 || !ps.Backlogged) {
+				t.Fatalf("fed: probe processed %.2f records/s (want ~%.2f), backlogged %v", ps.Processed, share, ps.Backlogged)
+			}
+			if !tc.fed && ps.Backlogged {
+				t.Fatalf("starved (queue %.1f of %d): probe reported backlogged", st.Queue, queueCap)
+			}
+		})
+	}
+}

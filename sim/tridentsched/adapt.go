@@ -114,12 +114,16 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 // rest (the trials in flight are the pending points of the batch BO).
 func (t *Trident) advance(ctx context.Context, o *opState, tu *tuning, slots int, now float64) error {
 	for k, tr := range tu.trials {
-		if tr == nil || !(tr.oom || tr.measured >= t.opt.EvalS) {
+		if tr == nil || !(tr.oom || tr.measured >= t.opt.EvalS || tr.elapsed >= t.opt.EvalMaxS) {
 			continue
 		}
 		thr, peak := 0.0, tr.peak
-		if !tr.oom && tr.measured > 0 {
+		switch {
+		case tr.oom:
+		case tr.measured >= t.opt.EvalS/4:
 			thr = tr.done / tr.measured
+		case tr.elapsed > 0:
+			thr = tr.doneAll / tr.elapsed
 		}
 		if tr.oom {
 			peak = t.env.Cluster.Nodes[0].AccMemGB
