@@ -750,9 +750,9 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 	op.processed += processed
 	op.busy += busy
 
-	// Probe metrics: a probe holds the same share of the queue in flight as every other
-	// instance (the concurrency the loop above processed it at); probes are dispatched
-	// first, in slot order, so a queue that runs dry starves production before them.
+	// Probe metrics: probes are dispatched first, in slot order, so each runs at its own
+	// admission limit whenever the queue still holds that much work after the probes
+	// before it (an evaluation under sustained load).
 	for _, in := range op.insts {
 		if in.probe > 0 && in.state != stStopping {
 			st.Probes = growProbes(st.Probes, in.probe)
@@ -765,6 +765,7 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		}
 	}
 	sort.Slice(probeGroups, func(a, b int) bool { return gs[probeGroups[a]].probe < gs[probeGroups[b]].probe })
+	probeIn := make(map[int]float64, len(probeGroups))
 	left := queue0
 	head := e.headAttrs(op, out)
 	for _, gi := range probeGroups {
@@ -774,19 +775,29 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		if head == nil {
 			continue
 		}
-		r := m.Rate(head, g.cfg, cIn[gi]) * noise
+		c := 1.0
+		if spec.Async {
+			c = math.Min(spec.inFlightLimit(g.cfg), left)
+		}
+		probeIn[gi] = c
+		r := m.Rate(head, g.cfg, c) * noise
 		ps.Processed = math.Min(r*dt*active, left)
 		ps.BusySec = dt * active
 		if left <= 0 {
 			ps.BusySec = 0
 		}
-		ps.Backlogged = queue0 >= spec.QueueCap/2 && ps.BusySec > 0
 		left -= ps.Processed
 	}
 
 	// Device memory and OOM restarts.
 	if spec.Need.Acc > 0 && len(gs) > 0 && head != nil {
-		e.deviceMemory(op, gs, cIn, head, st, dt)
+		cm := append([]float64(nil), cIn...)
+		for gi, c := range probeIn {
+			if spec.Async {
+				cm[gi] = c
+			}
+		}
+		e.deviceMemory(op, gs, cm, head, st, dt)
 	}
 	op.lastStats = *st
 }

@@ -121,11 +121,6 @@ type ProbeStats struct {
 	// device memory, OOM whether it failed with OOM during the tick.
 	Processed, BusySec, PeakMemGB float64
 	OOM                           bool
-	// Backlogged reports that the operator's queue held at least half its capacity at
-	// the start of the tick and the probe had work: the operator was a bottleneck, so
-	// the probe's rate measures its configuration's capacity at the concurrency
-	// production instances get when it matters, not the operator's arrivals.
-	Backlogged bool
 }
 
 // OffTarget returns the instances (starting, running or restarting) that still run

@@ -114,16 +114,12 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 // rest (the trials in flight are the pending points of the batch BO).
 func (t *Trident) advance(ctx context.Context, o *opState, tu *tuning, slots int, now float64) error {
 	for k, tr := range tu.trials {
-		if tr == nil || !(tr.oom || tr.measured >= t.opt.EvalS || tr.elapsed >= t.opt.EvalMaxS) {
+		if tr == nil || !(tr.oom || tr.measured >= t.opt.EvalS) {
 			continue
 		}
 		thr, peak := 0.0, tr.peak
-		switch {
-		case tr.oom:
-		case tr.measured >= t.opt.EvalS/4:
+		if !tr.oom && tr.measured > 0 {
 			thr = tr.done / tr.measured
-		case tr.elapsed > 0:
-			thr = tr.doneAll / tr.elapsed
 		}
 		if tr.oom {
 			peak = t.env.Cluster.Nodes[0].AccMemGB

@@ -46,15 +46,8 @@ type Options struct {
 	// RoundS is the MILP rescheduling period (default 120 s); SampleS the observation
 	// interval (default 10 s, also the control-loop period).
 	RoundS, SampleS float64
-	// EvalS is how long a BO trial is measured once its probe runs (default 80 s), in
-	// ticks where the operator is backlogged (sim.ProbeStats.Backlogged): elsewhere the
-	// probe's rate is the operator's arrivals, not its configuration's capacity.
+	// EvalS is how long a BO trial is measured once its probe runs (default 80 s).
 	EvalS float64
-	// EvalMaxS is how long a trial runs at most (default 4 × EvalS). A trial that gets
-	// less than a quarter of EvalS backlogged by then is measured over all its ticks
-	// (an operator that never becomes a bottleneck is still tuned, at the concurrency
-	// its load offers).
-	EvalMaxS float64
 	// Budget is the number of BO evaluations per workload cluster (default 16).
 	Budget int
 	// ParallelTrials is the number of BO trials an operator measures at once, each on
@@ -106,9 +99,6 @@ func (o *Options) defaults() {
 	}
 	if o.EvalS == 0 {
 		o.EvalS = 80
-	}
-	if o.EvalMaxS == 0 {
-		o.EvalMaxS = 4 * o.EvalS
 	}
 	if o.Budget == 0 {
 		o.Budget = 16
@@ -237,16 +227,14 @@ type tuning struct {
 type trial struct {
 	cfg      configspace.Config
 	simCfg   sim.OpConfig
-	measured float64 // backlogged seconds measured
-	done     float64 // records processed by the probe in them
-	elapsed  float64 // seconds the probe ran with work
-	doneAll  float64 // records processed by the probe in them
+	measured float64 // seconds measured
+	done     float64 // records processed by the probe while measured
 	peak     float64
 	oom      bool
 }
 
 // reset discards the trial's measurement (it is measured afresh).
-func (tr *trial) reset() { *tr = trial{cfg: tr.cfg, simCfg: tr.simCfg} }
+func (tr *trial) reset() { tr.measured, tr.done, tr.peak, tr.oom = 0, 0, 0, false }
 
 // pending returns the configurations of the running trials.
 func (tu *tuning) pending() []configspace.Config {
@@ -395,10 +383,6 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 				tr := tu.trials[k]
 				if ps.Running {
 					if ps.BusySec > 0 {
-						tr.elapsed += s.Tick
-						tr.doneAll += ps.Processed
-					}
-					if ps.Backlogged {
 						tr.measured += s.Tick
 						tr.done += ps.Processed
 					}
@@ -636,11 +620,6 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 		op.PerNode = make([]int, len(t.env.Cluster.Nodes))
 		for n, pl := range sol.PerNode[i] {
 			op.PerNode[n] = pl.Total()
-		}
-		// Scaling down keeps two production instances beside the probes: the trials of
-		// the slots dropped wait (adapt moves them down as slots free up).
-		if keep := max(sumRow(op.PerNode)-2, 0); len(op.Probes) > keep {
-			op.Probes = op.Probes[:keep]
 		}
 		if o.candidate != nil && sol.Transitions != nil && sol.Transitions[i] > 0 {
 			op.Config = o.candidate.cfg

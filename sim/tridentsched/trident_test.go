@@ -3,15 +3,12 @@ package tridentsched
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/baseline"
-	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/cluster"
 	"github.com/trident-sched/trident/strategy/configspace"
 	"github.com/trident-sched/trident/strategy/milp"
@@ -293,42 +290,5 @@ func TestStalledTransitionCompletes(t *testing.T) {
 	}
 	if without <= with {
 		t.Errorf("without tail completion the longest mixed stretch is %.0f s, not longer than %.0f s: the scenario stalls nothing", without, with)
-	}
-}
-
-// A trial is measured over the ticks its operator is backlogged (its rate there is the
-// configuration's capacity, elsewhere the operator's arrivals); one that gets less than a
-// quarter of EvalS backlogged before EvalMaxS is measured over all its ticks.
-func TestTrialMeasuresBackloggedTicks(t *testing.T) {
-	spec := &sim.OpSpec{Name: "ocr", Space: sim.Space{{Name: "batch", Lo: 1, Hi: 64, Int: true, Default: 8}}}
-	sp, err := toSpace(spec.Space)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt, err := bo.New(sp, bo.Options{Method: bo.Random}, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := func(b float64) configspace.Config { return configspace.Config{"batch": configspace.Num(b)} }
-	tu := &tuning{opt: opt, trials: []*trial{
-		{cfg: cfg(8), measured: 80, done: 400, elapsed: 200, doneAll: 600},  // backlogged for EvalS: 5/s
-		{cfg: cfg(16), measured: 10, done: 100, elapsed: 320, doneAll: 640}, // timed out, hardly backlogged: 2/s
-		{cfg: cfg(24), measured: 30, done: 300, elapsed: 320, doneAll: 400}, // timed out, backlogged a while: 10/s
-		{cfg: cfg(32), measured: 79, done: 400, elapsed: 319, doneAll: 700}, // still measuring
-	}}
-	tr := &Trident{opt: Options{EvalS: 80, EvalMaxS: 320, Budget: 100, ParallelTrials: 4, Logger: slog.New(slog.DiscardHandler)}}
-	if err := tr.advance(context.Background(), &opState{spec: spec, space: sp}, tu, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	got := map[float64]float64{}
-	for _, ob := range opt.Observations() {
-		got[ob.Config["batch"].Float()] = ob.Throughput
-	}
-	want := map[float64]float64{8: 5, 16: 2, 24: 10}
-	if !maps.Equal(got, want) {
-		t.Fatalf("observed %v, want %v", got, want)
-	}
-	if tu.evals != 3 || tu.trials[3] == nil || tu.trials[0] != nil {
-		t.Fatalf("%d evaluations, trials %v: want 3 and the last one still measured", tu.evals, tu.trials)
 	}
 }
