@@ -292,6 +292,21 @@ type Pipeline struct {
 	BatchDocs int
 }
 
+// WithAcceleratorQueues returns a copy of p whose accelerator operators' input queues hold
+// x times as many records. An operator's queue also holds the records its instances have
+// in flight (each instance gets queue/instances), so the bound caps a batching engine's
+// running batch.
+func (p *Pipeline) WithAcceleratorQueues(x float64) *Pipeline {
+	out := *p
+	out.Ops = append([]OpSpec(nil), p.Ops...)
+	for i := range out.Ops {
+		if out.Ops[i].Need.Acc > 0 {
+			out.Ops[i].QueueCap *= x
+		}
+	}
+	return &out
+}
+
 // TotalRecords returns the number of source records of one pass over the dataset.
 func (p *Pipeline) TotalRecords() float64 {
 	var t float64

@@ -28,16 +28,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
 	}
-	p, err := experiment.Pipeline(*pipe, *scale)
+	set, err := experiment.Setup(*sched, *pipe, *scale, *seed, sim.RunConfig{Duration: dur.Seconds(), Cycle: *dur > 0})
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	s, cl, rc, err := experiment.Setup(*sched, *seed, sim.RunConfig{Duration: dur.Seconds(), Cycle: *dur > 0})
-	if err != nil {
-		return fmt.Errorf("sim: %w", err)
-	}
+	p, s := set.Pipeline, set.Scheduler
 	start := time.Now()
-	res, err := sim.Run(ctx, p, cl, s, rc)
+	res, err := sim.Run(ctx, p, set.Cluster, s, set.Run)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}

@@ -60,6 +60,17 @@ type spec struct {
 	cfg  func(c sim.RunConfig) sim.RunConfig
 	// gbps is the link rate of the run's cluster (0: the paper's 100 Gbps).
 	gbps float64
+	// queueX multiplies the accelerator operators' queue bounds (0: as calibrated).
+	queueX float64
+}
+
+// pipeline returns the run's pipeline.
+func (sp spec) pipeline(name string, scale float64) (*sim.Pipeline, error) {
+	p, err := Pipeline(name, scale)
+	if err != nil || sp.queueX <= 0 {
+		return p, err
+	}
+	return p.WithAcceleratorQueues(sp.queueX), nil
 }
 
 // NetGbps is the link rate of the network-sensitivity runs (keys ending in NetSuffix):
@@ -70,6 +81,15 @@ const NetGbps = 25
 
 // NetSuffix marks the keys of the network-sensitivity runs.
 const NetSuffix = "@25g"
+
+// QueueX is the factor on the accelerator operators' queue bounds of the queue-sensitivity
+// runs (keys ending in QueueSuffix). A queue holds the records in flight too, so its bound
+// caps how full an OCR or captioning engine's batches get; the Headroom bound and Static's
+// profile rate an engine at its admission limit instead.
+const QueueX = 3
+
+// QueueSuffix marks the keys of the queue-sensitivity runs.
+const QueueSuffix = "@q3"
 
 // cluster returns the run's cluster.
 func (sp spec) cluster() sim.Cluster {
@@ -137,6 +157,15 @@ func specs() []spec {
 		{key: "static" + NetSuffix, make: plain(func(uint64) sim.Scheduler { return &baseline.Static{Label: "static" + NetSuffix} }), cfg: same, gbps: NetGbps},
 		{key: "trident" + NetSuffix, make: trident(tridentsched.Options{Label: "trident" + NetSuffix}), cfg: same, gbps: NetGbps},
 		{key: "trident-no-placement" + NetSuffix, make: trident(tridentsched.Options{NoPlacement: true, Label: "trident-no-placement" + NetSuffix}), cfg: same, gbps: NetGbps},
+		// Queue sensitivity: Static, the strongest baselines and Trident with larger
+		// accelerator queues.
+		{key: "static" + QueueSuffix, make: plain(func(uint64) sim.Scheduler { return &baseline.Static{Label: "static" + QueueSuffix} }), cfg: same, queueX: QueueX},
+		{key: "scoot" + QueueSuffix, make: plain(func(seed uint64) sim.Scheduler { return &baseline.SCOOT{Seed: seed} }), cfg: same, queueX: QueueX},
+		{key: "ds2+shared" + QueueSuffix, make: plain(func(seed uint64) sim.Scheduler {
+			h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
+			return &baseline.DS2{Capacity: h, Advisor: h, Label: "ds2+shared" + QueueSuffix}
+		}), cfg: same, queueX: QueueX},
+		{key: "trident" + QueueSuffix, make: trident(tridentsched.Options{Label: "trident" + QueueSuffix}), cfg: same, queueX: QueueX},
 	}
 }
 
@@ -221,7 +250,7 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 			defer wg.Done()
 			for k := range next {
 				j := jobs[k]
-				p, _ := Pipeline(j.pipe, cfg.Scale)
+				p, _ := j.sp.pipeline(j.pipe, cfg.Scale)
 				s, tr := j.sp.make(j.seed)
 				rc := j.sp.cfg(sim.RunConfig{Seed: j.seed})
 				t0 := time.Now()
@@ -287,15 +316,27 @@ func SchedulerNames() string {
 	return s
 }
 
-// Setup returns a fresh scheduler for key with the cluster and run configuration the
-// benchmark runs it with (rc carries seed).
-func Setup(key string, seed uint64, rc sim.RunConfig) (sim.Scheduler, sim.Cluster, sim.RunConfig, error) {
+// Setting is one benchmark run's set-up.
+type Setting struct {
+	Scheduler sim.Scheduler
+	Pipeline  *sim.Pipeline
+	Cluster   sim.Cluster
+	Run       sim.RunConfig
+}
+
+// Setup returns a fresh scheduler for key with the pipeline (the named one at scale),
+// cluster and run configuration the benchmark runs it with (rc carries seed).
+func Setup(key, pipeline string, scale float64, seed uint64, rc sim.RunConfig) (Setting, error) {
 	for _, sp := range specs() {
 		if sp.key == key {
+			p, err := sp.pipeline(pipeline, scale)
+			if err != nil {
+				return Setting{}, err
+			}
 			s, _ := sp.make(seed)
 			rc.Seed = seed
-			return s, sp.cluster(), sp.cfg(rc), nil
+			return Setting{Scheduler: s, Pipeline: p, Cluster: sp.cluster(), Run: sp.cfg(rc)}, nil
 		}
 	}
-	return nil, sim.Cluster{}, rc, fmt.Errorf("unknown scheduler %q (want one of %s)", key, SchedulerNames())
+	return Setting{}, fmt.Errorf("unknown scheduler %q (want one of %s)", key, SchedulerNames())
 }

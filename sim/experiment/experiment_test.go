@@ -76,11 +76,13 @@ func TestReportMedianOverSeeds(t *testing.T) {
 }
 
 func TestSchedulerLookup(t *testing.T) {
+	calibrated := sim.PDFPipeline(1)
 	for _, k := range allKeys() {
-		_, cl, rc, err := Setup(k, 1, sim.RunConfig{})
+		set, err := Setup(k, "pdf", 1, 1, sim.RunConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		cl, rc := set.Cluster, set.Run
 		wantMBps := sim.LinkMBps(100)
 		if strings.HasSuffix(k, NetSuffix) {
 			wantMBps = sim.LinkMBps(NetGbps)
@@ -88,9 +90,22 @@ func TestSchedulerLookup(t *testing.T) {
 		if len(cl.Nodes) != 8 || cl.Nodes[0].EgressMBps != wantMBps || rc.Seed != 1 || rc.NoOOM != (k == "trident-oom-free") {
 			t.Fatalf("%s: %d nodes, egress %v MB/s (want %v), run config %+v", k, len(cl.Nodes), cl.Nodes[0].EgressMBps, wantMBps, rc)
 		}
+		// Queue-sensitivity runs scale the accelerator operators' queues only.
+		for i, o := range set.Pipeline.Ops {
+			want := calibrated.Ops[i].QueueCap
+			if strings.HasSuffix(k, QueueSuffix) && o.Need.Acc > 0 {
+				want *= QueueX
+			}
+			if o.QueueCap != want {
+				t.Fatalf("%s: %s queue bound %v, want %v", k, o.Name, o.QueueCap, want)
+			}
+		}
 	}
-	if _, _, _, err := Setup("nope", 1, sim.RunConfig{}); err == nil {
+	if _, err := Setup("nope", "pdf", 1, 1, sim.RunConfig{}); err == nil {
 		t.Fatal("unknown scheduler accepted")
+	}
+	if _, err := Setup("static", "nope", 1, 1, sim.RunConfig{}); err == nil {
+		t.Fatal("unknown pipeline accepted")
 	}
 }
 
@@ -143,5 +158,36 @@ func TestRunAllReportsProgress(t *testing.T) {
 		if d != i+1 {
 			t.Fatalf("progress call %d reported %d done", i, d)
 		}
+	}
+}
+
+// TestQueueSensitivityFigures checks the queue-sensitivity figures: each scheduler is
+// normalised to Static with the same (larger) queues and compared with its own run at the
+// calibrated queues, and the figures reach the table and the RESULT line.
+func TestQueueSensitivityFigures(t *testing.T) {
+	runs := []*Run{
+		fakeRun("pdf", "static", 10, 0), fakeRun("pdf", "trident", 14, 0),
+		fakeRun("pdf", "static"+QueueSuffix, 11, 0), fakeRun("pdf", "trident"+QueueSuffix, 17.6, 0),
+	}
+	rep := NewReport([]string{"pdf"}, runs, time.Second)
+	f := rep.queueFigures("pdf")
+	want := map[string]float64{"norm.static": 1, "norm.trident": 1.6, "pct_of_q1.static": 110, "pct_of_q1.trident": 17.6 / 14 * 100}
+	for k, v := range want {
+		if math.Abs(f[k]-v) > 1e-9 {
+			t.Fatalf("%s = %v, want %v (all: %v)", k, f[k], v, f)
+		}
+	}
+	if _, ok := f["norm.scoot"]; ok {
+		t.Fatalf("figure for a scheduler without queue runs: %v", f)
+	}
+	if rep.queueFigures("video") != nil {
+		t.Fatal("figures for a pipeline without queue runs")
+	}
+	var out bytes.Buffer
+	if err := rep.Write(&out, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Queue sensitivity: accelerator operators' queue bounds x3") || !strings.Contains(out.String(), `"pdf.queue_x3.norm.trident":1.6`) {
+		t.Fatalf("queue table or figure missing:\n%s", out.String())
 	}
 }

@@ -267,6 +267,9 @@ func (r *Report) Tables() []*benchfmt.Table {
 	if nt := r.netTable(); nt != nil {
 		out = append(out, nt)
 	}
+	if qt := r.queueTable(); qt != nil {
+		out = append(out, qt)
+	}
 
 	h6 := []string{"metric"}
 	for _, p := range r.Pipelines {
@@ -417,6 +420,54 @@ func (r *Report) netTable() *benchfmt.Table {
 	return t
 }
 
+// queueKeys are the schedulers of the queue-sensitivity runs (key + QueueSuffix).
+var queueKeys = []string{"static", "scoot", "ds2+shared", "trident"}
+
+// queueFigures returns, per pipeline, the queue-sensitivity figures: each scheduler's
+// throughput with the accelerator queues QueueX times larger, normalised to Static with
+// the same queues ("norm.<key>") and as % of its own run with the calibrated queues
+// ("pct_of_q1.<key>"). Nil without the runs.
+func (r *Report) queueFigures(p string) map[string]float64 {
+	ref := "static" + QueueSuffix
+	if r.Runs[p][ref] == nil || r.Runs[p]["trident"+QueueSuffix] == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, k := range queueKeys {
+		kq := k + QueueSuffix
+		if r.Runs[p][kq] == nil {
+			continue
+		}
+		out["norm."+k] = median(r.perSeed(p, kq, ref, ratio))
+		out["pct_of_q1."+k] = median(r.perSeed(p, kq, k, func(a, b *Run) float64 { return 100 * ratio(a, b) }))
+	}
+	return out
+}
+
+// queueTable is the queue-sensitivity table (nil without its runs).
+func (r *Report) queueTable() *benchfmt.Table {
+	hdr := []string{"scheduler"}
+	var figs []map[string]float64
+	for _, p := range r.Pipelines {
+		if f := r.queueFigures(p); f != nil {
+			hdr = append(hdr, p+": norm. to Static", p+": % of own run at x1")
+			figs = append(figs, f)
+		}
+	}
+	if len(figs) == 0 {
+		return nil
+	}
+	t := &benchfmt.Table{Title: fmt.Sprintf("Queue sensitivity: accelerator operators' queue bounds x%d (they also bound the records in flight)", QueueX), Header: hdr}
+	for _, k := range queueKeys {
+		cells := []string{k}
+		for _, f := range figs {
+			cells = append(cells, f2(f["norm."+k]), f1(f["pct_of_q1."+k]))
+		}
+		t.Rows = append(t.Rows, cells)
+	}
+	return t
+}
+
 func allKeys() []string {
 	var ks []string
 	for _, s := range specs() {
@@ -459,6 +510,9 @@ func (r *Report) Result() benchfmt.Result {
 		}
 		for k, v := range r.netFigures(p) {
 			fig[fmt.Sprintf("%s.net%dg.%s", p, NetGbps, k)] = round(v, 10)
+		}
+		for k, v := range r.queueFigures(p) {
+			fig[fmt.Sprintf("%s.queue_x%d.%s", p, QueueX, k)] = round(v, 1000)
 		}
 		ue, ud, ul := r.oom(p, "trident-unconstrained-bo")
 		ce, cd, cl := r.oom(p, "trident")
