@@ -765,7 +765,9 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		}
 	}
 	sort.Slice(probeGroups, func(a, b int) bool { return gs[probeGroups[a]].probe < gs[probeGroups[b]].probe })
-	probeIn := make(map[int]float64, len(probeGroups))
+	// cm is every group's in-flight records for the device-memory model: probes hold
+	// their own.
+	cm := append([]float64(nil), cIn...)
 	left := queue0
 	head := e.headAttrs(op, out)
 	for _, gi := range probeGroups {
@@ -778,8 +780,8 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		c := 1.0
 		if spec.Async {
 			c = math.Min(spec.inFlightLimit(g.cfg), left)
+			cm[gi] = c
 		}
-		probeIn[gi] = c
 		r := m.Rate(head, g.cfg, c) * noise
 		ps.Processed = math.Min(r*dt*active, left)
 		ps.BusySec = dt * active
@@ -791,12 +793,6 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 
 	// Device memory and OOM restarts.
 	if spec.Need.Acc > 0 && len(gs) > 0 && head != nil {
-		cm := append([]float64(nil), cIn...)
-		for gi, c := range probeIn {
-			if spec.Async {
-				cm[gi] = c
-			}
-		}
 		e.deviceMemory(op, gs, cm, head, st, dt)
 	}
 	op.lastStats = *st

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,6 +117,15 @@ func plain(f func(seed uint64) sim.Scheduler) func(uint64) (sim.Scheduler, *trid
 	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) { return f(seed), nil }
 }
 
+// sharedDS2 makes DS2 (ContTune when conservative) over the shared observation and
+// adaptation layers of the controlled comparison.
+func sharedDS2(label string, conservative bool) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
+	return plain(func(seed uint64) sim.Scheduler {
+		h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
+		return &baseline.DS2{Conservative: conservative, Capacity: h, Advisor: h, Label: label}
+	})
+}
+
 // specs lists every scheduler variant the benchmark runs.
 func specs() []spec {
 	return []spec{
@@ -134,14 +144,8 @@ func specs() []spec {
 		{key: "ray-data+shared", make: plain(func(seed uint64) sim.Scheduler {
 			return &baseline.RayData{Advisor: tridentsched.NewShared(tridentsched.Options{Seed: seed}), Label: "ray-data+shared"}
 		}), cfg: same},
-		{key: "ds2+shared", make: plain(func(seed uint64) sim.Scheduler {
-			h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
-			return &baseline.DS2{Capacity: h, Advisor: h, Label: "ds2+shared"}
-		}), cfg: same},
-		{key: "conttune+shared", make: plain(func(seed uint64) sim.Scheduler {
-			h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
-			return &baseline.DS2{Conservative: true, Capacity: h, Advisor: h, Label: "conttune+shared"}
-		}), cfg: same},
+		{key: "ds2+shared", make: sharedDS2("ds2+shared", false), cfg: same},
+		{key: "conttune+shared", make: sharedDS2("conttune+shared", true), cfg: same},
 		// Ablations (§8.6); "w/o rolling update" is also Trident (all-at-once) of §8.3.
 		{key: "trident-no-observation", make: trident(tridentsched.Options{NoObservation: true, Label: "trident-no-observation"}), cfg: same},
 		{key: "trident-no-adaptation", make: trident(tridentsched.Options{NoAdaptation: true, Label: "trident-no-adaptation"}), cfg: same},
@@ -161,10 +165,7 @@ func specs() []spec {
 		// accelerator queues.
 		{key: "static" + QueueSuffix, make: plain(func(uint64) sim.Scheduler { return &baseline.Static{Label: "static" + QueueSuffix} }), cfg: same, queueX: QueueX},
 		{key: "scoot" + QueueSuffix, make: plain(func(seed uint64) sim.Scheduler { return &baseline.SCOOT{Seed: seed} }), cfg: same, queueX: QueueX},
-		{key: "ds2+shared" + QueueSuffix, make: plain(func(seed uint64) sim.Scheduler {
-			h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
-			return &baseline.DS2{Capacity: h, Advisor: h, Label: "ds2+shared" + QueueSuffix}
-		}), cfg: same, queueX: QueueX},
+		{key: "ds2+shared" + QueueSuffix, make: sharedDS2("ds2+shared"+QueueSuffix, false), cfg: same, queueX: QueueX},
 		{key: "trident" + QueueSuffix, make: trident(tridentsched.Options{Label: "trident" + QueueSuffix}), cfg: same, queueX: QueueX},
 	}
 }
@@ -291,8 +292,10 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 	return runs, nil
 }
 
-// cost orders jobs: Trident variants and ContTune are the slowest to simulate.
+// cost orders jobs: Trident variants and ContTune are the slowest to simulate. A
+// sensitivity variant (key@...) costs what its base scheduler does.
 func cost(key string) int {
+	key, _, _ = strings.Cut(key, "@")
 	switch {
 	case key == "conttune" || key == "conttune+shared":
 		return 2

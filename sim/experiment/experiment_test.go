@@ -132,12 +132,21 @@ func TestNetworkSensitivityFigures(t *testing.T) {
 	if rep.netFigures("pdf") != nil {
 		t.Fatal("figures for a pipeline without network runs")
 	}
+	reportContains(t, rep, "Network sensitivity: links at 25 Gbps", `"video.net25g.ablation_pct.trident-no-placement":80`)
+}
+
+// reportContains fails t unless rep's printed tables and RESULT line contain every one of
+// wants.
+func reportContains(t *testing.T, rep *Report, wants ...string) {
+	t.Helper()
 	var out bytes.Buffer
 	if err := rep.Write(&out, ""); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "Network sensitivity: links at 25 Gbps") || !strings.Contains(out.String(), `"video.net25g.ablation_pct.trident-no-placement":80`) {
-		t.Fatalf("network table or figure missing:\n%s", out.String())
+	for _, w := range wants {
+		if !strings.Contains(out.String(), w) {
+			t.Fatalf("report lacks %q:\n%s", w, out.String())
+		}
 	}
 }
 
@@ -183,11 +192,5 @@ func TestQueueSensitivityFigures(t *testing.T) {
 	if rep.queueFigures("video") != nil {
 		t.Fatal("figures for a pipeline without queue runs")
 	}
-	var out bytes.Buffer
-	if err := rep.Write(&out, ""); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "Queue sensitivity: accelerator operators' queue bounds x3") || !strings.Contains(out.String(), `"pdf.queue_x3.norm.trident":1.6`) {
-		t.Fatalf("queue table or figure missing:\n%s", out.String())
-	}
+	reportContains(t, rep, "Queue sensitivity: accelerator operators' queue bounds x3", `"pdf.queue_x3.norm.trident":1.6`)
 }

@@ -57,12 +57,12 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 			// instances, so one with fewer than three instances keeps serving and its
 			// trials wait (a probe that is the only instance would stall the operator on
 			// untried configurations).
-			slots := min(t.opt.ParallelTrials, st.Running+st.Starting+st.Restarting-2)
-			if err := t.advance(ctx, o, tu, max(slots, 0), s.Time); err != nil {
+			slots := max(min(t.opt.ParallelTrials, st.Running+st.Starting+st.Restarting-2), 0)
+			if err := t.advance(ctx, o, tu, slots, s.Time); err != nil {
 				return nil, false, err
 			}
 			if o.tune != nil {
-				for k := range max(slots, 0) {
+				for k := range slots {
 					var c sim.OpConfig
 					if tr := tu.trials[k]; tr != nil {
 						c = tr.simCfg

@@ -343,10 +343,18 @@ func (c *Clusterer) trackRange(t []float64) {
 	for d, v := range t {
 		c.lo[d], c.hi[d] = math.Min(c.lo[d], v), math.Max(c.hi[d], v)
 		c.floor[d] = c.o.RangeFraction * (c.hi[d] - c.lo[d])
-		if c.scale != nil && c.scale[d] < c.floor[d] {
-			c.scale[d] = c.floor[d]
+		if c.scale != nil {
+			c.scale[d] = c.floored(d, c.scale[d])
 		}
 	}
+}
+
+// floored returns scale s of feature d raised to the RangeFraction floor, if any.
+func (c *Clusterer) floored(d int, s float64) float64 {
+	if c.floor == nil {
+		return s
+	}
+	return math.Max(s, c.floor[d])
 }
 
 // initScale sets the scale from the warm-up buffer: 1.4826·MAD per feature (the standard
@@ -369,9 +377,7 @@ func (c *Clusterer) initScale() {
 		if !(s > 1e-9*math.Max(1, math.Abs(med))) {
 			s = math.Max(1e-3*math.Abs(med), 1e-6)
 		}
-		if c.floor != nil {
-			s = math.Max(s, c.floor[d])
-		}
+		s = c.floored(d, s)
 		c.scale[d] = s
 		c.varEst[d] = s * s
 	}
@@ -416,10 +422,7 @@ func (c *Clusterer) assign(t []float64) Event {
 			for d := range t {
 				r := math.Max(-2*c.scale[d], math.Min(2*c.scale[d], t[d]-cl.mean[d]))
 				c.varEst[d] += c.o.ScaleRate * (r*r/winsorConsistency - c.varEst[d])
-				c.scale[d] = math.Sqrt(c.varEst[d])
-				if c.floor != nil {
-					c.scale[d] = math.Max(c.scale[d], c.floor[d])
-				}
+				c.scale[d] = c.floored(d, math.Sqrt(c.varEst[d]))
 			}
 		}
 		cl.count++
