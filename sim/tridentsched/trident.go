@@ -171,12 +171,19 @@ type Trident struct {
 	TailBatches int
 }
 
+// blockedFill is the fill of the downstream queue at which an operator counts as blocked
+// by backpressure (the engine stops an operator's output when the next queue is full).
+const blockedFill = 0.95
+
 type window struct {
 	processed, busy, useful, occ, running, src, emitted, outMB float64
 	ticks                                                      int
-	q0                                                         float64
-	feat                                                       []float64
-	featW                                                      float64
+	// blocked counts ticks whose end found the downstream queue full: the operator's
+	// output was throttled by backpressure.
+	blocked int
+	q0      float64
+	feat    []float64
+	featW   float64
 }
 
 type opState struct {
@@ -347,6 +354,9 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 			w.q0 = st.Queue - st.Arrived + st.Processed
 		}
 		w.ticks++
+		if i+1 < len(s.Ops) && s.Ops[i+1].Queue >= blockedFill*s.Ops[i+1].QueueCap {
+			w.blocked++
+		}
 		w.processed += st.Processed
 		w.busy += st.BusySec
 		w.useful += st.UsefulSec
@@ -498,7 +508,16 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 		if occ := w.occ / float64(w.ticks); perInst > 0 {
 			// Utilisation-scaled rate (at most three times the observed rate), as a slowly
 			// decaying maximum: a starved or backpressured window says little about capacity.
-			o.scaled = math.Max(o.scaled*0.995, perInst/interval/math.Max(occ, 1.0/3))
+			// A window mostly blocked by a full downstream queue does not decay it: there
+			// the scaled rate is three times the throttled rate, and decaying towards it
+			// made a blocked operator look slow, drew instances to it and starved the
+			// operator that blocked it.
+			v := perInst / interval / math.Max(occ, 1.0/3)
+			if 2*w.blocked > w.ticks {
+				o.scaled = math.Max(o.scaled, v)
+			} else {
+				o.scaled = math.Max(o.scaled*0.995, v)
+			}
 		}
 		sample := observe.Sample{
 			Time:          time.Unix(0, 0).Add(time.Duration(s.Time * float64(time.Second))),

@@ -292,3 +292,59 @@ func TestStalledTransitionCompletes(t *testing.T) {
 		t.Errorf("without tail completion the longest mixed stretch is %.0f s, not longer than %.0f s: the scenario stalls nothing", without, with)
 	}
 }
+
+// The occupancy-scaled capacity fallback (for an operator whose every sample the
+// observation layer rejects) decays towards new windows only while the operator's output
+// flows: in windows blocked by a full downstream queue it holds. Decaying there made a
+// throttled operator look slow (three times its throttled rate), so DS2 over the shared
+// layers gave it ever more accelerators and starved the operator that blocked it (video,
+// queues x3: caption at one instance for two hours).
+func TestBlockedWindowsKeepTheCapacityFallback(t *testing.T) {
+	p, c := sim.VideoPipeline(0.01), sim.PaperCluster(8)
+	op := p.OpIndex("clip_aesthetic")
+	env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
+	// run feeds windows of 10 one-second ticks in which op's 4 instances process perInst
+	// records/s each at 5 % occupancy (every sample is rejected as low-utilisation), with
+	// the downstream queue full when blocked, and returns the capacity fallback.
+	run := func(tr *Trident, from float64, windows int, perInst float64, blocked bool) (float64, float64) {
+		now := from
+		for range windows {
+			var s *sim.Snapshot
+			for range 10 {
+				now++
+				s = &sim.Snapshot{Time: now, Tick: 1, Ops: make([]sim.OpStats, len(p.Ops))}
+				for i := range s.Ops {
+					s.Ops[i].QueueCap = p.Ops[i].QueueCap
+				}
+				st := &s.Ops[op]
+				st.Running, st.Processed, st.Emitted, st.SrcRecords = 4, 4*perInst, 4*perInst, perInst
+				st.Occupancy, st.Util, st.BusySec, st.Queue = 0.05, 0.05, 0.2, 100
+				st.Features = []float64{20, 720}
+				if blocked {
+					s.Ops[op+1].Queue = p.Ops[op+1].QueueCap
+				}
+				tr.Observe(s)
+			}
+			tr.flushWindow(s)
+		}
+		return tr.capacity(op), now
+	}
+	for _, blocked := range []bool{true, false} {
+		tr := New(Options{Seed: 1})
+		if _, err := tr.Init(context.Background(), env); err != nil {
+			t.Fatal(err)
+		}
+		first, now := run(tr, 0, 1, 10, false)
+		if first != 30 {
+			t.Fatalf("fallback after one free window at 10 records/s and 5 %% occupancy: %.2f, want 30 (three times the rate)", first)
+		}
+		got, _ := run(tr, now, 100, 1, blocked)
+		// Free windows decay the maximum by 0.5 % each: 30 × 0.995^100 = 18.2.
+		if blocked && got != first {
+			t.Errorf("after 100 blocked windows at 1 record/s the fallback is %.2f, want it held at %.2f", got, first)
+		}
+		if !blocked && (got < 18 || got > 18.5) {
+			t.Errorf("after 100 free windows at 1 record/s the fallback is %.2f, want 18.2 (decayed)", got)
+		}
+	}
+}
