@@ -5,22 +5,48 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // FluidBound is an upper bound on the throughput any scheduler reaches on a pipeline and
 // cluster whose accelerator operators are the bottleneck: the accelerators are split as a
 // fluid between the accelerator operators anew for every workload regime, every operator
 // runs the best memory-safe configuration for the regime, and transitions, cold starts,
-// queues, exploration and CPU or network limits cost nothing.
+// exploration and CPU or network limits cost nothing.
+//
+// It comes in two forms. The admission-limited one (DefaultRecPerS, TunedRecPerS) lets
+// every async instance run its admission limit of requests, as if its input queue were
+// unbounded. The queue-limited one (Queue*) runs an instance the way the engine does: an
+// operator's bounded input queue also holds the requests its instances have in flight, so
+// n instances run min(admission limit, QueueCap/n) each, and adding instances to an
+// operator shrinks every instance's batch. Only the queue-limited form bounds the
+// simulator; the gap between the two is what the queue bounds cost.
 type FluidBound struct {
-	// DefaultRecPerS is the bound with default configurations (reallocation only).
+	// DefaultRecPerS is the admission-limited bound with default configurations
+	// (reallocation only).
 	DefaultRecPerS float64
-	// TunedRecPerS is the bound with each regime's best configuration.
+	// TunedRecPerS is the admission-limited bound with each regime's best configuration.
 	TunedRecPerS float64
 	// StaticDefaultRecPerS is the best fixed integer split of the accelerators with
-	// default configurations, the allocation a tuned-once Static deployment approaches.
+	// default configurations (admission-limited), the allocation a tuned-once Static
+	// deployment approaches.
 	StaticDefaultRecPerS float64
+	// QueueDefaultRecPerS is the queue-limited bound with default configurations.
+	QueueDefaultRecPerS float64
+	// QueueTunedRecPerS is the queue-limited bound with the best memory-safe configuration
+	// per regime and instance count.
+	QueueTunedRecPerS float64
 }
+
+// queueScreen is how many of a regime's sampled records rank the configurations for one
+// instance count in the queue-limited search; the best queueFinalists of them that are
+// memory-safe on all the records decide. boundBisections halves the throughput interval
+// of a regime's split that often.
+const (
+	queueScreen     = 30
+	queueFinalists  = 4
+	boundBisections = 60
+)
 
 // ComputeFluidBound evaluates FluidBound on samples records per regime, searching
 // searches random configurations per operator and regime; a configuration counts as
@@ -46,51 +72,54 @@ func ComputeFluidBound(p *Pipeline, c Cluster, samples, searches int, seed uint6
 		limit = math.Min(limit, n.AccMemGB)
 	}
 	// def[r][k], best[r][k]: accelerator-seconds per source record of regime r on
-	// accelerator operator k.
+	// accelerator operator k (admission-limited). qdef[r][k], qbest[r][k]: source records/s
+	// of n = 0, 1, ... instances of k (queue-limited).
 	def := make([][]float64, len(p.Regimes))
 	best := make([][]float64, len(p.Regimes))
+	qdef := make([][][]float64, len(p.Regimes))
+	qbest := make([][][]float64, len(p.Regimes))
 	total := 0.0
 	for r, reg := range p.Regimes {
 		total += reg.Records
 		recs := make([]Attrs, samples)
+		amps := make([][]float64, samples)
 		for j := range recs {
 			recs[j] = reg.Sample(rng)
+			amps[j] = p.CumAmp(recs[j])
 		}
 		def[r] = make([]float64, len(acc))
 		best[r] = make([]float64, len(acc))
+		qdef[r] = make([][]float64, len(acc))
+		qbest[r] = make([][]float64, len(acc))
 		for k, i := range acc {
 			spec := &p.Ops[i]
-			cost := func(cfg OpConfig) (float64, bool) {
-				s := 0.0
-				for _, a := range recs {
-					mean, sd := spec.Model.PeakMem(a, cfg, spec.inFlightLimit(cfg))
-					if mean+2*sd >= limit {
-						return 0, false
+			cands := []OpConfig{spec.Space.Default()}
+			if spec.Tunable() {
+				u := make([]float64, len(spec.Space))
+				for range searches {
+					for j := range u {
+						u[j] = rng.Float64()
 					}
-					s += float64(spec.Need.Acc) * p.CumAmp(a)[i] / spec.Model.Rate(a, cfg, spec.inFlightLimit(cfg))
+					cands = append(cands, spec.Space.FromUnit(u))
 				}
-				return s / float64(len(recs)), true
 			}
+			ev := boundEval{spec: spec, i: i, recs: recs, amps: amps, limit: limit}
 			var ok bool
-			if def[r][k], ok = cost(spec.Space.Default()); !ok && spec.Tunable() {
+			if def[r][k], ok = ev.cost(cands[0], spec.inFlightLimit(cands[0]), len(recs)); !ok && spec.Tunable() {
 				def[r][k] = math.Inf(1)
 			}
 			best[r][k] = def[r][k]
-			if !spec.Tunable() {
-				continue
-			}
-			u := make([]float64, len(spec.Space))
-			for range searches {
-				for j := range u {
-					u[j] = rng.Float64()
-				}
-				if v, ok := cost(spec.Space.FromUnit(u)); ok && v < best[r][k] {
+			for _, cfg := range cands[1:] {
+				if v, ok := ev.cost(cfg, spec.inFlightLimit(cfg), len(recs)); ok && v < best[r][k] {
 					best[r][k] = v
 				}
 			}
 			if math.IsInf(best[r][k], 1) {
 				return FluidBound{}, fmt.Errorf("fluid bound: no memory-safe configuration of %q for regime %q", spec.Name, reg.Name)
 			}
+			maxN := int(devices) / spec.Need.Acc
+			qdef[r][k] = ev.queueCurve(cands[:1], maxN)
+			qbest[r][k] = ev.queueCurve(cands, maxN)
 		}
 	}
 	fluid := func(d [][]float64) float64 {
@@ -105,6 +134,14 @@ func ComputeFluidBound(p *Pipeline, c Cluster, samples, searches int, seed uint6
 		return total / sec
 	}
 	out := FluidBound{DefaultRecPerS: fluid(def), TunedRecPerS: fluid(best)}
+	queueFluid := func(q [][][]float64) float64 {
+		sec := 0.0
+		for r, reg := range p.Regimes {
+			sec += reg.Records / splitCurves(q[r], p.accNeeds(acc), devices)
+		}
+		return total / sec
+	}
+	out.QueueDefaultRecPerS, out.QueueTunedRecPerS = queueFluid(qdef), queueFluid(qbest)
 	// Best fixed split (whole instances) with default configurations.
 	bestSec := math.Inf(1)
 	split := make([]float64, len(acc))
@@ -132,4 +169,127 @@ func ComputeFluidBound(p *Pipeline, c Cluster, samples, searches int, seed uint6
 	search(0, devices)
 	out.StaticDefaultRecPerS = total / bestSec
 	return out, nil
+}
+
+// accNeeds returns the accelerators one instance of each operator in idx needs.
+func (p *Pipeline) accNeeds(idx []int) []float64 {
+	out := make([]float64, len(idx))
+	for k, i := range idx {
+		out[k] = float64(p.Ops[i].Need.Acc)
+	}
+	return out
+}
+
+// boundEval evaluates configurations of accelerator operator i on a regime's sampled
+// records (amps holds each record's cumulative amplification up to every operator).
+type boundEval struct {
+	spec  *OpSpec
+	i     int
+	recs  []Attrs
+	amps  [][]float64
+	limit float64 // device memory, GB
+}
+
+// cost returns the accelerator-seconds per source record of one instance of cfg running c
+// requests in flight, over the first n sampled records, and whether cfg is memory-safe
+// (mean peak plus two standard deviations below the device memory) on each of them.
+func (e *boundEval) cost(cfg OpConfig, c float64, n int) (float64, bool) {
+	s := 0.0
+	for j, a := range e.recs[:n] {
+		mean, sd := e.spec.Model.PeakMem(a, cfg, c)
+		if mean+2*sd >= e.limit {
+			return 0, false
+		}
+		s += float64(e.spec.Need.Acc) * e.amps[j][e.i] / e.spec.Model.Rate(a, cfg, c)
+	}
+	return s / float64(n), true
+}
+
+// queueCurve returns the source records/s that n = 0..maxN instances sustain on the best
+// memory-safe configuration of cands when each runs what the engine lets it run with the
+// operator's queue full (inFlightPer), made nondecreasing (surplus instances can idle).
+// The configurations are ranked per n on the first queueScreen records and evaluated on
+// all of them in that order until queueFinalists are memory-safe.
+func (e *boundEval) queueCurve(cands []OpConfig, maxN int) []float64 {
+	screen := min(queueScreen, len(e.recs))
+	curve := make([]float64, maxN+1)
+	type scored struct {
+		cfg  OpConfig
+		cost float64
+	}
+	var ranked []scored
+	for n := 1; n <= maxN; n++ {
+		ranked = ranked[:0]
+		for _, cfg := range cands {
+			c := inFlightPer(e.spec, cfg, e.spec.QueueCap, n)
+			if v, ok := e.cost(cfg, c, screen); ok {
+				ranked = append(ranked, scored{cfg, v})
+			}
+		}
+		slices.SortFunc(ranked, func(a, b scored) int { return cmpFloat(a.cost, b.cost) })
+		// The fastest configurations sit at the memory limit, so many that pass the
+		// screening records fail on the rest: walk down the ranking until queueFinalists
+		// are safe on every record.
+		safe := 0
+		for _, s := range ranked {
+			if safe == queueFinalists {
+				break
+			}
+			c := inFlightPer(e.spec, s.cfg, e.spec.QueueCap, n)
+			if v, ok := e.cost(s.cfg, c, len(e.recs)); ok {
+				safe++
+				// v is accelerator-seconds per source record of one instance.
+				curve[n] = math.Max(curve[n], float64(n)*float64(e.spec.Need.Acc)/v)
+			}
+		}
+		curve[n] = math.Max(curve[n], curve[n-1])
+	}
+	return curve
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// splitCurves returns the highest throughput T at which the operators' instance curves
+// (curves[k][n]: records/s of n instances, linear between whole instances, as time-sharing
+// between neighbouring allocations gives) all reach T with at most devices accelerators,
+// one instance of operator k taking need[k] of them.
+func splitCurves(curves [][]float64, need []float64, devices float64) float64 {
+	// instances returns the fractional instance count at which curve reaches t (+Inf if
+	// it never does).
+	instances := func(curve []float64, t float64) float64 {
+		for n := 1; n < len(curve); n++ {
+			if curve[n] >= t {
+				if curve[n] == curve[n-1] {
+					return float64(n - 1)
+				}
+				return float64(n-1) + (t-curve[n-1])/(curve[n]-curve[n-1])
+			}
+		}
+		return math.Inf(1)
+	}
+	lo, hi := 0.0, math.Inf(1)
+	for _, c := range curves {
+		hi = math.Min(hi, c[len(c)-1])
+	}
+	for range boundBisections {
+		t := (lo + hi) / 2
+		used := 0.0
+		for k, c := range curves {
+			used += need[k] * instances(c, t)
+		}
+		if used <= devices {
+			lo = t
+		} else {
+			hi = t
+		}
+	}
+	return lo
 }

@@ -77,9 +77,19 @@ func NewReport(pipelines []string, runs []*Run, wall time.Duration) *Report {
 
 func (r *Report) run(p, key string, seed uint64) *Run { return r.Runs[p][key][seed] }
 
-// boundNorm returns pipeline p's fluid bound (tuned or default configurations) divided
-// by the median measured Static throughput (NaN without a bound).
-func (r *Report) boundNorm(p string, tuned bool) float64 {
+// boundKind selects one of a pipeline's fluid bounds (see sim.FluidBound).
+type boundKind int
+
+const (
+	boundDefault      boundKind = iota // admission-limited, default configurations
+	boundTuned                         // admission-limited, best configuration per regime
+	boundQueueDefault                  // queue-limited, default configurations
+	boundQueueTuned                    // queue-limited, best configuration per regime
+)
+
+// boundNorm returns pipeline p's fluid bound of the given kind divided by the median
+// measured Static throughput (NaN without a bound).
+func (r *Report) boundNorm(p string, kind boundKind) float64 {
 	b, ok := r.Bounds[p]
 	if !ok {
 		return math.NaN()
@@ -88,10 +98,8 @@ func (r *Report) boundNorm(p string, tuned bool) float64 {
 	for _, run := range r.Runs[p]["static"] {
 		st = append(st, run.Throughput())
 	}
-	if tuned {
-		return b.TunedRecPerS / median(st)
-	}
-	return b.DefaultRecPerS / median(st)
+	v := [...]float64{b.DefaultRecPerS, b.TunedRecPerS, b.QueueDefaultRecPerS, b.QueueTunedRecPerS}[kind]
+	return v / median(st)
 }
 
 // perSeed applies f to every seed with both runs present and returns the values.
@@ -229,10 +237,13 @@ func (r *Report) Tables() []*benchfmt.Table {
 			name string
 			f    func(p string) float64
 		}{
-			{"bound: per-regime accelerator split, default configs", func(p string) float64 { return r.boundNorm(p, false) }},
-			{"bound: per-regime split + best config per regime", func(p string) float64 { return r.boundNorm(p, true) }},
+			{"ideal engines: per-regime accelerator split, default configs", func(p string) float64 { return r.boundNorm(p, boundDefault) }},
+			{"ideal engines: per-regime split + best config per regime", func(p string) float64 { return r.boundNorm(p, boundTuned) }},
+			{"queue-limited: per-regime split, default configs", func(p string) float64 { return r.boundNorm(p, boundQueueDefault) }},
+			{"queue-limited: per-regime split + best config (the simulator's bound)", func(p string) float64 { return r.boundNorm(p, boundQueueTuned) }},
 			{"trident (measured)", func(p string) float64 { return r.norm(p, "trident") }},
-			{"trident / bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, true) }},
+			{"trident / ideal-engine bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, boundTuned) }},
+			{"trident / queue-limited bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, boundQueueTuned) }},
 		}
 		for _, row := range rows {
 			cells := []string{row.name}
@@ -494,8 +505,10 @@ func (r *Report) Result() benchfmt.Result {
 			}
 		}
 		if _, ok := r.Bounds[p]; ok {
-			fig[p+".bound.realloc_norm"] = round(r.boundNorm(p, false), 1000)
-			fig[p+".bound.tuned_norm"] = round(r.boundNorm(p, true), 1000)
+			fig[p+".bound.realloc_norm"] = round(r.boundNorm(p, boundDefault), 1000)
+			fig[p+".bound.tuned_norm"] = round(r.boundNorm(p, boundTuned), 1000)
+			fig[p+".bound.queue_realloc_norm"] = round(r.boundNorm(p, boundQueueDefault), 1000)
+			fig[p+".bound.queue_tuned_norm"] = round(r.boundNorm(p, boundQueueTuned), 1000)
 		}
 		if lo, hi := spread(r.normAll(p, "trident")); len(r.Seeds) > 1 {
 			fig[p+".norm.trident.min"] = round(lo, 1000)
