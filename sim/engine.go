@@ -710,6 +710,7 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 	active := 1.0
 	if blocked {
 		active = (dt - timeLeft) / dt
+		st.BlockedSec = timeLeft
 	}
 	var capSum float64
 	var busy float64

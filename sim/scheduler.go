@@ -78,6 +78,9 @@ type OpStats struct {
 	Arrived, Processed, Emitted float64
 	// BusySec is the summed useful (busy) time of running instances in seconds.
 	BusySec float64
+	// BlockedSec is the part of the tick during which the operator's output was blocked by
+	// a full downstream queue (its instances idle then).
+	BlockedSec float64
 	// Util is the mean device (accelerator or CPU) utilisation of running instances, as
 	// NVML or cgroup accounting reports it: for async operators, the fraction of time any
 	// request is in flight.

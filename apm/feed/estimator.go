@@ -22,6 +22,10 @@ type Snapshot struct {
 type Instance struct {
 	RecordsIn, RecordsOut, BusySeconds, UsefulSeconds float64
 	QueueLength                                       float64
+	// QueueCapacity is the instance's share of its input queue's bound (0: unbounded) and
+	// OutputBlockedSeconds the counter of time its output waited on a full downstream
+	// queue; both optional (see observe.Sample).
+	QueueCapacity, OutputBlockedSeconds float64
 	// Utilization is accelerator utilisation for accelerator operators, else CPU, 0..1.
 	Utilization   float64
 	DeviceMemPeak float64
@@ -184,9 +188,12 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 			UsefulSeconds: math.Max(0, m.UsefulSeconds-old.UsefulSeconds),
 			QueueStart:    old.QueueLength,
 			QueueEnd:      m.QueueLength,
-			Utilization:   m.Utilization,
-			Features:      fv,
-			Epoch:         uint64(math.Max(0, m.Epoch)),
+			QueueCap:      m.QueueCapacity,
+			// A counter reset (restarted exporter) reads as no blocking.
+			OutputBlockedSeconds: math.Max(0, m.OutputBlockedSeconds-old.OutputBlockedSeconds),
+			Utilization:          m.Utilization,
+			Features:             fv,
+			Epoch:                uint64(math.Max(0, m.Epoch)),
 		}
 		accepted, reason := e.layer.Observe(k, s)
 		e.mu.Lock()

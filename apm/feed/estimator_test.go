@@ -132,3 +132,44 @@ func TestSynchronousOperatorLearnsFromStarvedIntervals(t *testing.T) {
 		t.Errorf("estimate = %+v, want 4 rec/s from the observation layer", est)
 	}
 }
+
+// An instance that reports its queue bound (trident_queue_capacity) and sits at it with a
+// small batch is saturated: its samples are accepted whatever its utilisation. The same
+// instance reporting its output blocked (trident_output_blocked_seconds_total grows by
+// 2 s of every 5) is backpressured: rejected.
+func TestQueueBoundAndBlockedOutput(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		capacity float64
+		blockedS float64 // per 5 s interval
+		accept   bool
+		reason   string
+	}{
+		{"bound not reported", 0, 0, false, "low utilization"},
+		{"held at its queue bound", 105, 0, true, ""},
+		{"queue full, output blocked", 105, 2, false, "output blocked"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := NewEstimator(nil)
+			if err := e.Declare("pdf", "ocr", Declaration{Features: []string{"tokens"}}); err != nil {
+				t.Fatal(err)
+			}
+			snaps := steady(12, 12, 0, rand.New(rand.NewPCG(1, 2)))
+			for i := range snaps {
+				m := snaps[i].Instances["a1"]
+				m.Utilization, m.QueueCapacity, m.OutputBlockedSeconds = 0.3, c.capacity, c.blockedS*float64(i)
+				snaps[i].Instances["a1"] = m
+			}
+			for i := 1; i < len(snaps); i++ {
+				e.Observe("pdf", "ocr", snaps[i-1], snaps[i])
+			}
+			st := e.Stats("pdf", "ocr")
+			if c.accept && st.Accepted != len(snaps)-1 {
+				t.Errorf("accepted %d of %d (rejections %v)", st.Accepted, len(snaps)-1, st.Rejected)
+			}
+			if !c.accept && (st.Accepted != 0 || st.Rejected[c.reason] != len(snaps)-1) {
+				t.Errorf("accepted %d, rejections %v: want all %d rejected as %q", st.Accepted, st.Rejected, len(snaps)-1, c.reason)
+			}
+		})
+	}
+}

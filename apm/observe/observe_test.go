@@ -55,6 +55,17 @@ func TestSignalFilterReasons(t *testing.T) {
 		{"empty queue", func(s *Sample) { s.QueueStart, s.QueueEnd = 0, 3 }, ReasonQueueEmpty},
 		// 5% growth is normal jitter of a pipeline at its bottleneck.
 		{"small growth", func(s *Sample) { s.QueueEnd = 550 }, ""},
+		// A batching engine whose bounded queue (which also holds its requests in flight)
+		// stays full runs a small batch because of the bound, not for want of work.
+		{"small batch, queue full", func(s *Sample) { s.Utilization, s.QueueCap = 0.3, 520 }, ""},
+		// 500 of 600 is below the 0.9 fill: low utilisation still means starved.
+		{"small batch, queue not full", func(s *Sample) { s.Utilization, s.QueueCap = 0.3, 600 }, ReasonLowUtilization},
+		// Output blocked 2 s of 10: the rate is the downstream operator's.
+		{"output blocked", func(s *Sample) { s.OutputBlockedSeconds = 2 }, ReasonOutputBlocked},
+		// 1 s of 10 is within MaxBlocked.
+		{"output briefly blocked", func(s *Sample) { s.OutputBlockedSeconds = 1 }, ""},
+		// A full queue behind a blocked output is backpressure, not saturation.
+		{"queue full, output blocked", func(s *Sample) { s.Utilization, s.QueueCap, s.OutputBlockedSeconds = 0.3, 520, 5 }, ReasonOutputBlocked},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,6 +76,17 @@ func TestSignalFilterReasons(t *testing.T) {
 				t.Errorf("reason %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+func TestSignalConfigValidation(t *testing.T) {
+	for _, c := range []SignalConfig{{FullQueue: 1.5}, {FullQueue: -0.1}, {MaxBlocked: 2}, {MaxBlocked: -1}} {
+		if err := c.withDefaults().validate(); err == nil {
+			t.Errorf("%+v: accepted", c)
+		}
+	}
+	if err := (SignalConfig{}).withDefaults().validate(); err != nil {
+		t.Errorf("defaults: %v", err)
 	}
 }
 

@@ -31,6 +31,14 @@ type Sample struct {
 	QueueStart, QueueEnd float64
 	// Utilization is the accelerator utilisation (CPU utilisation for CPU operators), 0..1.
 	Utilization float64
+	// QueueCap is the bound of the input queue in the units of QueueStart and QueueEnd
+	// (0: unbounded or not reported). A batching engine whose bounded queue stays full is
+	// not starved even when its batch is small: the queue bound, which also holds the
+	// requests in flight, caps the batch (see SignalConfig.FullQueue).
+	QueueCap float64
+	// OutputBlockedSeconds is the wall time of the interval during which the operator's
+	// output was blocked by a full downstream queue (0: never, or not reported).
+	OutputBlockedSeconds float64
 	// Features is the workload feature vector, in the order the operator declared.
 	Features []float64
 	// Epoch is the configuration epoch the sample was collected under.
@@ -51,6 +59,7 @@ func (s Sample) validate(dim int) error {
 	for name, v := range map[string]float64{
 		"busy seconds": s.BusySeconds, "useful seconds": s.UsefulSeconds,
 		"queue start": s.QueueStart, "queue end": s.QueueEnd, "utilization": s.Utilization,
+		"queue cap": s.QueueCap, "output blocked seconds": s.OutputBlockedSeconds,
 	} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return fmt.Errorf("%s %v must be finite and non-negative", name, v)
@@ -72,6 +81,7 @@ const (
 	ReasonInvalid         = "invalid sample"
 	ReasonStaleEpoch      = "stale epoch"
 	ReasonLowUtilization  = "low utilization"
+	ReasonOutputBlocked   = "output blocked"
 	ReasonQueueDraining   = "queue draining"
 	ReasonQueueGrowing    = "queue growing"
 	ReasonQueueEmpty      = "queue empty"

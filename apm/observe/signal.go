@@ -16,6 +16,14 @@ import (
 // An input queue that is empty at both ends of every interval in the window is a starved
 // operator too (it outpaces its input), even if its utilisation is just above the threshold:
 // an operator at capacity keeps a backlog.
+//
+// Samples that report their queue bound and output blocking (Sample.QueueCap,
+// Sample.OutputBlockedSeconds) get two more checks. An interval whose output was blocked
+// by a full downstream queue for more than MaxBlocked of it is rejected: its rate is the
+// downstream operator's, not this one's. And an interval that starts and ends with the
+// queue at least FullQueue full is saturated whatever its utilisation: the queue bound
+// also holds the requests in flight, so a batching engine's batch stays below its
+// admission limit there although the engine has every request it may take.
 type SignalConfig struct {
 	// MinUtilization rejects samples whose utilisation is below it (default 0.6): an
 	// accelerator that is mostly idle is starved and its rate under-reports capacity.
@@ -31,6 +39,13 @@ type SignalConfig struct {
 	// EmptyQueue is the queue length, relative to the records of an interval, at or below
 	// which the queue counts as empty (default 0.05).
 	EmptyQueue float64
+	// FullQueue is the fill of a bounded queue (Sample.QueueCap) at or above which, at
+	// both ends of an interval, the operator counts as saturated and the utilisation
+	// check is skipped (default 0.9).
+	FullQueue float64
+	// MaxBlocked rejects a sample whose output was blocked for more than this fraction of
+	// the interval (default 0.1).
+	MaxBlocked float64
 }
 
 func (c SignalConfig) withDefaults() SignalConfig {
@@ -49,6 +64,12 @@ func (c SignalConfig) withDefaults() SignalConfig {
 	if c.EmptyQueue == 0 {
 		c.EmptyQueue = 0.05
 	}
+	if c.FullQueue == 0 {
+		c.FullQueue = 0.9
+	}
+	if c.MaxBlocked == 0 {
+		c.MaxBlocked = 0.1
+	}
 	return c
 }
 
@@ -62,6 +83,10 @@ func (c SignalConfig) validate() error {
 		return fmt.Errorf("signal filter: max drain %v and max growth %v must be positive", c.MaxDrain, c.MaxGrowth)
 	case c.EmptyQueue < 0:
 		return fmt.Errorf("signal filter: empty-queue fraction %v must not be negative", c.EmptyQueue)
+	case !(c.FullQueue > 0 && c.FullQueue <= 1):
+		return fmt.Errorf("signal filter: full-queue fraction %v outside (0, 1]", c.FullQueue)
+	case !(c.MaxBlocked > 0 && c.MaxBlocked <= 1):
+		return fmt.Errorf("signal filter: max blocked fraction %v outside (0, 1]", c.MaxBlocked)
 	}
 	return nil
 }
@@ -89,7 +114,11 @@ func (f *signalFilter) check(s Sample) string {
 		f.rec = append(f.rec[:0], f.rec[n-f.cfg.QueueWindow:]...)
 		f.empty = append(f.empty[:0], f.empty[n-f.cfg.QueueWindow:]...)
 	}
-	if s.Utilization < f.cfg.MinUtilization {
+	if s.OutputBlockedSeconds > f.cfg.MaxBlocked*s.Interval.Seconds() {
+		return ReasonOutputBlocked
+	}
+	full := s.QueueCap > 0 && math.Min(s.QueueStart, s.QueueEnd) >= f.cfg.FullQueue*s.QueueCap
+	if s.Utilization < f.cfg.MinUtilization && !full {
 		return ReasonLowUtilization
 	}
 	var sdq, srec float64

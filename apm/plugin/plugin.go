@@ -492,7 +492,8 @@ func toFeed(s snapshot) feed.Snapshot {
 		util := math.Max(m.CPUUtil, m.AccelUtil)
 		out.Instances[id] = feed.Instance{
 			RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BusySeconds: m.BusySeconds, UsefulSeconds: m.UsefulSeconds,
-			QueueLength: m.QueueLength, Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts,
+			QueueLength: m.QueueLength, QueueCapacity: m.QueueCapacity, OutputBlockedSeconds: m.OutputBlocked,
+			Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts,
 			FeatureMean: m.FeatureMean, FeatureStd: m.FeatureStd, Epoch: m.Epoch,
 		}
 	}

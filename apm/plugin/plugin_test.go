@@ -16,6 +16,10 @@ trident_records_out_total{pipeline="pdf",operator="ocr",epoch="1"} 1100
 trident_useful_seconds_total{pipeline="pdf",operator="ocr"} 60
 # TYPE trident_queue_length gauge
 trident_queue_length{pipeline="pdf",operator="ocr"} 37
+# TYPE trident_queue_capacity gauge
+trident_queue_capacity{pipeline="pdf",operator="ocr"} 400
+# TYPE trident_output_blocked_seconds_total counter
+trident_output_blocked_seconds_total{pipeline="pdf",operator="ocr"} 12.5
 # TYPE trident_accelerator_utilization gauge
 trident_accelerator_utilization{pipeline="pdf",operator="ocr"} 0.8
 # TYPE trident_workload_feature gauge
@@ -30,6 +34,9 @@ func TestParseMetrics(t *testing.T) {
 	}
 	if m.RecordsIn != 1200 || m.RecordsOut != 1100 || m.QueueLength != 37 || m.AccelUtil != 0.8 || !m.HasAccelerator {
 		t.Errorf("parsed %+v", m)
+	}
+	if m.QueueCapacity != 400 || m.OutputBlocked != 12.5 {
+		t.Errorf("queue capacity %v, output blocked %v s: want 400, 12.5", m.QueueCapacity, m.OutputBlocked)
 	}
 	if m.FeatureMean["tokens_in"] != 512 || m.FeatureStd["tokens_in"] != 40 {
 		t.Errorf("features %v %v", m.FeatureMean, m.FeatureStd)

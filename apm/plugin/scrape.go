@@ -26,6 +26,8 @@ type InstanceMetrics struct {
 	BusySeconds    float64
 	UsefulSeconds  float64
 	QueueLength    float64
+	QueueCapacity  float64
+	OutputBlocked  float64 // seconds, counter
 	AccelUtil      float64
 	CPUUtil        float64
 	DeviceMemPeak  float64
@@ -75,6 +77,7 @@ func ParseMetrics(r io.Reader) (InstanceMetrics, error) {
 		opmetrics.QueueLength: &m.QueueLength, opmetrics.AccelUtilization: &m.AccelUtil,
 		opmetrics.CPUUtilization: &m.CPUUtil, opmetrics.DeviceMemPeak: &m.DeviceMemPeak,
 		opmetrics.OOMRestarts: &m.OOMRestarts, opmetrics.ConfigEpoch: &m.Epoch,
+		opmetrics.QueueCapacity: &m.QueueCapacity, opmetrics.OutputBlockedSeconds: &m.OutputBlocked,
 	}
 	for name, dst := range scalars {
 		f, ok := fams[name]

@@ -70,6 +70,9 @@ type Options struct {
 	// NoTailCompletion leaves a committed transition where the MILP stops it (by default
 	// the rest proceeds one rolling batch per round).
 	NoTailCompletion bool
+	// NoQueueSignal withholds the queue bound and output blocking from the observation
+	// layer's samples, so a low batch fill is read as starvation even with the queue full.
+	NoQueueSignal bool
 	// StaleAfter is the number of consecutive model-filter rejections after which an
 	// operator's capacity model is invalidated (default 6).
 	StaleAfter int
@@ -179,11 +182,13 @@ type window struct {
 	processed, busy, useful, occ, running, src, emitted, outMB float64
 	ticks                                                      int
 	// blocked counts ticks whose end found the downstream queue full: the operator's
-	// output was throttled by backpressure.
-	blocked int
-	q0      float64
-	feat    []float64
-	featW   float64
+	// output was throttled by backpressure. blockedSec sums the time the output was
+	// blocked.
+	blocked    int
+	blockedSec float64
+	q0         float64
+	feat       []float64
+	featW      float64
 }
 
 type opState struct {
@@ -354,6 +359,7 @@ func (t *Trident) Observe(s *sim.Snapshot) {
 			w.q0 = st.Queue - st.Arrived + st.Processed
 		}
 		w.ticks++
+		w.blockedSec += st.BlockedSec
 		if i+1 < len(s.Ops) && s.Ops[i+1].Queue >= blockedFill*s.Ops[i+1].QueueCap {
 			w.blocked++
 		}
@@ -533,6 +539,10 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 			Utilization: math.Min(1, w.occ/float64(w.ticks)),
 			Features:    o.feat,
 			Epoch:       o.epoch,
+		}
+		if !t.opt.NoQueueSignal {
+			sample.QueueCap = s.Ops[i].QueueCap / runMean
+			sample.OutputBlockedSeconds = w.blockedSec
 		}
 		if t.opt.NoObservation {
 			t.ds2[i].Observe(sample)

@@ -3,6 +3,7 @@ package tridentsched
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"testing"
 
@@ -346,5 +347,58 @@ func TestBlockedWindowsKeepTheCapacityFallback(t *testing.T) {
 		if !blocked && (got < 18 || got > 18.5) {
 			t.Errorf("after 100 free windows at 1 record/s the fallback is %.2f, want 18.2 (decayed)", got)
 		}
+	}
+}
+
+// A batching engine whose bounded input queue stays full runs a small batch because the
+// queue also holds its requests in flight, not for want of work. With the queue bound and
+// output blocking in its samples (the default), the observation layer accepts such
+// windows and the capacity is the rate the engine sustains; without them (NoQueueSignal)
+// every window is rejected as low-utilisation and the capacity stays at the
+// occupancy-scaled fallback, three times the rate. A full queue behind a blocked output is
+// backpressure: rejected either way.
+func TestFullQueueSamplesMeasureCapacity(t *testing.T) {
+	p, c := sim.PDFPipeline(0.01), sim.PaperCluster(8)
+	op := p.OpIndex("table_ocr")
+	env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
+	const perInst = 40.0
+	run := func(opt Options, blocked bool) float64 {
+		tr := New(opt)
+		if _, err := tr.Init(context.Background(), env); err != nil {
+			t.Fatal(err)
+		}
+		now := 0.0
+		for range 30 {
+			var s *sim.Snapshot
+			for range 10 {
+				now++
+				s = &sim.Snapshot{Time: now, Tick: 1, Ops: make([]sim.OpStats, len(p.Ops))}
+				for i := range s.Ops {
+					s.Ops[i].QueueCap = p.Ops[i].QueueCap
+				}
+				st := &s.Ops[op]
+				st.Running, st.Processed, st.Emitted, st.SrcRecords = 4, 4*perInst, 4*perInst, perInst/100
+				st.Occupancy, st.Util, st.BusySec, st.Queue, st.Arrived = 0.3, 1, 4, p.Ops[op].QueueCap, 4*perInst
+				st.Features = []float64{0.06, 820, 500}
+				if blocked {
+					st.BlockedSec = 0.5
+					s.Ops[op+1].Queue = p.Ops[op+1].QueueCap
+				}
+				tr.Observe(s)
+			}
+			tr.flushWindow(s)
+		}
+		return tr.capacity(op)
+	}
+	// Noise-free windows at 40 records/s: the estimate is within 2 % of it (GP fit).
+	if got := run(Options{Seed: 1}, false); math.Abs(got-perInst) > 0.02*perInst {
+		t.Errorf("full queue, output flowing: capacity %.2f, want %.0f (the sustained rate)", got, perInst)
+	}
+	// Fallback: 40 / max(0.3, 1/3) = 120.
+	if got := run(Options{Seed: 1, NoQueueSignal: true}, false); math.Abs(got-3*perInst) > 1e-9 {
+		t.Errorf("without the queue signal: capacity %.2f, want the fallback %.0f", got, 3*perInst)
+	}
+	if got := run(Options{Seed: 1}, true); math.Abs(got-3*perInst) > 1e-9 {
+		t.Errorf("full queue, output blocked: capacity %.2f, want the fallback %.0f (samples rejected)", got, 3*perInst)
 	}
 }
