@@ -44,7 +44,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 				delete(o.cands, d)
 				_ = o.cl.SetStatus(d, cluster.Untuned)
 			}
-			t.invalidate(i)
+			t.invalidate(i, 0)
 			t.Reverts++
 		}
 		// Transition finished: every non-probe instance runs the candidate.

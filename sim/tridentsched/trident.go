@@ -442,7 +442,7 @@ func (t *Trident) shift(i int, sh cluster.Shift, now float64) {
 		// mean) cannot extrapolate to the new workload and its residual filter would
 		// reject the new regime's samples.
 		t.opt.Logger.Debug("regime shift", "t", now, "op", o.spec.Name, "from", sh.From, "to", sh.To)
-		t.invalidate(i)
+		t.invalidate(i, 0)
 		t.Shifts++
 	}
 }
@@ -555,7 +555,7 @@ func (t *Trident) flushWindow(s *sim.Snapshot) {
 				if o.residuals >= t.opt.StaleAfter {
 					o.residuals = 0
 					t.opt.Logger.Debug("stale model", "t", s.Time, "op", o.spec.Name)
-					t.invalidate(i)
+					t.invalidate(i, 0)
 					t.Stale++
 				}
 			} else if why == "" {
@@ -575,11 +575,14 @@ func ema(old, x, alpha float64) float64 {
 
 // invalidate starts operator i's capacity model afresh (new observation epoch): the
 // observation layer's samples, the DS2 window and the occupancy-scaled fallback all
-// describe a workload or configuration the operator no longer runs.
-func (t *Trident) invalidate(i int) {
+// describe a workload or configuration the operator no longer runs. prior (0: none) is the
+// per-instance capacity to assume until the new epoch's first estimate: a committed
+// configuration's capacity as its BO trials measured it. Without one, the operator's
+// capacity is unknown until its first window.
+func (t *Trident) invalidate(i int, prior float64) {
 	o := t.ops[i]
 	o.epoch++
-	o.scaled = 0
+	o.scaled = math.Max(prior, 0)
 	t.layer.Invalidate(o.spec.Name)
 	t.ds2[i].Reset()
 }
@@ -659,7 +662,7 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 			if !o.committed {
 				// Committing a transition invalidates the operator's samples (paper §6.6).
 				o.committed = true
-				t.invalidate(i)
+				t.invalidate(i, o.candidate.rate)
 			}
 		} else if o.committed && o.candidate != nil && !t.opt.NoTailCompletion {
 			// A committed transition completes: until then the operator runs two

@@ -402,3 +402,32 @@ func TestFullQueueSamplesMeasureCapacity(t *testing.T) {
 		t.Errorf("full queue, output blocked: capacity %.2f, want the fallback %.0f (samples rejected)", got, 3*perInst)
 	}
 }
+
+// Committing a configuration invalidates the operator's samples; until the new epoch's
+// first estimate its capacity is the committed candidate's, as its BO trials measured it.
+// (Before, it was 1 record/s: in PDF seed 1 the MILP round after formula_ocr's commit
+// moved 34 accelerators to formula_ocr and planned 0.24 documents/s instead of 2.5.)
+// Other invalidations (regime shift, stale model, revert) know no such prior.
+func TestCommitKeepsTheCandidateCapacity(t *testing.T) {
+	p, c := sim.PDFPipeline(0.01), sim.PaperCluster(8)
+	op := p.OpIndex("formula_ocr")
+	env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
+	h := NewShared(Options{Seed: 1})
+	if err := h.Init(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	o := h.t.ops[op]
+	o.candidate = &candidate{cfg: p.Ops[op].Space.Default(), rate: 46.1}
+	s := &sim.Snapshot{Time: 10, Tick: 1, Ops: make([]sim.OpStats, len(p.Ops))}
+	plan := sim.PlanFromCounts(make([][]int, len(p.Ops)))
+	if !h.Apply(context.Background(), s, plan) || !o.committed {
+		t.Fatal("the candidate was not committed")
+	}
+	if got := h.t.capacity(op); got != 46.1 {
+		t.Errorf("capacity right after the commit: %v, want the candidate's 46.1", got)
+	}
+	h.t.invalidate(op, 0)
+	if got := h.t.capacity(op); got != 1 {
+		t.Errorf("capacity after an invalidation without prior: %v, want 1 (unknown)", got)
+	}
+}
