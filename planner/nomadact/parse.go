@@ -136,6 +136,15 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %q: %w", id, err)
 		}
+		// The group's scaling policy bounds the operator's instances.
+		if sc := g.Scaling; sc != nil {
+			if sc.Min != nil && *sc.Min > 0 {
+				op.MinInstances = int(*sc.Min)
+			}
+			if sc.Max != nil && *sc.Max > 0 {
+				op.MaxInstances = int(*sc.Max)
+			}
+		}
 		if len(g.Tasks) == 0 {
 			return nil, fmt.Errorf("job %q group %q: operator group has no task", id, *g.Name)
 		}

@@ -193,3 +193,24 @@ func TestAnchorKeepsScalingPolicy(t *testing.T) {
 		t.Fatal("anchor modified the template group")
 	}
 }
+
+// A group's scaling policy min and max become the operator's instance bounds; a min above
+// the max is refused naming the operator.
+func TestParseJobReadsScalingBounds(t *testing.T) {
+	job := testJob("pipe")
+	job.TaskGroups[1].Scaling = &api.ScalingPolicy{Min: ptr(int64(2)), Max: ptr(int64(12)), Enabled: ptr(true)}
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := p.Operators[1]; o.MinInstances != 2 || o.MaxInstances != 12 {
+		t.Errorf("gpu: bounds %d..%d, want 2..12", o.MinInstances, o.MaxInstances)
+	}
+	if o := p.Operators[0]; o.MinInstances != 0 || o.MaxInstances != 0 {
+		t.Errorf("src (no scaling block): bounds %d..%d, want none", o.MinInstances, o.MaxInstances)
+	}
+	job.TaskGroups[1].Scaling.Min = ptr(int64(20))
+	if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), `operator "gpu": scaling min=20 max=12`) {
+		t.Errorf("min above max: err = %v", err)
+	}
+}

@@ -33,6 +33,7 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 		op := milp.Operator{
 			Name: o.Name, CPU: o.CPU, MemMB: float64(o.MemoryMB), GPUs: o.GPUs, Capacity: o.Capacity,
 			Amplification: amp[i], OutputBytes: o.OutputBytes, LaunchSec: o.ColdStartSec, TerminateSec: 1,
+			MinInstances: o.MinInstances, MaxInstances: o.MaxInstances,
 		}
 		if c := o.Candidate; c != nil {
 			op.Candidate = &milp.Candidate{Capacity: c.Capacity, ColdStartSec: c.ColdStartSec}

@@ -154,13 +154,16 @@ func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 	try := func(T float64) (map[string]map[string]fsm.Placement, bool) {
 		need := make([]int, len(in.Operators))
 		for i, o := range in.Operators {
-			need[i] = max(1, int(math.Ceil(T*amp[i]/o.Capacity-1e-9)))
+			need[i] = max(1, o.MinInstances, int(math.Ceil(T*amp[i]/o.Capacity-1e-9)))
+			if o.MaxInstances > 0 && need[i] > o.MaxInstances {
+				return nil, false // the scaling policy's max caps the operator below T
+			}
 		}
 		return pack(in, need)
 	}
 	lo, hi := 0.0, 1.0
 	if _, ok := try(lo); !ok {
-		return Plan{}, fmt.Errorf("%w: one instance of every operator does not fit the cluster", ErrImpossible)
+		return Plan{}, fmt.Errorf("%w: the minimum instances of every operator (one, or its scaling policy's min) do not fit the cluster", ErrImpossible)
 	}
 	for {
 		if _, ok := try(hi); !ok {

@@ -166,3 +166,33 @@ func TestCatchUpShiftsAcceleratorsToTheBacklog(t *testing.T) {
 		}
 	}
 }
+
+// The scaling policy's bounds hold in both schedulers. Unbounded, parse takes 4 instances
+// (TestProportionalFillsClusterWithinResources); with max 1 the throughput drops to
+// 10 input records/s, which embed serves (20 records/s after parse's amplification of 2)
+// with one instance of 40/s, but its policy's min keeps 2.
+func TestSchedulersRespectScalingBounds(t *testing.T) {
+	for _, s := range []Scheduler{Proportional{}, MILP{Solver: milp.Greedy{}}, MILP{Solver: milp.HiGHS{}}} {
+		in := input()
+		in.Operators[0].MaxInstances = 1
+		in.Operators[1].MinInstances = 2
+		p, err := s.Plan(context.Background(), in)
+		if err != nil {
+			t.Fatalf("%T: %v", s, err)
+		}
+		usage(t, in, p)
+		count := func(op string) int {
+			n := 0
+			for _, pl := range p.Targets[op] {
+				n += pl.Total()
+			}
+			return n
+		}
+		if count("parse") != 1 || count("embed") != 2 {
+			t.Errorf("%T: parse %d (max 1), embed %d (min 2)", s, count("parse"), count("embed"))
+		}
+		if math.Abs(p.Throughput-10) > 1e-6 {
+			t.Errorf("%T: throughput %v, want 10 (one parse instance of 10/s)", s, p.Throughput)
+		}
+	}
+}

@@ -2,14 +2,22 @@ package milp
 
 import "math"
 
-// minInstances returns the smallest parallelism P_i >= K_i and the smallest number of
-// transitions delta_i that give operator i input capacity >= A_i*T (Eq. 13 with the
-// rolling-update bounds 23-26), or ok=false when no parallelism within limit suffices.
+// minInstances returns the smallest parallelism P_i >= max(K_i, MinInstances) and the
+// smallest number of transitions delta_i that give operator i input capacity >= A_i*T
+// (Eq. 13 with the rolling-update bounds 23-26), or ok=false when no parallelism within
+// limit suffices.
 func (q *prep) minInstances(i int, T float64, limit int) (P, delta int, ok bool) {
+	P, delta = q.capacityInstances(i, T)
+	P = max(P, q.p.Operators[i].MinInstances)
+	return P, delta, P <= limit
+}
+
+// capacityInstances is minInstances without the MinInstances floor and the limit.
+func (q *prep) capacityInstances(i int, T float64) (P, delta int) {
 	k := q.Ki[i]
 	need := q.p.Operators[i].Amplification*T - q.muC[i]*float64(k)
 	if need <= 0 {
-		return k, 0, k <= limit
+		return k, 0
 	}
 	ceil := func(v float64) int { return int(math.Ceil(v - 1e-9)) }
 	mu, muT := q.mu[i], q.muT[i]
@@ -27,7 +35,7 @@ func (q *prep) minInstances(i int, T float64, limit int) (P, delta int, ok bool)
 	} else {
 		P = k + ceil(need/mu)
 	}
-	return P, delta, P <= limit
+	return P, delta
 }
 
 // aggregateFeasible reports whether throughput T passes the aggregate relaxation: every
@@ -37,11 +45,7 @@ func (q *prep) aggregateFeasible(T float64) bool {
 	var cpu, mem float64
 	var gpu int
 	for i := range q.p.Operators {
-		lim := 0
-		for n := range q.p.Nodes {
-			lim += q.ub[i][n]
-		}
-		P, _, ok := q.minInstances(i, T, lim)
+		P, _, ok := q.minInstances(i, T, q.lim[i])
 		if !ok {
 			return false
 		}
@@ -65,11 +69,7 @@ func (q *prep) aggregateFeasible(T float64) bool {
 func (q *prep) aggregateBound() float64 {
 	hi := math.Inf(1)
 	for i, o := range q.p.Operators {
-		lim := 0
-		for n := range q.p.Nodes {
-			lim += q.ub[i][n]
-		}
-		c := q.muC[i]*float64(q.Ki[i]) + math.Max(q.mu[i], q.muT[i])*float64(lim-q.Ki[i])
+		c := q.muC[i]*float64(q.Ki[i]) + math.Max(q.mu[i], q.muT[i])*float64(q.lim[i]-q.Ki[i])
 		hi = math.Min(hi, c/o.Amplification)
 	}
 	if hi <= 0 || !q.aggregateFeasible(0) {

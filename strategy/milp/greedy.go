@@ -41,7 +41,7 @@ func (q *prep) greedy(ctx context.Context) *Solution {
 	}
 	zero := q.zeros()
 	// the current deployment as it stands (no migration at all), when it fits
-	if q.p.Current != nil && q.fits(q.cur) {
+	if q.p.Current != nil && q.fits(q.cur) && q.withinBounds(q.cur) {
 		consider(q.assemble(q.cur, zero, nil, math.Inf(1)))
 	}
 	try := func(T float64) bool {
@@ -129,12 +129,8 @@ func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
 	P := make([]int, N)
 	delta := make([]int, N)
 	for i := range N {
-		lim := 0
-		for n := range M {
-			lim += q.ub[i][n]
-		}
 		var fine bool
-		P[i], delta[i], fine = q.minInstances(i, T, lim)
+		P[i], delta[i], fine = q.minInstances(i, T, q.lim[i])
 		if !fine {
 			return nil, nil, false
 		}
@@ -235,12 +231,18 @@ func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
 			}
 		}
 	}
-	// keep removed surplus instances where they still fit: no termination cost, more capacity
+	// keep removed surplus instances where they still fit: no termination cost, more
+	// capacity (up to the operator's MaxInstances)
 	for i := range N {
 		o := &p.Operators[i]
+		room := q.lim[i]
 		for n := range M {
-			if k := min(removed[i][n], fit(o, freeC[n], freeM[n], freeG[n])); k > 0 {
+			room -= x[i][n]
+		}
+		for n := range M {
+			if k := min(removed[i][n], fit(o, freeC[n], freeM[n], freeG[n]), room); k > 0 {
 				take(i, n, k)
+				room -= k
 			}
 		}
 	}
@@ -265,6 +267,21 @@ func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
 		}
 	}
 	return x, d, true
+}
+
+// withinBounds reports whether every operator's parallelism in x is within its
+// MinInstances and MaxInstances.
+func (q *prep) withinBounds(x [][]int) bool {
+	for i, o := range q.p.Operators {
+		P := 0
+		for _, v := range x[i] {
+			P += v
+		}
+		if P < o.MinInstances || (o.MaxInstances > 0 && P > o.MaxInstances) {
+			return false
+		}
+	}
+	return true
 }
 
 // nodeOrder returns node indices sorted by less.

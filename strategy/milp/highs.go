@@ -173,7 +173,7 @@ func (h HiGHS) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, 
 			func() *Solution { return m.lpRound(ctx, opts, deadline) },
 		} {
 			r := improve()
-			if r == nil || r.Objective <= g.Objective {
+			if r == nil || r.Objective <= g.Objective || Validate(p, r) != nil {
 				continue
 			}
 			log.Debug("milp: start improved", "from", g.Objective, "to", r.Objective)

@@ -333,3 +333,83 @@ func TestWatchdogTinyTimeLimit(t *testing.T) {
 		t.Fatalf("gap %.9g, bound and objective imply %.9g", s.Gap, want)
 	}
 }
+
+// parallelism returns every operator's total instance count in s.
+func parallelism(s *milp.Solution) []int {
+	out := make([]int, len(s.PerNode))
+	for i, row := range s.PerNode {
+		for _, pl := range row {
+			out[i] += pl.Total()
+		}
+	}
+	return out
+}
+
+// MinInstances and MaxInstances (the scaling policy's bounds) hold in every solver's
+// solution: capping the most replicated operator one below its unbounded optimum and
+// raising the least replicated one two above it, on the small instances with and without
+// a current deployment. A cap can only lower the optimum.
+func TestInstanceBounds(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		for _, cur := range []bool{false, true} {
+			for _, solver := range []milp.Solver{milp.HiGHS{}, milp.Greedy{}} {
+				p := tiny(seed, cur)
+				free := mustSolve(t, solver, p, milp.Options{})
+				par := parallelism(free)
+				hi, lo := 0, 0
+				for i := range par {
+					if par[i] > par[hi] {
+						hi = i
+					}
+					if par[i] < par[lo] {
+						lo = i
+					}
+				}
+				p = tiny(seed, cur)
+				p.Operators[hi].MaxInstances = max(par[hi]-1, 1)
+				if cur {
+					pinned := 0
+					for _, pl := range p.Current[hi] {
+						pinned += pl.Candidate
+					}
+					p.Operators[hi].MaxInstances = max(p.Operators[hi].MaxInstances, pinned)
+				}
+				if lo != hi {
+					p.Operators[lo].MinInstances = par[lo] + 2
+				}
+				if p.Check() != nil { // the raised minimum does not fit this cluster
+					p.Operators[lo].MinInstances = 0
+				}
+				got := mustSolve(t, solver, p, milp.Options{})
+				gp := parallelism(got)
+				if gp[hi] > p.Operators[hi].MaxInstances {
+					t.Errorf("seed %d cur %v %T: %s has %d instances, MaxInstances %d", seed, cur, solver, p.Operators[hi].Name, gp[hi], p.Operators[hi].MaxInstances)
+				}
+				if gp[lo] < p.Operators[lo].MinInstances {
+					t.Errorf("seed %d cur %v %T: %s has %d instances, MinInstances %d", seed, cur, solver, p.Operators[lo].Name, gp[lo], p.Operators[lo].MinInstances)
+				}
+				if _, ok := solver.(milp.HiGHS); ok && got.Throughput > free.Throughput*(1+1e-6) {
+					t.Errorf("seed %d cur %v: bounded optimum %.6g above the unbounded %.6g", seed, cur, got.Throughput, free.Throughput)
+				}
+			}
+		}
+	}
+}
+
+func TestInstanceBoundsChecked(t *testing.T) {
+	for name, c := range map[string]struct {
+		mod  func(p *milp.Problem)
+		want string
+	}{
+		"min above max":    {func(p *milp.Problem) { p.Operators[0].MinInstances, p.Operators[0].MaxInstances = 3, 2 }, `op0.*MinInstances 3 and MaxInstances 2`},
+		"negative":         {func(p *milp.Problem) { p.Operators[1].MaxInstances = -1 }, `op1.*MaxInstances -1`},
+		"minimums too big": {func(p *milp.Problem) { p.Operators[2].MinInstances = 1000 }, `MinInstances need cpu`},
+		"pinned above max": {func(p *milp.Problem) { p.Current[0][0].Candidate = 2; p.Operators[0].MaxInstances = 1 }, `op0.*2 already-transitioned instances exceed MaxInstances 1`},
+	} {
+		p := tiny(2, true)
+		c.mod(p)
+		if err := p.Check(); err == nil || !regexp.MustCompile(c.want).MatchString(err.Error()) {
+			t.Errorf("%s: err = %v, want /%s/", name, err, c.want)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func buildModel(q *prep, opts Options) *model {
 			m.x[i][n] = m.addCol(fmt.Sprintf("x_%d_%d", i, n), c, float64(q.K[i][n]), float64(q.ub[i][n]), true)
 			tot += q.ub[i][n]
 		}
-		m.P[i] = m.addCol(fmt.Sprintf("P_%d", i), 0, float64(q.Ki[i]), float64(tot), true)
+		m.P[i] = m.addCol(fmt.Sprintf("P_%d", i), 0, float64(max(q.Ki[i], o.MinInstances)), float64(min(tot, q.lim[i])), true)
 		useD := q.transitionable(i) && q.muT[i] > q.mu[i]
 		for n := range M {
 			m.d[i][n], m.l[i][n], m.u[i][n] = -1, -1, -1

@@ -51,6 +51,10 @@ func (p *Problem) Check() error {
 		case !fin(o.LaunchSec) || o.LaunchSec < 0 || !fin(o.TerminateSec) || o.TerminateSec < 0:
 			return fmt.Errorf("milp: operator %d (%s): LaunchSec/TerminateSec must be finite and >= 0", i, o.Name)
 		}
+		if o.MinInstances < 0 || o.MaxInstances < 0 || (o.MaxInstances > 0 && o.MinInstances > o.MaxInstances) {
+			return fmt.Errorf("milp: operator %d (%s): MinInstances %d and MaxInstances %d must be >= 0 with min <= max (0: unbounded)",
+				i, o.Name, o.MinInstances, o.MaxInstances)
+		}
 		if c := o.Candidate; c != nil {
 			if !fin(c.Capacity) || c.Capacity <= 0 {
 				return fmt.Errorf("milp: operator %d (%s): Candidate.Capacity %v must be finite and > 0", i, o.Name, c.Capacity)
@@ -79,6 +83,20 @@ func (p *Problem) Check() error {
 				i, o.Name, o.CPU, o.MemMB, o.GPUs)
 		}
 	}
+	var minC, minM, totC, totM float64
+	var minG, totG int
+	for _, o := range p.Operators {
+		minC += float64(o.MinInstances) * o.CPU
+		minM += float64(o.MinInstances) * o.MemMB
+		minG += o.MinInstances * o.GPUs
+	}
+	for _, nd := range p.Nodes {
+		totC, totM, totG = totC+nd.CPU, totM+nd.MemMB, totG+nd.GPUs
+	}
+	if minC > totC+1e-9 || minM > totM+1e-9 || minG > totG {
+		return fmt.Errorf("milp: the operators' MinInstances need cpu %g, memory %g MiB and %d GPUs; the cluster has %g, %g and %d",
+			minC, minM, minG, totC, totM, totG)
+	}
 	pr := p.Params
 	if !fin(pr.WindowSec) || pr.WindowSec < 0 || pr.MaxBatch < 0 || !fin(pr.NetWeight) || pr.NetWeight < 0 ||
 		!fin(pr.MigrationWeight) || pr.MigrationWeight < 0 {
@@ -93,6 +111,14 @@ func (p *Problem) Check() error {
 	for i, row := range p.Current {
 		if len(row) != len(p.Nodes) {
 			return fmt.Errorf("milp: Current[%d] (%s) has %d node entries, want %d", i, p.Operators[i].Name, len(row), len(p.Nodes))
+		}
+		pinned := 0
+		for _, pl := range row {
+			pinned += pl.Candidate
+		}
+		if mx := p.Operators[i].MaxInstances; mx > 0 && pinned > mx {
+			return fmt.Errorf("milp: operator %d (%s): %d already-transitioned instances exceed MaxInstances %d (they are never stopped)",
+				i, p.Operators[i].Name, pinned, mx)
 		}
 		for n, pl := range row {
 			if pl.Current < 0 || pl.Candidate < 0 {
@@ -134,6 +160,7 @@ type prep struct {
 	R    []int     // old (current-config) instances at round start
 	dmax []int     // min(R, MaxBatch): Eqs. (24)-(25)
 	ub   [][]int   // max instances of op i that fit node n alone
+	lim  []int     // max parallelism of op i: sum_n ub, capped at MaxInstances
 	gpu  bool      // any operator uses accelerators
 	// objective weights (Eq. 10)
 	alpha, beta float64
@@ -169,7 +196,7 @@ func newPrep(p *Problem) (*prep, error) {
 	q := &prep{p: p, N: N, M: M,
 		mu: make([]float64, N), muC: make([]float64, N), muT: make([]float64, N),
 		K: make([][]int, N), Ki: make([]int, N), cur: make([][]int, N), R: make([]int, N),
-		dmax: make([]int, N), ub: make([][]int, N)}
+		dmax: make([]int, N), ub: make([][]int, N), lim: make([]int, N)}
 	W := p.Params.WindowSec
 	if W == 0 {
 		W = DefaultWindowSec
@@ -196,6 +223,10 @@ func newPrep(p *Problem) (*prep, error) {
 			}
 			nd := &p.Nodes[n]
 			q.ub[i][n] = max(fit(o, nd.CPU, nd.MemMB, nd.GPUs), q.K[i][n])
+			q.lim[i] += q.ub[i][n]
+		}
+		if o.MaxInstances > 0 {
+			q.lim[i] = min(q.lim[i], o.MaxInstances)
 		}
 		q.R[i] = old
 		if o.Candidate != nil {

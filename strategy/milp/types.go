@@ -31,6 +31,10 @@ type Operator struct {
 	LaunchSec float64
 	// TerminateSec is the migration cost in seconds of stopping one instance (Eq. 22).
 	TerminateSec float64
+	// MinInstances and MaxInstances bound the operator's parallelism P_i (the job's
+	// scaling policy min and max); 0 leaves that side unbounded. Already-transitioned
+	// instances are never stopped, so MaxInstances must not be below their number.
+	MinInstances, MaxInstances int
 }
 
 // Candidate is a configuration proposed by the adaptation layer for one operator.

@@ -92,6 +92,13 @@ func Validate(p *Problem, s *Solution) error {
 			}
 			total += r
 		}
+		par := 0
+		for _, pl := range s.PerNode[i] {
+			par += pl.Total()
+		}
+		if par < o.MinInstances || (o.MaxInstances > 0 && par > o.MaxInstances) {
+			return fmt.Errorf("milp: validate: %s: %d instances outside MinInstances %d / MaxInstances %d", o.Name, par, o.MinInstances, o.MaxInstances)
+		}
 		if trans != s.Transitions[i] {
 			return fmt.Errorf("milp: validate: %s: Transitions %d, placements imply %d", o.Name, s.Transitions[i], trans)
 		}
