@@ -308,26 +308,15 @@ func TestBlockedWindowsKeepTheCapacityFallback(t *testing.T) {
 	// records/s each at 5 % occupancy (every sample is rejected as low-utilisation), with
 	// the downstream queue full when blocked, and returns the capacity fallback.
 	run := func(tr *Trident, from float64, windows int, perInst float64, blocked bool) (float64, float64) {
-		now := from
-		for range windows {
-			var s *sim.Snapshot
-			for range 10 {
-				now++
-				s = &sim.Snapshot{Time: now, Tick: 1, Ops: make([]sim.OpStats, len(p.Ops))}
-				for i := range s.Ops {
-					s.Ops[i].QueueCap = p.Ops[i].QueueCap
-				}
-				st := &s.Ops[op]
-				st.Running, st.Processed, st.Emitted, st.SrcRecords = 4, 4*perInst, 4*perInst, perInst
-				st.Occupancy, st.Util, st.BusySec, st.Queue = 0.05, 0.05, 0.2, 100
-				st.Features = []float64{20, 720}
-				if blocked {
-					s.Ops[op+1].Queue = p.Ops[op+1].QueueCap
-				}
-				tr.Observe(s)
+		now := feedWindows(tr, p, from, windows, func(s *sim.Snapshot) {
+			st := &s.Ops[op]
+			st.Running, st.Processed, st.Emitted, st.SrcRecords = 4, 4*perInst, 4*perInst, perInst
+			st.Occupancy, st.Util, st.BusySec, st.Queue = 0.05, 0.05, 0.2, 100
+			st.Features = []float64{20, 720}
+			if blocked {
+				s.Ops[op+1].Queue = p.Ops[op+1].QueueCap
 			}
-			tr.flushWindow(s)
-		}
+		})
 		return tr.capacity(op), now
 	}
 	for _, blocked := range []bool{true, false} {
@@ -367,27 +356,16 @@ func TestFullQueueSamplesMeasureCapacity(t *testing.T) {
 		if _, err := tr.Init(context.Background(), env); err != nil {
 			t.Fatal(err)
 		}
-		now := 0.0
-		for range 30 {
-			var s *sim.Snapshot
-			for range 10 {
-				now++
-				s = &sim.Snapshot{Time: now, Tick: 1, Ops: make([]sim.OpStats, len(p.Ops))}
-				for i := range s.Ops {
-					s.Ops[i].QueueCap = p.Ops[i].QueueCap
-				}
-				st := &s.Ops[op]
-				st.Running, st.Processed, st.Emitted, st.SrcRecords = 4, 4*perInst, 4*perInst, perInst/100
-				st.Occupancy, st.Util, st.BusySec, st.Queue, st.Arrived = 0.3, 1, 4, p.Ops[op].QueueCap, 4*perInst
-				st.Features = []float64{0.06, 820, 500}
-				if blocked {
-					st.BlockedSec = 0.5
-					s.Ops[op+1].Queue = p.Ops[op+1].QueueCap
-				}
-				tr.Observe(s)
+		feedWindows(tr, p, 0, 30, func(s *sim.Snapshot) {
+			st := &s.Ops[op]
+			st.Running, st.Processed, st.Emitted, st.SrcRecords = 4, 4*perInst, 4*perInst, perInst/100
+			st.Occupancy, st.Util, st.BusySec, st.Queue, st.Arrived = 0.3, 1, 4, p.Ops[op].QueueCap, 4*perInst
+			st.Features = []float64{0.06, 820, 500}
+			if blocked {
+				st.BlockedSec = 0.5
+				s.Ops[op+1].Queue = p.Ops[op+1].QueueCap
 			}
-			tr.flushWindow(s)
-		}
+		})
 		return tr.capacity(op)
 	}
 	// Noise-free windows at 40 records/s: the estimate is within 2 % of it (GP fit).
@@ -430,4 +408,25 @@ func TestCommitKeepsTheCandidateCapacity(t *testing.T) {
 	if got := h.t.capacity(op); got != 1 {
 		t.Errorf("capacity after an invalidation without prior: %v, want 1 (unknown)", got)
 	}
+}
+
+// feedWindows feeds tr windows of 10 one-second ticks from time from on: every tick's
+// snapshot has p's queue bounds and is filled by fill; each window ends with a flush. It
+// returns the time of the last tick.
+func feedWindows(tr *Trident, p *sim.Pipeline, from float64, windows int, fill func(s *sim.Snapshot)) float64 {
+	now := from
+	for range windows {
+		var s *sim.Snapshot
+		for range 10 {
+			now++
+			s = &sim.Snapshot{Time: now, Tick: 1, Ops: make([]sim.OpStats, len(p.Ops))}
+			for i := range s.Ops {
+				s.Ops[i].QueueCap = p.Ops[i].QueueCap
+			}
+			fill(s)
+			tr.Observe(s)
+		}
+		tr.flushWindow(s)
+	}
+	return now
 }
