@@ -68,7 +68,8 @@ type LoopConfig struct {
 	Estimator Estimator
 	// Invalidator is told about committed transitions (may be nil).
 	Invalidator Invalidator
-	// DefaultCapacity is used for operators without an estimate (default 1 record/s).
+	// DefaultCapacity is used for operators without an estimate that declare no
+	// trident_capacity (default 1 record/s).
 	DefaultCapacity float64
 	// MinGain is the relative throughput improvement needed to move instances that are
 	// not part of a config transition (default 0.05).
@@ -297,6 +298,15 @@ func (l *Loop) invalidate(ctx context.Context, job string, dec fsm.Decision) {
 	}
 }
 
+// priorCapacity is operator o's capacity before any estimate: its declared
+// trident_capacity, else def.
+func priorCapacity(o fsm.Operator, def float64) float64 {
+	if o.CapacityHint > 0 {
+		return o.CapacityHint
+	}
+	return def
+}
+
 // input builds the scheduling input from the committed state.
 func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 	in := sched.PlanInput{Job: job, MaxBatch: l.cfg.MaxBatch, CatchUpSec: l.cfg.CatchUpSec}
@@ -314,7 +324,7 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 		}
 		in.Current = currentDeployment(st, job)
 		for _, o := range p.Operators {
-			oi := sched.OperatorInput{Operator: o, Capacity: l.cfg.DefaultCapacity}
+			oi := sched.OperatorInput{Operator: o, Capacity: priorCapacity(o, l.cfg.DefaultCapacity)}
 			if ob, ok := st.Observations[job][o.Name]; ok {
 				if ob.Capacity > 0 {
 					oi.Capacity = ob.Capacity

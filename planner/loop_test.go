@@ -330,3 +330,14 @@ func TestSupportedSeesCatchUp(t *testing.T) {
 		t.Fatalf("with catch-up: supported %v, want 5", got)
 	}
 }
+
+// An operator's declared trident_capacity stands in for its estimate until it has one;
+// without it the loop's DefaultCapacity does.
+func TestPriorCapacity(t *testing.T) {
+	if got := priorCapacity(fsm.Operator{Name: "ocr", CapacityHint: 42}, 1); got != 42 {
+		t.Errorf("declared 42: prior %v", got)
+	}
+	if got := priorCapacity(fsm.Operator{Name: "ocr"}, 1); got != 1 {
+		t.Errorf("undeclared: prior %v, want the default 1", got)
+	}
+}

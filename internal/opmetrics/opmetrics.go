@@ -52,6 +52,7 @@ const (
 	MetaParams        = "trident_params"        // tunable parameter space (strategy/configspace syntax)
 	MetaConfig        = "trident_config"        // current config "k=v,k=v"
 	MetaColdStartSec  = "trident_cold_start_s"  // float: seconds from launch to serving
+	MetaCapacity      = "trident_capacity"      // float, optional: records/s one instance sustains (an offline benchmark); the planner's estimate until the observation layer has one
 	// MetaSynchronous (bool) declares an operator whose instances serve each record to
 	// completion, without overlapping or batching records: its records per useful second
 	// (UsefulSeconds in instance-seconds) is its capacity at any load (paper §4.1).

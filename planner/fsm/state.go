@@ -45,6 +45,9 @@ type Operator struct {
 	// Synchronous marks an operator whose capacity is its useful-time rate
 	// (opmetrics.MetaSynchronous).
 	Synchronous bool `json:"synchronous,omitempty"`
+	// CapacityHint is the declared per-instance capacity (records/s, opmetrics.MetaCapacity;
+	// 0: none): the planner's estimate until the observation layer has one.
+	CapacityHint float64 `json:"capacity_hint,omitempty"`
 	// MinInstances and MaxInstances are the group's scaling policy min and max: the
 	// planner keeps the operator's instances within them (0: unbounded).
 	MinInstances int `json:"min_instances,omitempty"`
@@ -302,6 +305,8 @@ func ValidateOperator(o Operator) error {
 		return fmt.Errorf("operator %q: trident_amplification=%v must be a positive number", o.Name, o.Amplification)
 	case !finite(o.ColdStartSec) || o.ColdStartSec < 0:
 		return fmt.Errorf("operator %q: trident_cold_start_s=%v must be a finite number >= 0", o.Name, o.ColdStartSec)
+	case !finite(o.CapacityHint) || o.CapacityHint < 0:
+		return fmt.Errorf("operator %q: trident_capacity=%v must be a finite number >= 0", o.Name, o.CapacityHint)
 	case o.MinInstances < 0 || o.MaxInstances < 0 || (o.MaxInstances > 0 && o.MinInstances > o.MaxInstances):
 		return fmt.Errorf("operator %q: scaling min=%d max=%d: want 0 <= min <= max", o.Name, o.MinInstances, o.MaxInstances)
 	}

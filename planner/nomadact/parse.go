@@ -203,6 +203,7 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 	field(opmetrics.MetaOutputBytes, false, floatp(&o.OutputBytes))
 	field(opmetrics.MetaAmplification, false, floatp(&o.Amplification))
 	field(opmetrics.MetaColdStartSec, false, floatp(&o.ColdStartSec))
+	field(opmetrics.MetaCapacity, false, floatp(&o.CapacityHint))
 	field(opmetrics.MetaSynchronous, false, func(s string) error {
 		b, e := opmetrics.ParseSynchronous(s)
 		if e != nil {

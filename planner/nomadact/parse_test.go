@@ -214,3 +214,22 @@ func TestParseJobReadsScalingBounds(t *testing.T) {
 		t.Errorf("min above max: err = %v", err)
 	}
 }
+
+// trident_capacity is optional; when set it must be a finite number >= 0.
+func TestParseJobReadsCapacityHint(t *testing.T) {
+	job := testJob("pipe")
+	job.TaskGroups[1].Meta["trident_capacity"] = "12.5"
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Operators[1].CapacityHint != 12.5 || p.Operators[0].CapacityHint != 0 {
+		t.Errorf("hints %v, %v: want 0 and 12.5", p.Operators[0].CapacityHint, p.Operators[1].CapacityHint)
+	}
+	for val, want := range map[string]string{"fast": `meta trident_capacity="fast": not a number`, "-3": `trident_capacity=-3 must be a finite number >= 0`} {
+		job.TaskGroups[1].Meta["trident_capacity"] = val
+		if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("trident_capacity=%q: err = %v, want %q", val, err, want)
+		}
+	}
+}
