@@ -70,10 +70,6 @@ type Options struct {
 	// NoTailCompletion leaves a committed transition where the MILP stops it (by default
 	// the rest proceeds one rolling batch per round).
 	NoTailCompletion bool
-	// NoCapacityHint ignores the operators' declared capacities (by default each declares
-	// the rate an offline profile of its default configuration measured, as Static's
-	// allocation was sized from, like trident_capacity in a job file).
-	NoCapacityHint bool
 	// NoQueueSignal withholds the queue bound and output blocking from the observation
 	// layer's samples, so a low batch fill is read as starvation even with the queue full.
 	NoQueueSignal bool
@@ -216,7 +212,6 @@ type opState struct {
 	cands     map[int]candidate // best configuration per workload cluster
 	parked    map[int]*tuning   // tuning sessions interrupted by a regime shift, by cluster
 	current   sim.OpConfig      // configuration most instances run
-	hint      float64           // declared per-instance capacity of the default configuration (0: none)
 	candidate *candidate        // pending transition target
 	committed bool              // candidate transition started (observation invalidated)
 	// prodOOMs holds the times of recent OOMs of production (non-probe) instances.
@@ -288,12 +283,6 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 	t.rng = rand.New(rand.NewPCG(t.opt.Seed, 0x7472696465))
 	t.layer = observe.NewLayer(t.opt.Logger)
 	p := env.Pipeline
-	// The declared capacities come from a profile of their own, so that they leave
-	// env.Profiler (from which Options.Initial sizes the submitted job) untouched.
-	var prof *sim.Profiler
-	if !t.opt.NoCapacityHint {
-		prof = sim.NewProfiler(p, env.Cluster, t.opt.Seed^0x68696e74)
-	}
 	for i := range p.Ops {
 		spec := &p.Ops[i]
 		o := &opState{spec: spec, amp: math.NaN(), sel: math.NaN(), cands: map[int]candidate{}, parked: map[int]*tuning{}, dominant: -1}
@@ -309,9 +298,6 @@ func (t *Trident) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
 			return nil, fmt.Errorf("trident: %w", err)
 		}
 		t.ds2 = append(t.ds2, &observe.DS2{})
-		if prof != nil {
-			o.hint = declaredCapacity(prof, i)
-		}
 		if spec.Tunable() {
 			o.current = spec.Space.Default()
 		}
@@ -617,32 +603,11 @@ func (t *Trident) capacity(i int) float64 {
 	// Never observed under sustained load (every sample rejected as starved or
 	// backpressured): scale the observed rate by the occupancy. This overestimates batched
 	// operators (throughput is concave in batch fill); the operator then becomes a
-	// bottleneck, runs saturated, and the observation layer takes over. While the operator
-	// runs the configuration its declared capacity describes, that capacity (an offline
-	// profile at the admission limit, itself optimistic) caps the guess.
-	if o.hint > 0 && !o.committed && (o.current == nil || o.current.Equal(o.spec.Space.Default())) {
-		if o.scaled > 0 {
-			return math.Min(o.scaled, o.hint)
-		}
-		return o.hint
-	}
+	// bottleneck, runs saturated, and the observation layer takes over.
 	if o.scaled > 0 {
 		return o.scaled
 	}
 	return 1
-}
-
-// declaredCapacity is the per-instance capacity operator i declares: the rate an offline
-// profile of its default configuration measures over a 240-record sample of the dataset
-// (harmonic mean: records per second of profiled work), as a user would write it into
-// trident_capacity.
-func declaredCapacity(p *sim.Profiler, i int) float64 {
-	recs := p.Sample(240)
-	sec := 0.0
-	for _, a := range recs {
-		sec += 1 / p.Capacity(i, a, nil)
-	}
-	return float64(len(recs)) / sec
 }
 
 // Decide implements sim.Scheduler: the control loop. Every SampleS it feeds the

@@ -320,8 +320,7 @@ func TestBlockedWindowsKeepTheCapacityFallback(t *testing.T) {
 		return tr.capacity(op), now
 	}
 	for _, blocked := range []bool{true, false} {
-		// The fallback itself, not capped by a declared capacity.
-		tr := New(Options{Seed: 1, NoCapacityHint: true})
+		tr := New(Options{Seed: 1})
 		if _, err := tr.Init(context.Background(), env); err != nil {
 			t.Fatal(err)
 		}
@@ -370,14 +369,14 @@ func TestFullQueueSamplesMeasureCapacity(t *testing.T) {
 		return tr.capacity(op)
 	}
 	// Noise-free windows at 40 records/s: the estimate is within 2 % of it (GP fit).
-	if got := run(Options{Seed: 1, NoCapacityHint: true}, false); math.Abs(got-perInst) > 0.02*perInst {
+	if got := run(Options{Seed: 1}, false); math.Abs(got-perInst) > 0.02*perInst {
 		t.Errorf("full queue, output flowing: capacity %.2f, want %.0f (the sustained rate)", got, perInst)
 	}
-	// Fallback (not capped by a declared capacity): 40 / max(0.3, 1/3) = 120.
-	if got := run(Options{Seed: 1, NoCapacityHint: true, NoQueueSignal: true}, false); math.Abs(got-3*perInst) > 1e-9 {
+	// Fallback: 40 / max(0.3, 1/3) = 120.
+	if got := run(Options{Seed: 1, NoQueueSignal: true}, false); math.Abs(got-3*perInst) > 1e-9 {
 		t.Errorf("without the queue signal: capacity %.2f, want the fallback %.0f", got, 3*perInst)
 	}
-	if got := run(Options{Seed: 1, NoCapacityHint: true}, true); math.Abs(got-3*perInst) > 1e-9 {
+	if got := run(Options{Seed: 1}, true); math.Abs(got-3*perInst) > 1e-9 {
 		t.Errorf("full queue, output blocked: capacity %.2f, want the fallback %.0f (samples rejected)", got, 3*perInst)
 	}
 }
@@ -430,51 +429,4 @@ func feedWindows(tr *Trident, p *sim.Pipeline, from float64, windows int, fill f
 		tr.flushWindow(s)
 	}
 	return now
-}
-
-// Until the observation layer has an estimate, an operator on its default configuration
-// is at its declared capacity (an offline profile, like trident_capacity in a job file),
-// and the occupancy-scaled guess (three times the observed rate at low occupancy) only
-// counts below it. Without declared capacities the guess stands alone, and before any
-// window the capacity is 1 record/s.
-func TestDeclaredCapacityStandsInUntilAnEstimate(t *testing.T) {
-	p, c := sim.PDFPipeline(0.01), sim.PaperCluster(8)
-	op := p.OpIndex("table_ocr")
-	env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
-	run := func(opt Options, perInst func(hint float64) float64) (got, hint float64) {
-		tr := New(opt)
-		if _, err := tr.Init(context.Background(), env); err != nil {
-			t.Fatal(err)
-		}
-		hint = tr.ops[op].hint
-		if perInst == nil {
-			return tr.capacity(op), hint
-		}
-		r := perInst(hint)
-		// 5 % occupancy, queue far from full: every sample is rejected as starved.
-		feedWindows(tr, p, 0, 3, func(s *sim.Snapshot) {
-			st := &s.Ops[op]
-			st.Running, st.Processed, st.Emitted, st.SrcRecords = 4, 4*r, 4*r, r/100
-			st.Occupancy, st.Util, st.BusySec, st.Queue = 0.05, 0.05, 0.2, 100
-			st.Features = []float64{0.06, 820, 500}
-		})
-		return tr.capacity(op), hint
-	}
-	got, hint := run(Options{Seed: 1}, nil)
-	// table_ocr's default configuration profiles at tens of blocks/s per instance.
-	if hint < 10 || got != hint {
-		t.Fatalf("before any window: capacity %v, declared %v (want the declared capacity, > 10)", got, hint)
-	}
-	if got, hint := run(Options{Seed: 1}, func(h float64) float64 { return h }); got != hint {
-		t.Errorf("guess 3x the declared capacity: capacity %v, want it capped at %v", got, hint)
-	}
-	if got, hint := run(Options{Seed: 1}, func(h float64) float64 { return h / 10 }); math.Abs(got-0.3*hint) > 1e-9*hint {
-		t.Errorf("guess below the declared capacity: capacity %v, want the guess %v", got, 0.3*hint)
-	}
-	if got, _ := run(Options{Seed: 1, NoCapacityHint: true}, nil); got != 1 {
-		t.Errorf("no declared capacity, no window: capacity %v, want 1", got)
-	}
-	if got, hint := run(Options{Seed: 1, NoCapacityHint: true}, func(float64) float64 { return 20 }); hint != 0 || got != 60 {
-		t.Errorf("no declared capacity: capacity %v (declared %v), want the guess 60", got, hint)
-	}
 }
