@@ -299,9 +299,10 @@ func (l *Loop) invalidate(ctx context.Context, job string, dec fsm.Decision) {
 }
 
 // priorCapacity is operator o's capacity before any estimate: its declared
-// trident_capacity, else def.
-func priorCapacity(o fsm.Operator, def float64) float64 {
-	if o.CapacityHint > 0 {
+// trident_capacity while it runs the job file's configuration (running is the config it
+// runs now, "" when unknown), else def.
+func priorCapacity(o fsm.Operator, running string, def float64) float64 {
+	if o.CapacityHint > 0 && (running == "" || running == o.Config) {
 		return o.CapacityHint
 	}
 	return def
@@ -324,7 +325,11 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 		}
 		in.Current = currentDeployment(st, job)
 		for _, o := range p.Operators {
-			oi := sched.OperatorInput{Operator: o, Capacity: priorCapacity(o, l.cfg.DefaultCapacity)}
+			running := ""
+			if r := st.Rollouts[job][o.Name]; r != nil {
+				running = r.Config
+			}
+			oi := sched.OperatorInput{Operator: o, Capacity: priorCapacity(o, running, l.cfg.DefaultCapacity)}
 			if ob, ok := st.Observations[job][o.Name]; ok {
 				if ob.Capacity > 0 {
 					oi.Capacity = ob.Capacity
@@ -442,7 +447,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 	})
 	if hasDec && transitions == 0 {
 		cur := supported(r.in, r.in.Current)
-		if r.plan.Throughput <= cur*(1+l.cfg.MinGain) && fits(r.in) {
+		if r.plan.Throughput <= cur*(1+l.cfg.MinGain) && fits(r.in) && withinBounds(r.in) {
 			return // not worth moving instances
 		}
 	}
@@ -468,6 +473,22 @@ func fits(in sched.PlanInput) bool {
 			if pl.Total() > 0 && !known[n] {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// withinBounds reports whether the current deployment keeps every operator within its
+// scaling policy's min and max (a re-registered job may have changed them): a plan that
+// restores them is applied even when it gains no throughput.
+func withinBounds(in sched.PlanInput) bool {
+	for _, o := range in.Operators {
+		n := 0
+		for _, pl := range in.Current[o.Name] {
+			n += pl.Total()
+		}
+		if n < o.MinInstances || (o.MaxInstances > 0 && n > o.MaxInstances) {
+			return false
 		}
 	}
 	return true

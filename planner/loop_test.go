@@ -331,13 +331,41 @@ func TestSupportedSeesCatchUp(t *testing.T) {
 	}
 }
 
-// An operator's declared trident_capacity stands in for its estimate until it has one;
-// without it the loop's DefaultCapacity does.
+// An operator's declared trident_capacity stands in for its estimate until it has one,
+// while it runs the configuration the job file declares it for; otherwise the loop's
+// DefaultCapacity does.
 func TestPriorCapacity(t *testing.T) {
-	if got := priorCapacity(fsm.Operator{Name: "ocr", CapacityHint: 42}, 1); got != 42 {
-		t.Errorf("declared 42: prior %v", got)
+	o := fsm.Operator{Name: "ocr", Config: "batch=8", CapacityHint: 42}
+	for running, want := range map[string]float64{"": 42, "batch=8": 42, "batch=32": 1} {
+		if got := priorCapacity(o, running, 1); got != want {
+			t.Errorf("declared 42 for batch=8, running %q: prior %v, want %v", running, got, want)
+		}
 	}
-	if got := priorCapacity(fsm.Operator{Name: "ocr"}, 1); got != 1 {
+	if got := priorCapacity(fsm.Operator{Name: "ocr"}, "", 1); got != 1 {
 		t.Errorf("undeclared: prior %v, want the default 1", got)
+	}
+}
+
+// A deployment outside an operator's scaling bounds (the job was re-registered with a
+// lower max) is not "within bounds", so the loop applies a plan that restores them even
+// when it gains no throughput.
+func TestWithinBounds(t *testing.T) {
+	in := sched.PlanInput{Operators: []sched.OperatorInput{
+		{Operator: fsm.Operator{Name: "a", MinInstances: 1, MaxInstances: 4}},
+		{Operator: fsm.Operator{Name: "b"}},
+	}, Current: map[string]map[string]fsm.Placement{
+		"a": {"n1": {Current: 3}, "n2": {Candidate: 1}},
+		"b": {"n1": {Current: 9}},
+	}}
+	if !withinBounds(in) {
+		t.Fatal("a at 4 of max 4, b unbounded: reported out of bounds")
+	}
+	in.Operators[0].MaxInstances = 3
+	if withinBounds(in) {
+		t.Error("a at 4 above max 3: reported within bounds")
+	}
+	in.Operators[0].MaxInstances, in.Operators[1].MinInstances = 0, 10
+	if withinBounds(in) {
+		t.Error("b at 9 below min 10: reported within bounds")
 	}
 }

@@ -119,7 +119,11 @@ func ComputeFluidBound(p *Pipeline, c Cluster, samples, searches int, seed uint6
 			}
 			maxN := int(devices) / spec.Need.Acc
 			qdef[r][k] = ev.queueCurve(cands[:1], maxN)
+			// The screening may drop the default configuration from the finalists.
 			qbest[r][k] = ev.queueCurve(cands, maxN)
+			for n, v := range qdef[r][k] {
+				qbest[r][k][n] = math.Max(qbest[r][k][n], v)
+			}
 		}
 	}
 	fluid := func(d [][]float64) float64 {
@@ -247,6 +251,35 @@ func (e *boundEval) queueCurve(cands []OpConfig, maxN int) []float64 {
 	return curve
 }
 
+// concaveHull returns the upper concave hull of the points (n, curve[n]) evaluated at
+// every whole n.
+func concaveHull(curve []float64) []float64 {
+	var idx []int // hull vertices
+	for n := range curve {
+		for len(idx) >= 2 {
+			a, b := idx[len(idx)-2], idx[len(idx)-1]
+			// drop b when it lies on or below the segment from a to n
+			if (curve[b]-curve[a])*float64(n-a) <= (curve[n]-curve[a])*float64(b-a) {
+				idx = idx[:len(idx)-1]
+				continue
+			}
+			break
+		}
+		idx = append(idx, n)
+	}
+	out := make([]float64, len(curve))
+	for j := 0; j+1 < len(idx); j++ {
+		a, b := idx[j], idx[j+1]
+		for n := a; n <= b; n++ {
+			out[n] = curve[a] + (curve[b]-curve[a])*float64(n-a)/float64(b-a)
+		}
+	}
+	if len(idx) == 1 {
+		out[idx[0]] = curve[idx[0]]
+	}
+	return out
+}
+
 func cmpFloat(a, b float64) int {
 	switch {
 	case a < b:
@@ -258,10 +291,16 @@ func cmpFloat(a, b float64) int {
 }
 
 // splitCurves returns the highest throughput T at which the operators' instance curves
-// (curves[k][n]: records/s of n instances, linear between whole instances, as time-sharing
-// between neighbouring allocations gives) all reach T with at most devices accelerators,
-// one instance of operator k taking need[k] of them.
+// (curves[k][n]: records/s of n instances) all reach T with at most devices accelerators,
+// one instance of operator k taking need[k] of them. Between whole instances a curve is
+// its upper concave hull: time-sharing between any two allocations reaches every point
+// on the segment joining them.
 func splitCurves(curves [][]float64, need []float64, devices float64) float64 {
+	hulls := make([][]float64, len(curves))
+	for k, c := range curves {
+		hulls[k] = concaveHull(c)
+	}
+	curves = hulls
 	// instances returns the fractional instance count at which curve reaches t (+Inf if
 	// it never does).
 	instances := func(curve []float64, t float64) float64 {

@@ -94,3 +94,21 @@ func TestSplitCurves(t *testing.T) {
 		t.Fatalf("unbounded devices: %.6f, want 45", got)
 	}
 }
+
+// A curve with a jump (a faster configuration becomes memory-safe at a smaller batch)
+// is split on its upper concave hull: time-sharing 2 and 4 instances reaches the segment
+// between them, above the curve's own value at 3.
+func TestSplitCurvesUsesTheConcaveHull(t *testing.T) {
+	c := []float64{0, 10, 12, 13, 40}
+	h := concaveHull(c)
+	want := []float64{0, 10, 20, 30, 40} // the hull is the line from (0,0) to (4,40)
+	for n := range want {
+		if math.Abs(h[n]-want[n]) > 1e-9 {
+			t.Fatalf("hull %v, want %v", h, want)
+		}
+	}
+	// 3 devices for one operator: the hull gives 30, the raw curve 13.
+	if got := splitCurves([][]float64{c}, []float64{1}, 3); math.Abs(got-30) > 1e-6 {
+		t.Fatalf("split on 3 devices: %.6f, want 30", got)
+	}
+}

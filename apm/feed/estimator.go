@@ -154,6 +154,15 @@ func featureVector(names []string, m Instance) []float64 {
 	return v
 }
 
+// counterDelta is a counter's increase from old to cur; after a reset (cur < old) the
+// counter restarted from zero, so its increase is cur (the Prometheus convention).
+func counterDelta(old, cur float64) float64 {
+	if cur < old {
+		return cur
+	}
+	return cur - old
+}
+
 // Observe offers one sample per instance present in both snapshots.
 func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	k := key(job, group)
@@ -181,16 +190,15 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 			continue
 		}
 		s := observe.Sample{
-			Time:          cur.Time,
-			Interval:      dt,
-			Records:       m.RecordsIn - old.RecordsIn,
-			BusySeconds:   math.Max(0, m.BusySeconds-old.BusySeconds),
-			UsefulSeconds: math.Max(0, m.UsefulSeconds-old.UsefulSeconds),
-			QueueStart:    old.QueueLength,
-			QueueEnd:      m.QueueLength,
-			QueueCap:      m.QueueCapacity,
-			// A counter reset (restarted exporter) reads as no blocking.
-			OutputBlockedSeconds: math.Max(0, m.OutputBlockedSeconds-old.OutputBlockedSeconds),
+			Time:                 cur.Time,
+			Interval:             dt,
+			Records:              m.RecordsIn - old.RecordsIn,
+			BusySeconds:          math.Max(0, m.BusySeconds-old.BusySeconds),
+			UsefulSeconds:        math.Max(0, m.UsefulSeconds-old.UsefulSeconds),
+			QueueStart:           old.QueueLength,
+			QueueEnd:             m.QueueLength,
+			QueueCap:             m.QueueCapacity,
+			OutputBlockedSeconds: counterDelta(old.OutputBlockedSeconds, m.OutputBlockedSeconds),
 			Utilization:          m.Utilization,
 			Features:             fv,
 			Epoch:                uint64(math.Max(0, m.Epoch)),

@@ -173,3 +173,11 @@ func TestQueueBoundAndBlockedOutput(t *testing.T) {
 		})
 	}
 }
+
+func TestCounterDelta(t *testing.T) {
+	for _, c := range []struct{ old, cur, want float64 }{{10, 12.5, 2.5}, {10, 3, 3}, {0, 0, 0}} {
+		if got := counterDelta(c.old, c.cur); got != c.want {
+			t.Errorf("counterDelta(%v, %v) = %v, want %v (a reset counts from zero)", c.old, c.cur, got, c.want)
+		}
+	}
+}

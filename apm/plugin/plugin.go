@@ -490,9 +490,15 @@ func toFeed(s snapshot) feed.Snapshot {
 		// Operators expose both gauges (the unused one at 0): the busier resource is the
 		// operator's utilisation.
 		util := math.Max(m.CPUUtil, m.AccelUtil)
+		// A queue bound without the output-blocked counter would let a backpressured
+		// instance (full queue, idle engine) pass as saturated: it is not forwarded.
+		qcap := m.QueueCapacity
+		if !m.HasOutputBlocked {
+			qcap = 0
+		}
 		out.Instances[id] = feed.Instance{
 			RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BusySeconds: m.BusySeconds, UsefulSeconds: m.UsefulSeconds,
-			QueueLength: m.QueueLength, QueueCapacity: m.QueueCapacity, OutputBlockedSeconds: m.OutputBlocked,
+			QueueLength: m.QueueLength, QueueCapacity: qcap, OutputBlockedSeconds: m.OutputBlocked,
 			Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts,
 			FeatureMean: m.FeatureMean, FeatureStd: m.FeatureStd, Epoch: m.Epoch,
 		}

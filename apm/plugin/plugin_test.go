@@ -86,3 +86,28 @@ func TestSetConfigTune(t *testing.T) {
 	}
 	stop()
 }
+
+// The queue bound reaches the observation layer only from instances that also export the
+// output-blocked counter: without it a backpressured instance (full queue, idle engine)
+// would pass as saturated.
+func TestQueueBoundNeedsTheBlockedCounter(t *testing.T) {
+	with, err := ParseMetrics(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := ParseMetrics(strings.NewReader(strings.ReplaceAll(sample,
+		"trident_output_blocked_seconds_total{pipeline=\"pdf\",operator=\"ocr\"} 12.5\n", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !with.HasOutputBlocked || without.HasOutputBlocked {
+		t.Fatalf("HasOutputBlocked: %v with the counter, %v without", with.HasOutputBlocked, without.HasOutputBlocked)
+	}
+	f := toFeed(snapshot{time: time.Unix(1, 0), instances: map[string]InstanceMetrics{"a": with, "b": without}})
+	if got := f.Instances["a"].QueueCapacity; got != 400 {
+		t.Errorf("with the counter: queue capacity %v, want 400", got)
+	}
+	if got := f.Instances["b"].QueueCapacity; got != 0 {
+		t.Errorf("without the counter: queue capacity %v, want 0 (not forwarded)", got)
+	}
+}

@@ -19,23 +19,26 @@ import (
 // InstanceMetrics is one scrape of one operator instance's /metrics endpoint, reduced to
 // the operator metrics contract (internal/opmetrics).
 type InstanceMetrics struct {
-	AllocID        string
-	Time           time.Time
-	RecordsIn      float64
-	RecordsOut     float64
-	BusySeconds    float64
-	UsefulSeconds  float64
-	QueueLength    float64
-	QueueCapacity  float64
-	OutputBlocked  float64 // seconds, counter
-	AccelUtil      float64
-	CPUUtil        float64
-	DeviceMemPeak  float64
-	OOMRestarts    float64
-	Epoch          float64
-	FeatureMean    map[string]float64
-	FeatureStd     map[string]float64
-	HasAccelerator bool
+	AllocID       string
+	Time          time.Time
+	RecordsIn     float64
+	RecordsOut    float64
+	BusySeconds   float64
+	UsefulSeconds float64
+	QueueLength   float64
+	QueueCapacity float64
+	OutputBlocked float64 // seconds, counter
+	// HasOutputBlocked reports that the instance exports the output-blocked counter: only
+	// then does a full bounded queue tell saturation from backpressure.
+	HasOutputBlocked bool
+	AccelUtil        float64
+	CPUUtil          float64
+	DeviceMemPeak    float64
+	OOMRestarts      float64
+	Epoch            float64
+	FeatureMean      map[string]float64
+	FeatureStd       map[string]float64
+	HasAccelerator   bool
 }
 
 // ScrapeInstance fetches and parses url (a Prometheus text endpoint).
@@ -86,6 +89,9 @@ func ParseMetrics(r io.Reader) (InstanceMetrics, error) {
 		}
 		if name == opmetrics.AccelUtilization {
 			m.HasAccelerator = true
+		}
+		if name == opmetrics.OutputBlockedSeconds {
+			m.HasOutputBlocked = true
 		}
 		for _, s := range f.GetMetric() {
 			v := sampleValue(s)

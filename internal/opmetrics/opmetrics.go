@@ -25,7 +25,8 @@ const (
 	ConfigEpoch      = "trident_config_epoch"             // gauge: epoch of the config this instance runs
 	// Optional: operators behind a bounded input queue report its bound and the time their
 	// output waits on a full downstream queue, so the observation layer can tell a batching
-	// engine held at its queue bound (saturated) from a starved or backpressured one.
+	// engine held at its queue bound (saturated) from a starved or backpressured one. The
+	// bound is used only together with the counter.
 	QueueCapacity        = "trident_queue_capacity"               // gauge: bound of the input queue in records, this instance's share of it (absent or 0: unbounded)
 	OutputBlockedSeconds = "trident_output_blocked_seconds_total" // counter: wall time the output was blocked by a full downstream queue
 )

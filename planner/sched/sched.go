@@ -137,7 +137,8 @@ func (in PlanInput) Validate() error {
 // Proportional is the fallback scheduler: it sizes every operator in proportion to the
 // work it must do (amplified input rate over unit capacity), bisects on the throughput
 // the cluster can host, and places instances first-fit, preferring nodes where the
-// operator already runs. Already-transitioned instances stay where they are. When an
+// operator already runs. Already-transitioned instances stay where they are (even above
+// an operator's MaxInstances: they are never rolled back). When an
 // operator's candidate config is faster after discounting its cold start over WindowSec
 // (Eq. 11 of the paper), up to MaxBatch further instances switch to it in place.
 type Proportional struct {
@@ -163,7 +164,7 @@ func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 	}
 	lo, hi := 0.0, 1.0
 	if _, ok := try(lo); !ok {
-		return Plan{}, fmt.Errorf("%w: the minimum instances of every operator (one, or its scaling policy's min) do not fit the cluster", ErrImpossible)
+		return Plan{}, fmt.Errorf("%w: first-fit could not place the minimum instances of every operator (one, or its scaling policy's min)", ErrImpossible)
 	}
 	for {
 		if _, ok := try(hi); !ok {

@@ -12,8 +12,10 @@ import (
 // integer parallelism per operator (Eq. 13 with the cheapest rolling-update batch), then a
 // migration-aware placement that starts from the current deployment and spreads missing
 // instances over the nodes in proportion to their room (accelerator operators first);
-// rates are split in proportion to node capacity. It never fails on a valid problem
-// (T = 0 with the pinned instances is always feasible). Its Bound is the aggregate bound.
+// rates are split in proportion to node capacity. Without MinInstances it never fails on a
+// valid problem (T = 0 with the pinned instances is always feasible); minimums that its
+// first-fit packing cannot place fail with the checker's error naming the operator. Its
+// Bound is the aggregate bound.
 type Greedy struct{}
 
 // Solve implements Solver.

@@ -83,19 +83,16 @@ func (p *Problem) Check() error {
 				i, o.Name, o.CPU, o.MemMB, o.GPUs)
 		}
 	}
-	var minC, minM, totC, totM float64
-	var minG, totG int
-	for _, o := range p.Operators {
-		minC += float64(o.MinInstances) * o.CPU
-		minM += float64(o.MinInstances) * o.MemMB
-		minG += o.MinInstances * o.GPUs
-	}
-	for _, nd := range p.Nodes {
-		totC, totM, totG = totC+nd.CPU, totM+nd.MemMB, totG+nd.GPUs
-	}
-	if minC > totC+1e-9 || minM > totM+1e-9 || minG > totG {
-		return fmt.Errorf("milp: the operators' MinInstances need cpu %g, memory %g MiB and %d GPUs; the cluster has %g, %g and %d",
-			minC, minM, minG, totC, totM, totG)
+	for i := range p.Operators {
+		o := &p.Operators[i]
+		room := 0
+		for _, nd := range p.Nodes {
+			room += fit(o, nd.CPU, nd.MemMB, nd.GPUs)
+		}
+		if o.MinInstances > room {
+			return fmt.Errorf("milp: operator %d (%s): MinInstances %d, but at most %d instances fit the nodes even alone",
+				i, o.Name, o.MinInstances, room)
+		}
 	}
 	pr := p.Params
 	if !fin(pr.WindowSec) || pr.WindowSec < 0 || pr.MaxBatch < 0 || !fin(pr.NetWeight) || pr.NetWeight < 0 ||
@@ -103,7 +100,7 @@ func (p *Problem) Check() error {
 		return errors.New("milp: Params: WindowSec, MaxBatch, NetWeight and MigrationWeight must be finite and >= 0")
 	}
 	if p.Current == nil {
-		return nil
+		return p.checkMinimums()
 	}
 	if len(p.Current) != len(p.Operators) {
 		return fmt.Errorf("milp: Current has %d operator rows, want %d", len(p.Current), len(p.Operators))
@@ -143,6 +140,35 @@ func (p *Problem) Check() error {
 		if c > nd.CPU+1e-9 || m > nd.MemMB+1e-9 || g > nd.GPUs {
 			return fmt.Errorf("milp: node %d (%s): the already-transitioned (pinned) instances exceed its resources", n, nd.Name)
 		}
+	}
+	return p.checkMinimums()
+}
+
+// checkMinimums reports when the instances every operator must keep (its MinInstances, or
+// its pinned already-transitioned instances when more) exceed the pooled cluster. Whether
+// they also pack node by node is left to the solvers.
+func (p *Problem) checkMinimums() error {
+	var needC, needM, totC, totM float64
+	var needG, totG int
+	for i, o := range p.Operators {
+		k := o.MinInstances
+		if p.Current != nil {
+			pinned := 0
+			for _, pl := range p.Current[i] {
+				pinned += pl.Candidate
+			}
+			k = max(k, pinned)
+		}
+		needC += float64(k) * o.CPU
+		needM += float64(k) * o.MemMB
+		needG += k * o.GPUs
+	}
+	for _, nd := range p.Nodes {
+		totC, totM, totG = totC+nd.CPU, totM+nd.MemMB, totG+nd.GPUs
+	}
+	if needC > totC+1e-9 || needM > totM+1e-9 || needG > totG {
+		return fmt.Errorf("milp: the operators' MinInstances (and pinned instances) need cpu %g, memory %g MiB and %d GPUs; the cluster has %g, %g and %d",
+			needC, needM, needG, totC, totM, totG)
 	}
 	return nil
 }
