@@ -14,8 +14,8 @@ import (
 // instances over the nodes in proportion to their room (accelerator operators first);
 // rates are split in proportion to node capacity. Without MinInstances it never fails on a
 // valid problem (T = 0 with the pinned instances is always feasible); minimums that its
-// first-fit packing cannot place fail with the checker's error naming the operator. Its
-// Bound is the aggregate bound.
+// first-fit packing (two operator orders) cannot place fail with the checker's error
+// naming the operator. Its Bound is the aggregate bound.
 type Greedy struct{}
 
 // Solve implements Solver.
@@ -124,8 +124,38 @@ func (q *prep) place(T float64, scratch bool) (x, d [][]int, ok bool) {
 	return q.placeFrom(T, q.cur)
 }
 
-// placeFrom is place starting from the instances in base (raised to the pinned ones).
+// placeFrom is place starting from the instances in base (raised to the pinned ones). It
+// adds missing instances accelerator operators first, then the largest by cores; when
+// that order leaves an instance without room, it retries with the operators taking the
+// largest share of the cluster's scarcest pool first (memory-heavy operators packed before
+// core-heavy ones).
 func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
+	p := q.p
+	if x, d, ok = q.placeOrdered(T, base, func(oa, ob *Operator) bool {
+		if oa.GPUs != ob.GPUs {
+			return oa.GPUs > ob.GPUs
+		}
+		return oa.CPU > ob.CPU
+	}); ok {
+		return x, d, ok
+	}
+	var C, Mm float64
+	var G int
+	for _, nd := range p.Nodes {
+		C, Mm, G = C+nd.CPU, Mm+nd.MemMB, G+nd.GPUs
+	}
+	share := func(o *Operator) float64 {
+		s := math.Max(o.CPU/math.Max(C, 1e-9), o.MemMB/math.Max(Mm, 1e-9))
+		if G > 0 {
+			s = math.Max(s, float64(o.GPUs)/float64(G))
+		}
+		return s
+	}
+	return q.placeOrdered(T, base, func(oa, ob *Operator) bool { return share(oa) > share(ob) })
+}
+
+// placeOrdered is placeFrom adding missing instances in the order first.
+func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator) bool) (x, d [][]int, ok bool) {
 	p := q.p
 	N, M := q.N, q.M
 	P := make([]int, N)
@@ -186,18 +216,12 @@ func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
 			return nil, nil, false
 		}
 	}
-	// add missing instances: accelerator operators first, then the largest
+	// add missing instances in the given order
 	ops := make([]int, N)
 	for i := range ops {
 		ops[i] = i
 	}
-	sort.SliceStable(ops, func(a, b int) bool {
-		oa, ob := &p.Operators[ops[a]], &p.Operators[ops[b]]
-		if oa.GPUs != ob.GPUs {
-			return oa.GPUs > ob.GPUs
-		}
-		return oa.CPU > ob.CPU
-	})
+	sort.SliceStable(ops, func(a, b int) bool { return first(&p.Operators[ops[a]], &p.Operators[ops[b]]) })
 	for _, i := range ops {
 		o := &p.Operators[i]
 		def := P[i]

@@ -426,3 +426,25 @@ func TestInstanceBoundsChecked(t *testing.T) {
 		}
 	}
 }
+
+// Minimums that fit only when the memory-heavy operator is packed first: the greedy's
+// default order (cores first) puts one B on each node and strands A; the retry by
+// dominant share places A twice on the large-memory node and B twice on the other.
+func TestGreedyPlacesMinimumsThatFit(t *testing.T) {
+	p := &milp.Problem{
+		Operators: []milp.Operator{
+			{Name: "A", CPU: 1, MemMB: 4000, Capacity: 10, Amplification: 1, MinInstances: 2},
+			{Name: "B", CPU: 2, MemMB: 100, Capacity: 10, Amplification: 1, MinInstances: 2},
+		},
+		Nodes: []milp.Node{
+			{Name: "n0", CPU: 4, MemMB: 1000, EgressBps: math.Inf(1)},
+			{Name: "n1", CPU: 4, MemMB: 8000, EgressBps: math.Inf(1)},
+		},
+	}
+	for _, s := range []milp.Solver{milp.Greedy{}, milp.HiGHS{}} {
+		sol := mustSolve(t, s, p, milp.Options{})
+		if par := parallelism(sol); par[0] != 2 || par[1] != 2 || math.Abs(sol.Throughput-20) > 1e-6 {
+			t.Errorf("%T: instances %v, throughput %v; want 2 and 2 at 20", s, par, sol.Throughput)
+		}
+	}
+}
