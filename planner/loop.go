@@ -483,11 +483,7 @@ func fits(in sched.PlanInput) bool {
 // restores them is applied even when it gains no throughput.
 func withinBounds(in sched.PlanInput) bool {
 	for _, o := range in.Operators {
-		n := 0
-		for _, pl := range in.Current[o.Name] {
-			n += pl.Total()
-		}
-		if n < o.MinInstances || (o.MaxInstances > 0 && n > o.MaxInstances) {
+		if !o.Admits(fsm.OpTarget{Nodes: in.Current[o.Name]}.Count()) {
 			return false
 		}
 	}

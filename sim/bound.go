@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -138,10 +139,11 @@ func ComputeFluidBound(p *Pipeline, c Cluster, samples, searches int, seed uint6
 		return total / sec
 	}
 	out := FluidBound{DefaultRecPerS: fluid(def), TunedRecPerS: fluid(best)}
+	need := p.accNeeds(acc)
 	queueFluid := func(q [][][]float64) float64 {
 		sec := 0.0
 		for r, reg := range p.Regimes {
-			sec += reg.Records / splitCurves(q[r], p.accNeeds(acc), devices)
+			sec += reg.Records / splitCurves(q[r], need, devices)
 		}
 		return total / sec
 	}
@@ -218,8 +220,9 @@ func (e *boundEval) queueCurve(cands []OpConfig, maxN int) []float64 {
 	screen := min(queueScreen, len(e.recs))
 	curve := make([]float64, maxN+1)
 	type scored struct {
-		cfg  OpConfig
-		cost float64
+		cfg      OpConfig
+		inFlight float64 // per instance, as the engine runs n of them
+		cost     float64
 	}
 	var ranked []scored
 	for n := 1; n <= maxN; n++ {
@@ -227,10 +230,10 @@ func (e *boundEval) queueCurve(cands []OpConfig, maxN int) []float64 {
 		for _, cfg := range cands {
 			c := inFlightPer(e.spec, cfg, e.spec.QueueCap, n)
 			if v, ok := e.cost(cfg, c, screen); ok {
-				ranked = append(ranked, scored{cfg, v})
+				ranked = append(ranked, scored{cfg, c, v})
 			}
 		}
-		slices.SortFunc(ranked, func(a, b scored) int { return cmpFloat(a.cost, b.cost) })
+		slices.SortFunc(ranked, func(a, b scored) int { return cmp.Compare(a.cost, b.cost) })
 		// The fastest configurations sit at the memory limit, so many that pass the
 		// screening records fail on the rest: walk down the ranking until queueFinalists
 		// are safe on every record.
@@ -239,8 +242,7 @@ func (e *boundEval) queueCurve(cands []OpConfig, maxN int) []float64 {
 			if safe == queueFinalists {
 				break
 			}
-			c := inFlightPer(e.spec, s.cfg, e.spec.QueueCap, n)
-			if v, ok := e.cost(s.cfg, c, len(e.recs)); ok {
+			if v, ok := e.cost(s.cfg, s.inFlight, len(e.recs)); ok {
 				safe++
 				// v is accelerator-seconds per source record of one instance.
 				curve[n] = math.Max(curve[n], float64(n)*float64(e.spec.Need.Acc)/v)
@@ -278,16 +280,6 @@ func concaveHull(curve []float64) []float64 {
 		out[idx[0]] = curve[idx[0]]
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // splitCurves returns the highest throughput T at which the operators' instance curves

@@ -54,6 +54,11 @@ type Operator struct {
 	MaxInstances int `json:"max_instances,omitempty"`
 }
 
+// Admits reports whether n instances are within o's scaling bounds.
+func (o Operator) Admits(n int) bool {
+	return n >= o.MinInstances && (o.MaxInstances == 0 || n <= o.MaxInstances)
+}
+
 // Pipeline is a registered pipeline job.
 type Pipeline struct {
 	// Job is the Nomad job ID.

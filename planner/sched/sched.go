@@ -156,7 +156,7 @@ func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 		need := make([]int, len(in.Operators))
 		for i, o := range in.Operators {
 			need[i] = max(1, o.MinInstances, int(math.Ceil(T*amp[i]/o.Capacity-1e-9)))
-			if o.MaxInstances > 0 && need[i] > o.MaxInstances {
+			if !o.Admits(need[i]) { // need is at least the min: only the max can refuse it
 				return nil, false // the scaling policy's max caps the operator below T
 			}
 		}

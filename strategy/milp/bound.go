@@ -54,14 +54,7 @@ func (q *prep) aggregateFeasible(T float64) bool {
 		mem += float64(P) * o.MemMB
 		gpu += P * o.GPUs
 	}
-	var C, Mm float64
-	var G int
-	for _, nd := range q.p.Nodes {
-		C += nd.CPU
-		Mm += nd.MemMB
-		G += nd.GPUs
-	}
-	return cpu <= C+1e-9 && mem <= Mm+1e-9 && gpu <= G
+	return cpu <= q.poolC+1e-9 && mem <= q.poolM+1e-9 && gpu <= q.poolG
 }
 
 // aggregateBound returns an upper bound on T valid for the full model: the supremum of

@@ -130,7 +130,6 @@ func (q *prep) place(T float64, scratch bool) (x, d [][]int, ok bool) {
 // largest share of the cluster's scarcest pool first (memory-heavy operators packed before
 // core-heavy ones).
 func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
-	p := q.p
 	if x, d, ok = q.placeOrdered(T, base, func(oa, ob *Operator) bool {
 		if oa.GPUs != ob.GPUs {
 			return oa.GPUs > ob.GPUs
@@ -139,15 +138,10 @@ func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
 	}); ok {
 		return x, d, ok
 	}
-	var C, Mm float64
-	var G int
-	for _, nd := range p.Nodes {
-		C, Mm, G = C+nd.CPU, Mm+nd.MemMB, G+nd.GPUs
-	}
 	share := func(o *Operator) float64 {
-		s := math.Max(o.CPU/math.Max(C, 1e-9), o.MemMB/math.Max(Mm, 1e-9))
-		if G > 0 {
-			s = math.Max(s, float64(o.GPUs)/float64(G))
+		s := math.Max(o.CPU/math.Max(q.poolC, 1e-9), o.MemMB/math.Max(q.poolM, 1e-9))
+		if q.poolG > 0 {
+			s = math.Max(s, float64(o.GPUs)/float64(q.poolG))
 		}
 		return s
 	}
@@ -298,12 +292,12 @@ func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator
 // withinBounds reports whether every operator's parallelism in x is within its
 // MinInstances and MaxInstances.
 func (q *prep) withinBounds(x [][]int) bool {
-	for i, o := range q.p.Operators {
+	for i := range q.p.Operators {
 		P := 0
 		for _, v := range x[i] {
 			P += v
 		}
-		if P < o.MinInstances || (o.MaxInstances > 0 && P > o.MaxInstances) {
+		if !q.p.Operators[i].admits(P) {
 			return false
 		}
 	}

@@ -234,10 +234,7 @@ func buildModel(q *prep, opts Options) *model {
 	}
 	if !opts.NoBound {
 		// aggregate pools: valid, redundant for the LP, give the MIP knapsack structure on P
-		var C, Mm, G float64
-		for _, nd := range p.Nodes {
-			C, Mm, G = C+nd.CPU, Mm+nd.MemMB, G+float64(nd.GPUs)
-		}
+		C, Mm, G := q.poolC, q.poolM, float64(q.poolG)
 		for r, res := range []string{"cpu", "mem", "gpu"} {
 			if r == 2 && !q.gpu {
 				continue
@@ -267,10 +264,7 @@ func buildModel(q *prep, opts Options) *model {
 // loadKey is the positive per-operator weight of the symmetry-breaking order: an instance's
 // share of an average node's pools.
 func (q *prep) loadKey() []float64 {
-	var C, Mm, G float64
-	for _, nd := range q.p.Nodes {
-		C, Mm, G = C+nd.CPU, Mm+nd.MemMB, G+float64(nd.GPUs)
-	}
+	C, Mm, G := q.poolC, q.poolM, float64(q.poolG)
 	M := float64(q.M)
 	key := make([]float64, q.N)
 	for i, o := range q.p.Operators {

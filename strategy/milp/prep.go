@@ -100,22 +100,22 @@ func (p *Problem) Check() error {
 		return errors.New("milp: Params: WindowSec, MaxBatch, NetWeight and MigrationWeight must be finite and >= 0")
 	}
 	if p.Current == nil {
-		return p.checkMinimums()
+		return p.checkMinimums(nil)
 	}
 	if len(p.Current) != len(p.Operators) {
 		return fmt.Errorf("milp: Current has %d operator rows, want %d", len(p.Current), len(p.Operators))
 	}
+	pinned := make([]int, len(p.Operators))
 	for i, row := range p.Current {
 		if len(row) != len(p.Nodes) {
 			return fmt.Errorf("milp: Current[%d] (%s) has %d node entries, want %d", i, p.Operators[i].Name, len(row), len(p.Nodes))
 		}
-		pinned := 0
 		for _, pl := range row {
-			pinned += pl.Candidate
+			pinned[i] += pl.Candidate
 		}
-		if mx := p.Operators[i].MaxInstances; mx > 0 && pinned > mx {
+		if mx := p.Operators[i].MaxInstances; mx > 0 && pinned[i] > mx {
 			return fmt.Errorf("milp: operator %d (%s): %d already-transitioned instances exceed MaxInstances %d (they are never stopped)",
-				i, p.Operators[i].Name, pinned, mx)
+				i, p.Operators[i].Name, pinned[i], mx)
 		}
 		for n, pl := range row {
 			if pl.Current < 0 || pl.Candidate < 0 {
@@ -141,31 +141,33 @@ func (p *Problem) Check() error {
 			return fmt.Errorf("milp: node %d (%s): the already-transitioned (pinned) instances exceed its resources", n, nd.Name)
 		}
 	}
-	return p.checkMinimums()
+	return p.checkMinimums(pinned)
+}
+
+// pooled returns the cluster's summed cores, memory and accelerators.
+func (p *Problem) pooled() (cpu, mem float64, gpus int) {
+	for _, nd := range p.Nodes {
+		cpu, mem, gpus = cpu+nd.CPU, mem+nd.MemMB, gpus+nd.GPUs
+	}
+	return cpu, mem, gpus
 }
 
 // checkMinimums reports when the instances every operator must keep (its MinInstances, or
-// its pinned already-transitioned instances when more) exceed the pooled cluster. Whether
-// they also pack node by node is left to the solvers.
-func (p *Problem) checkMinimums() error {
-	var needC, needM, totC, totM float64
-	var needG, totG int
+// its pinned already-transitioned instances pinned[i] when more; pinned may be nil) exceed
+// the pooled cluster. Whether they also pack node by node is left to the solvers.
+func (p *Problem) checkMinimums(pinned []int) error {
+	var needC, needM float64
+	var needG int
 	for i, o := range p.Operators {
 		k := o.MinInstances
-		if p.Current != nil {
-			pinned := 0
-			for _, pl := range p.Current[i] {
-				pinned += pl.Candidate
-			}
-			k = max(k, pinned)
+		if pinned != nil {
+			k = max(k, pinned[i])
 		}
 		needC += float64(k) * o.CPU
 		needM += float64(k) * o.MemMB
 		needG += k * o.GPUs
 	}
-	for _, nd := range p.Nodes {
-		totC, totM, totG = totC+nd.CPU, totM+nd.MemMB, totG+nd.GPUs
-	}
+	totC, totM, totG := p.pooled()
 	if needC > totC+1e-9 || needM > totM+1e-9 || needG > totG {
 		return fmt.Errorf("milp: the operators' MinInstances (and pinned instances) need cpu %g, memory %g MiB and %d GPUs; the cluster has %g, %g and %d",
 			needC, needM, needG, totC, totM, totG)
@@ -188,6 +190,9 @@ type prep struct {
 	ub   [][]int   // max instances of op i that fit node n alone
 	lim  []int     // max parallelism of op i: sum_n ub, capped at MaxInstances
 	gpu  bool      // any operator uses accelerators
+	// poolC, poolM and poolG are the cluster's summed cores, memory (MiB) and accelerators.
+	poolC, poolM float64
+	poolG        int
 	// objective weights (Eq. 10)
 	alpha, beta float64
 	// Tub is the aggregate-relaxation upper bound on T (see bound.go).
@@ -223,6 +228,7 @@ func newPrep(p *Problem) (*prep, error) {
 		mu: make([]float64, N), muC: make([]float64, N), muT: make([]float64, N),
 		K: make([][]int, N), Ki: make([]int, N), cur: make([][]int, N), R: make([]int, N),
 		dmax: make([]int, N), ub: make([][]int, N), lim: make([]int, N)}
+	q.poolC, q.poolM, q.poolG = p.pooled()
 	W := p.Params.WindowSec
 	if W == 0 {
 		W = DefaultWindowSec

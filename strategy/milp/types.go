@@ -37,6 +37,11 @@ type Operator struct {
 	MinInstances, MaxInstances int
 }
 
+// admits reports whether n instances are within o's MinInstances and MaxInstances.
+func (o *Operator) admits(n int) bool {
+	return n >= o.MinInstances && (o.MaxInstances == 0 || n <= o.MaxInstances)
+}
+
 // Candidate is a configuration proposed by the adaptation layer for one operator.
 type Candidate struct {
 	// Capacity is the candidate configuration's unit throughput (mu_i^c), records/s.

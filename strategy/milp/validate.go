@@ -96,7 +96,7 @@ func Validate(p *Problem, s *Solution) error {
 		for _, pl := range s.PerNode[i] {
 			par += pl.Total()
 		}
-		if par < o.MinInstances || (o.MaxInstances > 0 && par > o.MaxInstances) {
+		if !o.admits(par) {
 			return fmt.Errorf("milp: validate: %s: %d instances outside MinInstances %d / MaxInstances %d", o.Name, par, o.MinInstances, o.MaxInstances)
 		}
 		if trans != s.Transitions[i] {
