@@ -15,6 +15,9 @@
 #   trident dataset verify -pipeline pdf -nats nats://127.0.0.1:4222 -wait 30m
 # Without the trident-gpu device plugin add -var gpu_devices=false (accelerator groups then
 # run without a device request; their simulated device memory still comes from meta).
+# Accelerator operators bound their input queues (-var accel_queue_cap, default 2048 records
+# per operator; 0 = unbounded): the operators feeding them hold their outputs while a queue is
+# full and export the time as trident_output_blocked_seconds_total.
 # Nomad resources are the meta needs scaled by cpu_mhz_per_core and memory_fraction, so the
 # simulated pipeline fits a laptop; the meta keeps the modelled needs for the planner.
 
@@ -32,6 +35,12 @@ variable "speed" {
   type        = string
   default     = "1"
   description = "speed-up factor of the simulated service times"
+}
+
+variable "accel_queue_cap" {
+  type        = string
+  default     = "2048"
+  description = "bound of each accelerator operator's input queue in records (undelivered + in service, over all its instances; soft): upstream operators wait while it is full; 0 = unbounded"
 }
 
 variable "cpu_mhz_per_core" {
@@ -385,7 +394,7 @@ job "pdf-curation" {
 
       config {
         command = var.trident_bin
-        args    = ["operator", "-pipeline", "pdf", "-stage", "ocr-text", "-nats", var.nats_url, "-speed", var.speed]
+        args    = ["operator", "-pipeline", "pdf", "-stage", "ocr-text", "-nats", var.nats_url, "-speed", var.speed, "-queue-cap", var.accel_queue_cap]
       }
 
       resources {
@@ -480,7 +489,7 @@ job "pdf-curation" {
 
       config {
         command = var.trident_bin
-        args    = ["operator", "-pipeline", "pdf", "-stage", "ocr-table", "-nats", var.nats_url, "-speed", var.speed]
+        args    = ["operator", "-pipeline", "pdf", "-stage", "ocr-table", "-nats", var.nats_url, "-speed", var.speed, "-queue-cap", var.accel_queue_cap]
       }
 
       resources {
@@ -575,7 +584,7 @@ job "pdf-curation" {
 
       config {
         command = var.trident_bin
-        args    = ["operator", "-pipeline", "pdf", "-stage", "ocr-formula", "-nats", var.nats_url, "-speed", var.speed]
+        args    = ["operator", "-pipeline", "pdf", "-stage", "ocr-formula", "-nats", var.nats_url, "-speed", var.speed, "-queue-cap", var.accel_queue_cap]
       }
 
       resources {

@@ -1,11 +1,16 @@
 package plugin
 
 import (
+	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/trident-sched/trident/sim/worker"
 )
 
 const sample = `# TYPE trident_records_in_total counter
@@ -109,5 +114,41 @@ func TestQueueBoundNeedsTheBlockedCounter(t *testing.T) {
 	}
 	if got := f.Instances["b"].QueueCapacity; got != 0 {
 		t.Errorf("without the counter: queue capacity %v, want 0 (not forwarded)", got)
+	}
+}
+
+// The example worker's own metrics, scraped over HTTP, carry the backpressure signal to the
+// feed: every instance exports the output-blocked counter (so HasOutputBlocked), a bounded
+// one its share of the queue bound, which the feed forwards.
+func TestWorkerBackpressureMetricsReachTheSample(t *testing.T) {
+	bounded := worker.NewMetrics("pdf", "ocr-text", 0, nil)
+	bounded.QueueCapacity(512)
+	bounded.OutputBlocked(3.5)
+	unbounded := worker.NewMetrics("pdf", "segment", 0, nil)
+	scrape := func(m *worker.Metrics) InstanceMetrics {
+		t.Helper()
+		srv := httptest.NewServer(promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+		defer srv.Close()
+		im, err := ScrapeInstance(context.Background(), srv.Client(), srv.URL, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return im
+	}
+	b, u := scrape(bounded), scrape(unbounded)
+	if !b.HasOutputBlocked || b.QueueCapacity != 512 || b.OutputBlocked != 3.5 {
+		t.Errorf("bounded worker: HasOutputBlocked %v, QueueCapacity %v, OutputBlocked %v; want true, 512, 3.5",
+			b.HasOutputBlocked, b.QueueCapacity, b.OutputBlocked)
+	}
+	if !u.HasOutputBlocked || u.QueueCapacity != 0 || u.OutputBlocked != 0 {
+		t.Errorf("unbounded worker: HasOutputBlocked %v, QueueCapacity %v, OutputBlocked %v; want true, 0, 0",
+			u.HasOutputBlocked, u.QueueCapacity, u.OutputBlocked)
+	}
+	f := toFeed(snapshot{time: time.Unix(1, 0), instances: map[string]InstanceMetrics{"b": b, "u": u}})
+	if got := f.Instances["b"].QueueCapacity; got != 512 {
+		t.Errorf("feed queue capacity %v, want 512", got)
+	}
+	if got := f.Instances["b"].OutputBlockedSeconds; got != 3.5 {
+		t.Errorf("feed output blocked %v s, want 3.5", got)
 	}
 }

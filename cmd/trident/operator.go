@@ -80,7 +80,16 @@ environment Nomad gives a raw_exec task, so a job file only needs -pipeline/-sta
   -state-dir      NOMAD_ALLOC_DIR           (the OOM counter survives task restarts)
   -nats           TRIDENT_NATS_URL          (default nats://127.0.0.1:4222)
   -speed          TRIDENT_SPEED             (divides every model service time)
+  -queue-cap      TRIDENT_QUEUE_CAP         (bound of the stage's input queue; 0 = unbounded)
   -nats-port      NOMAD_PORT_nats           (-role nats-server)
+
+With -queue-cap N the stage's input queue (records undelivered + in service, over all its
+instances) is bounded: the stage announces N in the NATS KV bucket trident_queue_caps and the
+upstream stages hold their outputs while it is full. The bound is soft: each upstream instance
+can overshoot it by the outputs of one completion, plus what other upstream instances publish
+before its next backlog read (every 250 ms). The instance then exports
+trident_queue_capacity (N / live instances); every instance exports
+trident_output_blocked_seconds_total.
 
 Exit status 137 means the operator exceeded its device memory (a simulated OOM kill).
 
@@ -110,6 +119,7 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	batchWait := fs.Duration("batch-wait", 200*time.Millisecond, "how long an idle operator waits to fill a batch")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream ack wait of the stage consumer")
 	storage := fs.String("storage", "file", "stream storage if this instance creates it: file | memory")
+	queueCap := fs.Int("queue-cap", envInt(0, "TRIDENT_QUEUE_CAP"), "bound of this stage's input queue in records, undelivered + in service, shared by all its instances; upstream stages wait while it is full (0 = unbounded)")
 	crash := fs.Int("crash-after-publish", 0, "fault injection: exit 137 after publishing the outputs of the n-th completion, before acking it")
 	natsPort := fs.Int("nats-port", envInt(4222, "NOMAD_PORT_nats"), "nats-server: client port on 127.0.0.1")
 	httpPort := fs.Int("nats-http-port", envInt(0, "NOMAD_PORT_nats_http"), "nats-server: monitoring port on 127.0.0.1 (0 = none)")
@@ -136,6 +146,9 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fmt.Errorf("-role %q: want worker or nats-server", *role)
 	}
+	if *queueCap < 0 {
+		return fmt.Errorf("-queue-cap %d: want 0 (unbounded) or a positive number of records", *queueCap)
+	}
 	if *pipeline == "" || *stage == "" {
 		return errors.New("-pipeline and -stage are required (or TRIDENT_PIPELINE and NOMAD_GROUP_NAME)")
 	}
@@ -155,7 +168,7 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Pipeline: p, Stage: *stage, NATSURL: *natsURL, Config: cfg, Epoch: *epoch,
 		Speed: *speed, CPUs: *cpus, DeviceMemoryMiB: *devMem, MetricsAddr: *metricsAddr,
 		StateDir: *stateDir, BatchWait: *batchWait, AckWait: *ackWait, Storage: st,
-		CrashAfterPublish: *crash, Instance: os.Getenv("NOMAD_ALLOC_ID"), Log: log,
+		CrashAfterPublish: *crash, Instance: os.Getenv("NOMAD_ALLOC_ID"), Log: log, QueueCap: *queueCap,
 	})
 	var oom *worker.OOMError
 	if errors.As(err, &oom) || errors.Is(err, worker.ErrInjectedCrash) {

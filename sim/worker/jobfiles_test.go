@@ -76,8 +76,35 @@ func TestJobFilesMatchCatalog(t *testing.T) {
 			if hasDev := strings.Contains(body, `labels   = ["nvidia/gpu"]`); hasDev != (op.GPUs > 0) {
 				t.Errorf("%s/%s: device request %v, operator gpus %d", job, name, hasDev, op.GPUs)
 			}
+			// Accelerator operators bound their input queues; CPU operators do not.
+			if hasCap := strings.Contains(body, `"-queue-cap", var.accel_queue_cap]`); hasCap != (op.GPUs > 0) {
+				t.Errorf("%s/%s: -queue-cap %v, operator gpus %d", job, name, hasCap, op.GPUs)
+			}
+		}
+		def := regexp.MustCompile(`(?s)variable "accel_queue_cap" \{[^}]*default\s*=\s*"(\d+)"`).FindStringSubmatch(src)
+		if def == nil {
+			t.Errorf("%s: no variable accel_queue_cap with a numeric default", job)
+		} else if n, _ := strconv.Atoi(def[1]); n < maxBatchBound(p) {
+			t.Errorf("%s: accel_queue_cap default %d below the largest batch an accelerator operator may be tuned to (%d)", job, n, maxBatchBound(p))
 		}
 	}
+}
+
+// maxBatchBound is the largest batch_size / max_num_seqs the accelerator operators' parameter
+// spaces allow, so a default queue bound at least this large never caps one instance's batch.
+func maxBatchBound(p *Pipeline) int {
+	best := 0
+	for _, op := range p.Operators {
+		if op.GPUs == 0 {
+			continue
+		}
+		m := regexp.MustCompile(regexp.QuoteMeta(op.BatchKey()) + `=int\[\d+,(\d+)`).FindStringSubmatch(op.Params)
+		if m != nil {
+			n, _ := strconv.Atoi(m[1])
+			best = max(best, n)
+		}
+	}
+	return best
 }
 
 // Every operator's parameter space and default config parse with strategy/configspace, the

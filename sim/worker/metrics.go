@@ -28,6 +28,9 @@ type Metrics struct {
 	ooms       prometheus.Counter
 	feature    *prometheus.GaugeVec
 	cfgEpoch   prometheus.Gauge
+	blocked    prometheus.Counter
+	queueCap   prometheus.Gauge // registered by the first QueueCapacity call
+	capOnce    sync.Once
 
 	mu       sync.Mutex
 	peakMiB  float64
@@ -49,7 +52,7 @@ func NewMetrics(pipeline, operator string, epoch int64, features []string) *Metr
 		useful: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.UsefulSeconds,
 			Help: "Sum of per-record service times (overlapping requests counted each; a CPU stage with k threads counts 1/k of each, i.e. instance-seconds).", ConstLabels: cl}),
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.QueueLength,
-			Help: "This instance's share of the records waiting in the stage's input queue (undelivered backlog / live instances).", ConstLabels: cl}),
+			Help: "This instance's share of the records waiting in the stage's input queue (undelivered backlog, plus the records in service when the queue is bounded, / live instances).", ConstLabels: cl}),
 		accelUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.AccelUtilization,
 			Help: "Accelerator busy fraction over the last second.", ConstLabels: cl}),
 		cpuUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.CPUUtilization,
@@ -63,10 +66,16 @@ func NewMetrics(pipeline, operator string, epoch int64, features []string) *Metr
 			[]string{opmetrics.LabelFeature, opmetrics.LabelStat}),
 		cfgEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.ConfigEpoch,
 			Help: "Epoch of the config this instance runs.", ConstLabels: cl}),
+		blocked: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.OutputBlockedSeconds,
+			Help: "Wall time with at least one completion waiting to publish because a downstream stage's bounded input queue was full.", ConstLabels: cl}),
+		queueCap: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.QueueCapacity,
+			Help: "This instance's share of the bound of the stage's input queue in records (undelivered + in service; the stage bound / live instances).", ConstLabels: cl}),
 		features: map[string]*ring{},
 	}
+	// The output-blocked counter is always exported (0 when never blocked) so the observation
+	// layer knows this operator reports backpressure; the queue bound only when there is one.
 	m.Registry.MustRegister(m.recordsIn, m.recordsOut, m.busy, m.useful, m.queue, m.accelUtil,
-		m.cpuUtil, m.memPeak, m.ooms, m.feature, m.cfgEpoch)
+		m.cpuUtil, m.memPeak, m.ooms, m.feature, m.cfgEpoch, m.blocked)
 	m.cfgEpoch.Set(float64(epoch))
 	// Touch every series so a scrape right after start already shows the full contract.
 	m.recordsIn.WithLabelValues(m.epoch)
@@ -120,6 +129,17 @@ func (m *Metrics) DeviceMemory(mib float64) {
 		m.peakMiB = mib
 		m.memPeak.Set(mib * (1 << 20))
 	}
+}
+
+// OutputBlocked adds wall seconds during which the output waited on a full downstream queue.
+func (m *Metrics) OutputBlocked(sec float64) { m.blocked.Add(sec) }
+
+// QueueCapacity sets this instance's share of its stage's input queue bound, in records. The
+// first call registers the gauge: an instance that never calls it (unbounded queue) does not
+// export it.
+func (m *Metrics) QueueCapacity(share float64) {
+	m.capOnce.Do(func() { m.Registry.MustRegister(m.queueCap) })
+	m.queueCap.Set(share)
 }
 
 // OOMs adds accelerator OOM exits.

@@ -4,7 +4,9 @@
 // model (model.go), publishes the outputs downstream with idempotent IDs and Msg-Id dedup, acks
 // its inputs only after the outputs are stored (at-least-once), and serves the
 // internal/opmetrics contract on /metrics. The last operators publish to <pipeline>.sink, which
-// Verify checks against the dataset spec for lost or duplicated records.
+// Verify checks against the dataset spec for lost or duplicated records. A stage may bound its
+// input queue (Options.QueueCap): its producers then hold their outputs while it is full
+// (backpressure.go).
 package worker
 
 import (
@@ -46,6 +48,10 @@ type Options struct {
 	CrashAfterPublish int    // fault injection: exit after publishing the outputs of the n-th completion, before acking
 	Instance          string // unique instance name (NOMAD_ALLOC_ID); "" = random
 	Log               *slog.Logger
+	// QueueCap bounds this stage's input queue, in records undelivered + in service (the
+	// NumPending + NumAckPending of its consumer), over all its instances; 0 = unbounded.
+	// Producers wait while the queue is at or above it (a soft bound: see backpressure.go).
+	QueueCap int
 }
 
 // OOMError is returned when a batch needs more device memory than the instance has. The
@@ -75,6 +81,7 @@ type worker struct {
 	log     *slog.Logger
 	batch   int
 	publish atomic.Int64
+	credits *credits // producer side of the downstream stages' queue bounds
 }
 
 // Run runs one operator instance until ctx ends (then it returns nil after handing its
@@ -90,6 +97,9 @@ func Run(ctx context.Context, o Options) error {
 	cfg := op.DefaultConfig().Merge(o.Config)
 	if err := op.Validate(cfg); err != nil {
 		return err
+	}
+	if o.QueueCap < 0 {
+		return fmt.Errorf("worker: queue cap %d must not be negative", o.QueueCap)
 	}
 	if o.Speed <= 0 {
 		o.Speed = 1
@@ -136,6 +146,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer nc.Close()
 	w.js = js
+	w.credits = newCredits(&natsProbe{js: js, p: w.p}, w.log)
 	var s jetstream.Stream
 	if err := retry(ctx, w.log, "ensure stream", func() (err error) {
 		s, err = EnsureStream(ctx, js, w.p, o.Storage)
@@ -149,8 +160,14 @@ func Run(ctx context.Context, o Options) error {
 	}); err != nil {
 		return ignoreIfDone(ctx, err)
 	}
+	// After the consumer exists, so a producer that sees the bound can read the backlog.
+	if err := retry(ctx, w.log, "announce queue bound", func() error {
+		return announceQueueCap(ctx, js, w.p, op.Name, o.QueueCap, o.Storage)
+	}); err != nil {
+		return ignoreIfDone(ctx, err)
+	}
 	w.log.Info("operator serving", "engine", op.Engine, "config", cfg.String(), "epoch", o.Epoch,
-		"speed", o.Speed, "device_memory_mib", o.DeviceMemoryMiB, "metrics", o.MetricsAddr)
+		"speed", o.Speed, "device_memory_mib", o.DeviceMemoryMiB, "queue_cap", o.QueueCap, "metrics", o.MetricsAddr)
 
 	var bg sync.WaitGroup
 	bg.Add(1)
@@ -301,9 +318,26 @@ func (pr *presence) leave() {
 	_ = pr.kv.Delete(ctx, pr.key)
 }
 
+// queueCapShare is one instance's share of a stage's queue bound.
+func queueCapShare(bound, instances int) float64 { return float64(bound) / float64(max(instances, 1)) }
+
+// queueShare is one instance's share (rounded up) of the stage's queue as trident_queue_length
+// reports it: the undelivered records, plus the records in service when the queue is bounded,
+// so that it is in the units of trident_queue_capacity (the bound holds both).
+func (w *worker) queueShare(info *jetstream.ConsumerInfo, instances int) uint64 {
+	n := info.NumPending
+	if w.o.QueueCap > 0 {
+		n += uint64(max(info.NumAckPending, 0))
+	}
+	k := uint64(max(instances, 1))
+	return (n + k - 1) / k
+}
+
 // observe refreshes the queue length and utilization gauges once a second. The queue length
 // is this instance's share of the stage backlog (records not yet delivered to any instance,
-// divided by the live instances), so summing over instances gives the stage backlog.
+// and, in a bounded stage, those in service, divided by the live instances), so summing over
+// instances gives the stage backlog; the queue capacity (bounded stages only) is its share of
+// the stage's bound, likewise.
 func (w *worker) observe(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -314,19 +348,23 @@ func (w *worker) observe(ctx context.Context) {
 		defer pr.leave()
 	}
 	instances := 1
+	if w.o.QueueCap > 0 {
+		w.m.QueueCapacity(queueCapShare(w.o.QueueCap, instances))
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		busy, occupancy, dt := w.t.flush()
-		w.m.Busy(busy)
-		if dt > 0 {
+		u := w.t.flush()
+		w.m.Busy(u.busy)
+		w.m.OutputBlocked(u.blocked)
+		if u.dt > 0 {
 			if w.op.GPUs > 0 {
-				w.m.Utilization(busy/dt, 0.1*busy/dt)
+				w.m.Utilization(u.busy/u.dt, 0.1*u.busy/u.dt)
 			} else {
-				w.m.Utilization(0, occupancy/(dt*w.o.CPUs))
+				w.m.Utilization(0, u.occ/(u.dt*w.o.CPUs))
 			}
 		}
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -338,19 +376,25 @@ func (w *worker) observe(ctx context.Context) {
 		info, err := w.cons.Info(ictx)
 		cancel()
 		if err == nil {
-			w.m.Queue((info.NumPending + uint64(instances) - 1) / uint64(instances))
+			w.m.Queue(w.queueShare(info, instances))
+		}
+		if w.o.QueueCap > 0 {
+			w.m.QueueCapacity(queueCapShare(w.o.QueueCap, instances))
 		}
 	}
 }
 
-// tracker integrates wall time with records in service (busy time) and the number of records
-// in service (occupancy) between flushes.
+// tracker integrates wall time with records in service (busy time), the number of records
+// in service (occupancy) and wall time with a completion waiting for downstream room (output
+// blocked time) between flushes.
 type tracker struct {
 	mu        sync.Mutex
 	inService int
+	blocked   int       // completions waiting for downstream room
 	last      time.Time // last advance
 	flushed   time.Time // last flush
 	busy, occ float64
+	blockedS  float64
 }
 
 func (t *tracker) advance(now time.Time) {
@@ -359,7 +403,28 @@ func (t *tracker) advance(now time.Time) {
 		t.busy += dt
 		t.occ += dt * float64(t.inService)
 	}
+	if t.blocked > 0 {
+		t.blockedS += dt
+	}
 	t.last = now
+}
+
+// block moves n records out of service into a completion waiting for downstream room.
+func (t *tracker) block(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(time.Now())
+	t.inService -= n
+	t.blocked++
+}
+
+// unblock reverses block once the completion may publish.
+func (t *tracker) unblock(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.advance(time.Now())
+	t.inService += n
+	t.blocked--
 }
 
 func (t *tracker) add(n int) {
@@ -369,15 +434,23 @@ func (t *tracker) add(n int) {
 	t.inService += n
 }
 
-// flush returns busy seconds, occupancy record-seconds and elapsed seconds since the last flush.
-func (t *tracker) flush() (busy, occ, dt float64) {
+// usage is what a tracker integrated since its last flush.
+type usage struct {
+	busy    float64 // wall seconds with at least one record in service
+	occ     float64 // record-seconds in service
+	blocked float64 // wall seconds with at least one completion waiting for downstream room
+	dt      float64 // wall seconds since the last flush
+}
+
+// flush returns the usage since the last flush and starts a new period.
+func (t *tracker) flush() usage {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	start, now := t.flushed, time.Now()
 	t.advance(now)
-	busy, occ = t.busy, t.occ
-	t.busy, t.occ, t.flushed = 0, 0, now
-	return busy, occ, now.Sub(start).Seconds()
+	u := usage{busy: t.busy, occ: t.occ, blocked: t.blockedS, dt: now.Sub(start).Seconds()}
+	t.busy, t.occ, t.blockedS, t.flushed = 0, 0, 0, now
+	return u
 }
 
 // serve sleeps for sec model seconds (scaled by speed), telling JetStream that msgs are still
@@ -395,19 +468,40 @@ func (w *worker) serve(ctx context.Context, sec float64, msgs []jetstream.Msg, h
 		case <-time.After(step):
 		}
 		left -= step
-		if time.Since(*hb) >= w.o.AckWait/3 {
-			for _, m := range msgs {
-				_ = m.InProgress()
-			}
-			*hb = time.Now()
+		w.keepAlive(holding{msgs: msgs, hb: hb})
+	}
+	return nil
+}
+
+// complete waits until every bounded destination stage has room (keeping hold's messages
+// alive), publishes outs downstream (each with its Msg-Id, waiting for the stream's acks) and
+// only then acks the inputs. If ctx ends while waiting for room, the inputs are handed back.
+func (w *worker) complete(ctx context.Context, in []jetstream.Msg, outs []Record, hold holding) error {
+	need := w.destinations(outs)
+	if err := w.awaitCredit(ctx, need, len(in), hold); err != nil {
+		w.giveBack(in)
+		return err
+	}
+	err := w.publishAll(ctx, outs)
+	w.credits.settle(need)
+	if err != nil {
+		return err
+	}
+	w.m.Out(len(outs))
+	if n := w.publish.Add(1); w.o.CrashAfterPublish > 0 && n == int64(w.o.CrashAfterPublish) {
+		return ErrInjectedCrash
+	}
+	for _, m := range in {
+		if err := m.DoubleAck(ctx); err != nil {
+			return fmt.Errorf("ack input: %w", err)
 		}
 	}
 	return nil
 }
 
-// complete publishes outs downstream (each with its Msg-Id, waiting for the stream's acks)
-// and only then acks the inputs.
-func (w *worker) complete(ctx context.Context, in []jetstream.Msg, outs []Record) error {
+// publishAll publishes outs, each to its Route subject with its Msg-Id, and waits for the
+// stream's acks.
+func (w *worker) publishAll(ctx context.Context, outs []Record) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(outs))
 	for _, r := range outs {
 		subj := w.p.Route(w.op, r)
@@ -430,15 +524,6 @@ func (w *worker) complete(ctx context.Context, in []jetstream.Msg, outs []Record
 			return ctx.Err()
 		case <-time.After(30 * time.Second):
 			return fmt.Errorf("publish %s: no ack from the stream after 30s", f.Msg().Subject)
-		}
-	}
-	w.m.Out(len(outs))
-	if n := w.publish.Add(1); w.o.CrashAfterPublish > 0 && n == int64(w.o.CrashAfterPublish) {
-		return ErrInjectedCrash
-	}
-	for _, m := range in {
-		if err := m.DoubleAck(ctx); err != nil {
-			return fmt.Errorf("ack input: %w", err)
 		}
 	}
 	return nil
@@ -533,7 +618,7 @@ func (w *worker) cpuThread(ctx context.Context, threads int) error {
 				w.giveBack(msgs[i:])
 				return nil
 			}
-			err := w.complete(ctx, msgs[i:i+1], w.op.Expand(r))
+			err := w.complete(ctx, msgs[i:i+1], w.op.Expand(r), holding{msgs: msgs[i : i+1], hb: &hb})
 			w.t.add(-1)
 			// Useful time is counted in instance-seconds (each of the threads contributes
 			// 1/threads), so that records per useful second is the instance's capacity,
@@ -576,7 +661,7 @@ func (w *worker) runBatch(ctx context.Context) error {
 		for _, r := range recs {
 			outs = append(outs, w.op.Expand(r)...)
 		}
-		err = w.complete(ctx, msgs, outs)
+		err = w.complete(ctx, msgs, outs, holding{msgs: msgs, hb: &hb})
 		w.t.add(-len(recs))
 		w.m.Useful(sec / w.o.Speed)
 		if err != nil {
@@ -613,13 +698,7 @@ func (w *worker) runLLM(ctx context.Context) error {
 	lm := w.op.LLMModel
 	hb := time.Now()
 	var active []*sequence
-	activeMsgs := func() []jetstream.Msg {
-		ms := make([]jetstream.Msg, len(active))
-		for i, s := range active {
-			ms[i] = s.msg
-		}
-		return ms
-	}
+	activeMsgs := func() []jetstream.Msg { return seqMsgs(active) }
 	activeRecs := func() []Record {
 		rs := make([]Record, len(active))
 		for i, s := range active {
@@ -686,10 +765,17 @@ func (w *worker) runLLM(ctx context.Context) error {
 			}
 		}
 		active = kept
-		for _, s := range done {
-			err := w.complete(ctx, []jetstream.Msg{s.msg}, w.op.Expand(s.rec))
+		for j, s := range done {
+			// While the output waits for downstream room, the finished sequences not yet
+			// acked and the active ones stay alive.
+			hold := holding{msgs: append(seqMsgs(done[j:]), activeMsgs()...), hb: &hb}
+			err := w.complete(ctx, []jetstream.Msg{s.msg}, w.op.Expand(s.rec), hold)
 			w.t.add(-1)
 			w.m.Useful(s.latency / w.o.Speed)
+			if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInjectedCrash) {
+				w.giveBack(append(seqMsgs(done[j+1:]), activeMsgs()...))
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -697,4 +783,13 @@ func (w *worker) runLLM(ctx context.Context) error {
 	}
 	w.giveBack(activeMsgs())
 	return nil
+}
+
+// seqMsgs returns the messages of seqs.
+func seqMsgs(seqs []*sequence) []jetstream.Msg {
+	ms := make([]jetstream.Msg, len(seqs))
+	for i, s := range seqs {
+		ms[i] = s.msg
+	}
+	return ms
 }
