@@ -225,7 +225,15 @@ type candidate struct {
 	cfg  sim.OpConfig
 	rate float64
 	cs   configspace.Config // cfg in the adaptation layer's form (nil for reverts)
+	// seen holds what the recommending session measured for each configuration it
+	// evaluated on a probe (by configKey), the running one included: configurations are
+	// compared under the same measurement conditions.
+	seen map[string]float64
 }
+
+// restartS is how long an instance serves nothing when its configuration changes (the
+// engine restarts; the simulator's restart downtime).
+const restartS = 33
 
 type tuning struct {
 	cluster int
@@ -743,7 +751,7 @@ func (t *Trident) solve(ctx context.Context, s *sim.Snapshot) (*milp.Solution, e
 			cur[i][n] = milp.Placement{Current: st.PerNode[n]}
 		}
 		if o.candidate != nil {
-			op.Candidate = &milp.Candidate{Capacity: o.candidate.rate, ColdStartSec: 33 + t.opt.SampleS}
+			op.Candidate = &milp.Candidate{Capacity: o.candidate.rate, ColdStartSec: restartS + t.opt.SampleS}
 			if o.committed {
 				for n := range cur[i] {
 					c := st.PerNodeOnTarget[n]

@@ -430,3 +430,74 @@ func feedWindows(tr *Trident, p *sim.Pipeline, from float64, windows int, fill f
 	}
 	return now
 }
+
+// A new tuning session measures the running configuration first, on a probe like every
+// other trial: the observation layer's estimate of it (production instances at their
+// queue share) is not comparable with probe measurements (at the admission limit).
+func TestSessionProbesTheRunningConfigFirst(t *testing.T) {
+	p, c := sim.PDFPipeline(0.01), sim.PaperCluster(8)
+	op := p.OpIndex("table_ocr")
+	env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
+	tr := New(Options{Seed: 1})
+	if _, err := tr.Init(context.Background(), env); err != nil {
+		t.Fatal(err)
+	}
+	o := tr.ops[op]
+	// A running configuration other than the default, tuned for an earlier workload.
+	o.current = slices.Clone(p.Ops[op].Space.Default())
+	o.current[0] = math.Round(o.current[0] / 2)
+	var ev cluster.Event
+	for range 100 {
+		var err error
+		if ev, err = o.cl.Observe([]float64{40, 2, 300, 50}[:len(p.Ops[op].FeatureNames)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.dominant = ev.Cluster
+	s := &sim.Snapshot{Time: 10, Tick: 1, Ops: make([]sim.OpStats, len(p.Ops))}
+	s.Ops[op].Running, s.Ops[op].PeakMemGB = 8, 40
+	// The first invocation opens the session, the next one starts its trials.
+	var probes [][]sim.OpConfig
+	for range 2 {
+		var err error
+		if probes, _, err = tr.adapt(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.tune == nil || len(probes[op]) != tr.opt.ParallelTrials {
+		t.Fatalf("session %v, probes %v: want a session running %d trials", o.tune, probes[op], tr.opt.ParallelTrials)
+	}
+	if n := len(o.tune.opt.Observations()); n != 0 {
+		t.Fatalf("the session starts with %d observations, want none (no production estimate seeded)", n)
+	}
+	if !probes[op][0].Equal(o.current) {
+		t.Fatalf("first trial %v, want the running configuration %v", probes[op][0], o.current)
+	}
+}
+
+// A recommendation replaces the running configuration only if its session measured it
+// clearly better than the running one: by more than a rolling restart costs within the
+// MILP's window ((33 + 10) / 900 s, 4.8 %).
+func TestNearEqualRecommendationHolds(t *testing.T) {
+	tr := New(Options{})
+	run, other := sim.OpConfig{128, 4096, 16, 1}, sim.OpConfig{160, 4096, 8, 1}
+	key := configKey(run)
+	for _, tc := range []struct {
+		name    string
+		rate    float64
+		seen    map[string]float64
+		propose bool
+	}{
+		{"within the restart cost", 4.52, map[string]float64{key: 4.40}, false},
+		{"clearly better", 4.70, map[string]float64{key: 4.40}, true},
+		{"running config never measured", 4.52, map[string]float64{}, true},
+		{"running config OOMed in the session", 4.52, map[string]float64{key: 0}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &opState{current: run}
+			if got := tr.propose(o, candidate{cfg: other, rate: tc.rate, seen: tc.seen}); got != tc.propose || (o.candidate != nil) != tc.propose {
+				t.Fatalf("propose = %v (candidate %v), want %v", got, o.candidate, tc.propose)
+			}
+		})
+	}
+}
