@@ -75,6 +75,25 @@ func TestReportMedianOverSeeds(t *testing.T) {
 	}
 }
 
+// The ablation table counts the seeds where an ablation is below full Trident: a median
+// near 100 % with seeds on both sides does not rank the layer.
+func TestAblationSeedsBelow(t *testing.T) {
+	var runs []*Run
+	for seed, abl := range map[uint64]float64{1: 9, 2: 11, 3: 9.5, 4: 10} {
+		tr := fakeRun("pdf", "trident", 10, 0)
+		tr.Seed = seed
+		a := fakeRun("pdf", "trident-no-placement", abl, 0)
+		a.Seed = seed
+		runs = append(runs, tr, a)
+	}
+	rep := NewReport([]string{"pdf"}, runs, time.Second)
+	// Seed 4 ties (equal throughput is not below).
+	if below, n := rep.below("pdf", "trident-no-placement"); below != 2 || n != 4 {
+		t.Fatalf("seeds below full Trident %d/%d, want 2/4", below, n)
+	}
+	reportContains(t, rep, "seeds below 100 %", `"pdf.ablation_seeds_below.trident-no-placement":2`)
+}
+
 func TestSchedulerLookup(t *testing.T) {
 	calibrated := sim.PDFPipeline(1)
 	for _, k := range allKeys() {
