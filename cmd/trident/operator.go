@@ -33,19 +33,50 @@ func envOr(def string, keys ...string) string {
 	return def
 }
 
-func envFloat(def float64, keys ...string) float64 {
-	if f, err := strconv.ParseFloat(envOr("", keys...), 64); err == nil {
-		return f
+// envNumbers reads numeric flag defaults from the environment and remembers the values
+// that do not parse, so a malformed variable is an error rather than a silent default.
+type envNumbers struct{ errs []error }
+
+// lookup returns the first non-empty variable among keys and its name.
+func (e *envNumbers) lookup(keys []string) (key, val string) {
+	for _, k := range keys {
+		if v := os.Getenv(k); v != "" {
+			return k, v
+		}
 	}
-	return def
+	return "", ""
 }
 
-func envInt(def int, keys ...string) int {
-	if n, err := strconv.Atoi(envOr("", keys...)); err == nil {
-		return n
+// Float returns the first non-empty variable among keys as a float, else def.
+func (e *envNumbers) Float(def float64, keys ...string) float64 {
+	k, v := e.lookup(keys)
+	if k == "" {
+		return def
 	}
-	return def
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not a number", k, v))
+		return def
+	}
+	return f
 }
+
+// Int returns the first non-empty variable among keys as an integer, else def.
+func (e *envNumbers) Int(def int, keys ...string) int {
+	k, v := e.lookup(keys)
+	if k == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: not an integer", k, v))
+		return def
+	}
+	return n
+}
+
+// Err reports every malformed variable read.
+func (e *envNumbers) Err() error { return errors.Join(e.errs...) }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
@@ -99,6 +130,7 @@ flags:
 // runOperator runs one operator instance or the embedded nats-server until ctx ends.
 func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
+	env := &envNumbers{}
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, operatorUsage); fs.PrintDefaults() }
 	role := fs.String("role", "worker", "worker | nats-server")
@@ -106,10 +138,10 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	stage := fs.String("stage", envOr("", "TRIDENT_STAGE", "NOMAD_META_trident_operator", "NOMAD_GROUP_NAME"), "operator name within the pipeline")
 	natsURL := fs.String("nats", envOr("nats://127.0.0.1:4222", "TRIDENT_NATS_URL"), "NATS URL")
 	config := fs.String("config", envOr("", "TRIDENT_CONFIG", "NOMAD_META_"+opmetrics.MetaConfig), "config overrides k=v,k=v")
-	epoch := fs.Int64("epoch", int64(envInt(0, "TRIDENT_CONFIG_EPOCH", "NOMAD_META_trident_config_epoch")), "config epoch exported with the metrics")
-	speed := fs.Float64("speed", envFloat(1, "TRIDENT_SPEED"), "speed-up factor of the simulated service times")
-	cpus := fs.Float64("cpus", envFloat(0, "NOMAD_META_"+opmetrics.MetaCPU), "cores of this instance (0 = the operator's declared need)")
-	devMem := fs.Float64("device-memory-mb", envFloat(0, "TRIDENT_DEVICE_MEMORY_MB", "NOMAD_META_"+opmetrics.MetaGPUMemoryMB), "accelerator memory in MiB (0 = the operator's declared need)")
+	epoch := fs.Int64("epoch", int64(env.Int(0, "TRIDENT_CONFIG_EPOCH", "NOMAD_META_trident_config_epoch")), "config epoch exported with the metrics")
+	speed := fs.Float64("speed", env.Float(1, "TRIDENT_SPEED"), "speed-up factor of the simulated service times")
+	cpus := fs.Float64("cpus", env.Float(0, "NOMAD_META_"+opmetrics.MetaCPU), "cores of this instance (0 = the operator's declared need)")
+	devMem := fs.Float64("device-memory-mb", env.Float(0, "TRIDENT_DEVICE_MEMORY_MB", "NOMAD_META_"+opmetrics.MetaGPUMemoryMB), "accelerator memory in MiB (0 = the operator's declared need)")
 	defMetrics := envOr("", "NOMAD_ADDR_metrics")
 	if port := os.Getenv("NOMAD_PORT_metrics"); defMetrics == "" && port != "" {
 		defMetrics = "127.0.0.1:" + port
@@ -119,10 +151,10 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	batchWait := fs.Duration("batch-wait", 200*time.Millisecond, "how long an idle operator waits to fill a batch")
 	ackWait := fs.Duration("ack-wait", 30*time.Second, "JetStream ack wait of the stage consumer")
 	storage := fs.String("storage", "file", "stream storage if this instance creates it: file | memory")
-	queueCap := fs.Int("queue-cap", envInt(0, "TRIDENT_QUEUE_CAP"), "bound of this stage's input queue in records, undelivered + in service, shared by all its instances; upstream stages wait while it is full (0 = unbounded)")
+	queueCap := fs.Int("queue-cap", env.Int(0, "TRIDENT_QUEUE_CAP"), "bound of this stage's input queue in records, undelivered + in service, shared by all its instances; upstream stages wait while it is full (0 = unbounded)")
 	crash := fs.Int("crash-after-publish", 0, "fault injection: exit 137 after publishing the outputs of the n-th completion, before acking it")
-	natsPort := fs.Int("nats-port", envInt(4222, "NOMAD_PORT_nats"), "nats-server: client port on 127.0.0.1")
-	httpPort := fs.Int("nats-http-port", envInt(0, "NOMAD_PORT_nats_http"), "nats-server: monitoring port on 127.0.0.1 (0 = none)")
+	natsPort := fs.Int("nats-port", env.Int(4222, "NOMAD_PORT_nats"), "nats-server: client port on 127.0.0.1")
+	httpPort := fs.Int("nats-http-port", env.Int(0, "NOMAD_PORT_nats_http"), "nats-server: monitoring port on 127.0.0.1 (0 = none)")
 	storeDir := fs.String("store-dir", "", "nats-server: JetStream store (default $NOMAD_ALLOC_DIR/trident-jetstream, else $TMPDIR/trident-jetstream)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	if err := fs.Parse(args); err != nil {
@@ -130,6 +162,9 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := env.Err(); err != nil {
+		return fmt.Errorf("operator environment: %w", err)
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {

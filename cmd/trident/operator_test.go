@@ -29,6 +29,12 @@ func TestOperatorQueueCap(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "-queue-cap") {
 		t.Errorf("-queue-cap -1: err = %v, want it refused", err)
 	}
+	// A malformed variable is an error naming it, not a silent default.
+	t.Setenv("TRIDENT_QUEUE_CAP", "2k")
+	err = runOperator(context.Background(), []string{"-pipeline", "pdfmini", "-stage", "aggregate"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `TRIDENT_QUEUE_CAP="2k"`) {
+		t.Errorf("TRIDENT_QUEUE_CAP=2k: err = %v, want it refused", err)
+	}
 	t.Setenv("TRIDENT_QUEUE_CAP", "-3")
 	err = runOperator(context.Background(), []string{"-pipeline", "pdfmini", "-stage", "aggregate"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "-3") {

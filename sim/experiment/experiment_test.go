@@ -91,7 +91,7 @@ func TestAblationSeedsBelow(t *testing.T) {
 	if below, n := rep.below("pdf", "trident-no-placement"); below != 2 || n != 4 {
 		t.Fatalf("seeds below full Trident %d/%d, want 2/4", below, n)
 	}
-	reportContains(t, rep, "seeds below 100 %", `"pdf.ablation_seeds_below.trident-no-placement":2`)
+	reportContains(t, rep, "seeds below 100 %", `"pdf.ablation_seeds_below.trident-no-placement":2`, `"pdf.ablation_seeds.trident-no-placement":4`)
 }
 
 func TestSchedulerLookup(t *testing.T) {

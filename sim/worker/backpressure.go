@@ -32,6 +32,11 @@ import (
 // queue: key <pipeline>.<stage>, value the bound in records (decimal). No key means unbounded.
 const QueueCapBucket = "trident_queue_caps"
 
+// QueueCapTTL is how long an announced bound outlives its last announcement: a bounded
+// stage's instances re-announce it every boundRefresh, so the bound of a stage that no
+// longer runs (its group removed from the job) stops holding its producers back.
+const QueueCapTTL = 30 * time.Second
+
 // Refresh periods of a producer's view of its downstream stages: the backlog of a bounded
 // stage (one consumer-info call per stage) and the announced bound (one KV read per stage).
 // A new or changed bound therefore takes effect within boundRefresh.
@@ -49,7 +54,7 @@ func queueCapKey(p *Pipeline, stage string) string { return p.Name + "." + stage
 func queueCapKV(ctx context.Context, js jetstream.JetStream, storage jetstream.StorageType) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, QueueCapBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: QueueCapBucket, Storage: storage, History: 1})
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: QueueCapBucket, Storage: storage, History: 1, TTL: QueueCapTTL})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, QueueCapBucket)
 		}
@@ -162,6 +167,7 @@ type downstream struct {
 	reserved, settled    int64 // outputs this instance reserved / finished publishing, ever
 	seen                 int64 // settled when backlog was read: those are in backlog
 	boundErr, backlogErr bool  // a read is failing (logged once per episode)
+	reading              bool  // a thread is reading the bound or backlog (without the lock)
 }
 
 // estimate is the last backlog read plus the outputs reserved that the read may not include.
@@ -171,28 +177,25 @@ func (d *downstream) estimate() int64 { return d.backlog + d.reserved - d.seen }
 func (d *downstream) full() bool { return d.bound > 0 && d.backlog >= 0 && d.estimate() >= d.bound }
 
 // acquire reserves need (outputs per destination stage) unless a destination is full or ctx
-// has ended (a failed read then is no reason to publish); it refreshes stale bounds and
-// backlogs first. It never blocks longer than the probe calls.
+// has ended (a failed read then is no reason to publish). It first re-reads the stale bounds
+// and backlogs that no other thread is reading, without holding the lock: a slow read delays
+// only its caller, and the other threads decide on the cached state meanwhile.
 func (c *credits) acquire(ctx context.Context, need map[string]int) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	for _, stage := range c.claimStale(need) {
+		c.read(ctx, stage)
+	}
 	if ctx.Err() != nil {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
 	for stage := range need {
-		d := c.stages[stage]
-		if d == nil {
-			d = &downstream{backlog: -1}
-			c.stages[stage] = d
-		}
-		c.refresh(ctx, stage, d, now)
-		if d.full() {
+		if c.stages[stage].full() {
 			return false
 		}
-	}
-	if ctx.Err() != nil {
-		return false
 	}
 	for stage, n := range need {
 		c.stages[stage].reserved += int64(n)
@@ -211,32 +214,81 @@ func (c *credits) settle(need map[string]int) {
 	}
 }
 
-// refresh re-reads the bound and the backlog of a stage when they are stale.
-func (c *credits) refresh(ctx context.Context, stage string, d *downstream, now time.Time) {
-	if now.Sub(d.boundAt) >= boundRefresh {
+// claimStale returns need's stages whose bound or backlog is stale and that no other thread
+// is reading, marked as being read by the caller.
+func (c *credits) claimStale(need map[string]int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	var mine []string
+	for stage := range need {
+		d := c.stages[stage]
+		if d == nil {
+			d = &downstream{backlog: -1}
+			c.stages[stage] = d
+		}
+		if d.reading {
+			continue
+		}
+		if now.Sub(d.boundAt) >= boundRefresh || (d.bound > 0 && now.Sub(d.backlogAt) >= backlogRefresh) {
+			d.reading = true
+			mine = append(mine, stage)
+		}
+	}
+	return mine
+}
+
+// read re-reads a claimed stage's bound (when stale) and then its backlog (when stale and
+// the stage is bounded), calling the probe without the lock, and stores the results.
+func (c *credits) read(ctx context.Context, stage string) {
+	c.mu.Lock()
+	d := c.stages[stage]
+	now := c.now()
+	readBound := now.Sub(d.boundAt) >= boundRefresh
+	if readBound {
 		d.boundAt = now
+	}
+	bound := d.bound
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		d.reading = false
+		c.mu.Unlock()
+	}()
+
+	if readBound {
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		b, err := c.probe.Bound(pctx, stage)
 		cancel()
 		if err != nil && ctx.Err() != nil {
 			return // shutting down: keep the cached state, acquire refuses anyway
 		}
+		c.mu.Lock()
 		c.report(&d.boundErr, stage, "queue bound", err) // on error the last known bound stays
 		if err == nil {
-			d.bound = b
+			d.bound, bound = b, b
 		}
+		c.mu.Unlock()
 	}
-	if d.bound <= 0 || now.Sub(d.backlogAt) < backlogRefresh {
+
+	c.mu.Lock()
+	if bound <= 0 || now.Sub(d.backlogAt) < backlogRefresh {
+		c.mu.Unlock()
 		return
 	}
 	d.backlogAt = now
+	// Outputs settled before the read are in the backlog it returns. Those settled while it
+	// is in flight may be counted twice, which errs towards blocking early.
 	seen := d.settled
+	c.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	n, err := c.probe.Backlog(pctx, stage)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.report(&d.backlogErr, stage, "backlog", err)
 	if err != nil {
 		d.backlog = -1
@@ -245,7 +297,7 @@ func (c *credits) refresh(ctx context.Context, stage string, d *downstream, now 
 	d.backlog, d.seen = n, seen
 }
 
-// report logs the start and the end of an episode of failing reads.
+// report logs the start and the end of an episode of failing reads. The caller holds c.mu.
 func (c *credits) report(failing *bool, stage, what string, err error) {
 	switch {
 	case err != nil && !*failing:
@@ -294,9 +346,12 @@ func (w *worker) destinations(outs []Record) map[string]int {
 }
 
 // awaitCredit waits until every destination in need has room for its outputs and reserves
-// it. While waiting, the inputs (in of them) leave the busy time and enter the output-blocked
-// time, and hold's messages are kept alive. It returns ctx's error if ctx ends first.
-func (w *worker) awaitCredit(ctx context.Context, need map[string]int, in int, hold holding) error {
+// it. While waiting, hold's records (every record the wait stalls: a CPU thread's one, a
+// batch, or an LLM engine's finished and running sequences) leave the busy time and enter
+// the output-blocked time, and their messages are kept alive. It returns ctx's error if ctx
+// ends first.
+func (w *worker) awaitCredit(ctx context.Context, need map[string]int, hold holding) error {
+	in := len(hold.msgs)
 	if len(need) == 0 || w.credits.acquire(ctx, need) {
 		return nil
 	}

@@ -138,6 +138,59 @@ func TestCreditsSoftBound(t *testing.T) {
 	}
 }
 
+// stallingProbe is a queueProbe whose reads of stage "slow" wait until release is closed.
+type stallingProbe struct {
+	entered chan struct{} // receives when a read of "slow" starts
+	release chan struct{}
+}
+
+func (p *stallingProbe) Bound(context.Context, string) (int64, error) { return 10, nil }
+
+func (p *stallingProbe) Backlog(ctx context.Context, stage string) (int64, error) {
+	if stage == "slow" {
+		p.entered <- struct{}{}
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return 0, nil
+}
+
+// A slow read of one stage's backlog holds no lock: other threads reserve credit meanwhile,
+// on other stages after their own reads and on the stage being read from its cached state.
+func TestCreditsReadWithoutTheLock(t *testing.T) {
+	p := &stallingProbe{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	c := newCredits(p, nil)
+	ctx := context.Background()
+	first := make(chan bool, 1)
+	go func() { first <- c.acquire(ctx, map[string]int{"slow": 1}) }()
+	<-p.entered // the first thread is inside the probe
+	others := make(chan bool, 2)
+	go func() {
+		// "fast" is read by this thread; "slow" is being read by the first one, so its
+		// cached state (backlog unknown: no blocking) decides.
+		others <- c.acquire(ctx, map[string]int{"fast": 1})
+		others <- c.acquire(ctx, map[string]int{"slow": 1})
+	}()
+	for range 2 {
+		select {
+		case ok := <-others:
+			if !ok {
+				t.Fatal("acquire refused while another thread reads a backlog")
+			}
+		case <-time.After(20 * time.Second):
+			close(p.release)
+			t.Fatal("acquire waited for another thread's backlog read (lock held across the probe)")
+		}
+	}
+	close(p.release)
+	if !<-first {
+		t.Fatal("the slow read's acquire was refused")
+	}
+}
+
 // A completion reserves per destination stage as Pipeline.Route sends its outputs; the sink
 // is never bounded.
 func TestDestinationsFollowRoute(t *testing.T) {
@@ -216,6 +269,12 @@ func TestBackpressureMetricsExport(t *testing.T) {
 	tr.add(-2)
 	if mid.blocked < 0.02 || tr.inService != 0 || tr.blocked != 0 {
 		t.Errorf("blocked %v s over a 20 ms block (in service %d, blocked %d after)", mid.blocked, tr.inService, tr.blocked)
+	}
+	// The blocked records left the busy time: only the instant between add and block counts
+	// (microseconds; a tenth of the blocked time leaves ample room and still fails if the
+	// blocked interval were counted as busy).
+	if mid.busy > mid.blocked/10 || mid.occ > 2*mid.blocked/10 {
+		t.Errorf("busy %v s, occupancy %v record-s over %v s with every record blocked, want ~0", mid.busy, mid.occ, mid.blocked)
 	}
 }
 

@@ -84,6 +84,8 @@ func TestJobFilesMatchCatalog(t *testing.T) {
 		def := regexp.MustCompile(`(?s)variable "accel_queue_cap" \{[^}]*default\s*=\s*"(\d+)"`).FindStringSubmatch(src)
 		if def == nil {
 			t.Errorf("%s: no variable accel_queue_cap with a numeric default", job)
+		} else if maxBatchBound(p) == 0 {
+			t.Errorf("%s: no accelerator operator's batch bound found in its parameter space (the check below would pass vacuously)", job)
 		} else if n, _ := strconv.Atoi(def[1]); n < maxBatchBound(p) {
 			t.Errorf("%s: accel_queue_cap default %d below the largest batch an accelerator operator may be tuned to (%d)", job, n, maxBatchBound(p))
 		}

@@ -12,7 +12,9 @@ import (
 )
 
 // DedupWindow is how long JetStream remembers Msg-Ids of a pipeline stream. It must exceed the
-// longest time between a crashed publish and its redelivered retry; a demo run is far shorter.
+// longest time between a crashed publish and its redelivered retry, which includes any time
+// the retry waits for room in a bounded downstream queue (backpressure.go); a demo run is far
+// shorter.
 const DedupWindow = 2 * time.Hour
 
 // Connect dials NATS (retrying until ctx ends, so operators may start before the server) and

@@ -351,11 +351,21 @@ func (w *worker) observe(ctx context.Context) {
 	if w.o.QueueCap > 0 {
 		w.m.QueueCapacity(queueCapShare(w.o.QueueCap, instances))
 	}
+	announced := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if w.o.QueueCap > 0 && time.Since(announced) >= boundRefresh {
+			// Keep the bound alive (QueueCapTTL) while this stage runs.
+			announced = time.Now()
+			actx, cancel := context.WithTimeout(ctx, probeTimeout)
+			if err := announceQueueCap(actx, w.js, w.p, w.op.Name, w.o.QueueCap, w.o.Storage); err != nil {
+				w.log.Debug("re-announce queue bound", "err", err)
+			}
+			cancel()
 		}
 		u := w.t.flush()
 		w.m.Busy(u.busy)
@@ -478,7 +488,7 @@ func (w *worker) serve(ctx context.Context, sec float64, msgs []jetstream.Msg, h
 // only then acks the inputs. If ctx ends while waiting for room, the inputs are handed back.
 func (w *worker) complete(ctx context.Context, in []jetstream.Msg, outs []Record, hold holding) error {
 	need := w.destinations(outs)
-	if err := w.awaitCredit(ctx, need, len(in), hold); err != nil {
+	if err := w.awaitCredit(ctx, need, hold); err != nil {
 		w.giveBack(in)
 		return err
 	}
@@ -773,7 +783,7 @@ func (w *worker) runLLM(ctx context.Context) error {
 			w.t.add(-1)
 			w.m.Useful(s.latency / w.o.Speed)
 			if err != nil && ctx.Err() != nil && !errors.Is(err, ErrInjectedCrash) {
-				w.giveBack(append(seqMsgs(done[j+1:]), activeMsgs()...))
+				w.giveBack(append(seqMsgs(done[j:]), activeMsgs()...)) // done[j] may be unacked after a failed publish
 				return nil
 			}
 			if err != nil {
