@@ -92,7 +92,15 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 			// estimate of the running configuration (table_ocr on annual reports: 3.5
 			// records/s against 4.4 on a probe) would make any probed configuration look
 			// better than what runs.
-			initial := append([]configspace.Config{toCS(o.spec.Space, o.current)}, t.warmStart(o)...)
+			// While a committed transition replaces the running configuration, its target is
+			// the one to compare with. (A parked session that resumes after the running
+			// configuration changed has not measured the new one, so its recommendation is
+			// proposed without the comparison.)
+			run := o.current
+			if o.committed && o.candidate != nil {
+				run = o.candidate.cfg
+			}
+			initial := append([]configspace.Config{toCS(o.spec.Space, run)}, t.warmStart(o)...)
 			opt, err := bo.New(o.space, bo.Options{
 				Method: method, MemLimit: t.env.Cluster.Nodes[0].AccMemGB, Margin: t.opt.MarginGB,
 				Delta: t.opt.Delta, Logger: t.opt.Logger, Initial: initial,
@@ -139,7 +147,7 @@ func (t *Trident) advance(ctx context.Context, o *opState, tu *tuning, slots int
 			return nil
 		}
 		o.cands[tu.cluster] = candidate{cfg: fromConfig(o.spec.Space, rec.Config), rate: rec.Predicted, cs: rec.Config,
-			seen: measured(o.spec.Space, tu.opt.Observations())}
+			seen: assessed(ctx, o.spec.Space, tu.opt)}
 		_ = o.cl.SetBest(tu.cluster, rec.Config, rec.Measured)
 		_ = o.cl.SetStatus(tu.cluster, cluster.Tuned)
 		return nil
@@ -232,14 +240,24 @@ func (t *Trident) holds(o *opState, c candidate) bool {
 	return ok && c.rate < v*(1+(restartS+t.opt.SampleS)/t.opt.WindowS)
 }
 
-// measured returns the best non-OOM throughput of every configuration in obs by
-// configKey (0 for one that only failed with OOM).
-func measured(sp sim.Space, obs []bo.Observation) map[string]float64 {
+// assessed returns, by configKey, the throughput session opt assigns each configuration it
+// evaluated, in the terms of its recommendation's rate: the throughput surrogate's mean
+// where the session has one (a recommendation's Predicted is that mean, so one noisy trial
+// of the running configuration does not decide), else the best measurement (the methods
+// without a surrogate recommend by measurement). A configuration that only failed with OOM
+// gets 0.
+func assessed(ctx context.Context, sp sim.Space, opt *bo.Optimizer) map[string]float64 {
 	out := map[string]float64{}
-	for _, ob := range obs {
+	for _, ob := range opt.Observations() {
 		k := configKey(fromConfig(sp, ob.Config))
-		if v, ok := out[k]; !ok || ob.Throughput > v {
-			out[k] = ob.Throughput
+		v := ob.Throughput
+		if !ob.OOM {
+			if p, err := opt.Predict(ctx, ob.Config); err == nil && p.HaveThroughput {
+				v = p.Throughput
+			}
+		}
+		if old, ok := out[k]; !ok || v > old {
+			out[k] = v
 		}
 	}
 	return out

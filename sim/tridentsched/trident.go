@@ -231,8 +231,9 @@ type candidate struct {
 	seen map[string]float64
 }
 
-// restartS is how long an instance serves nothing when its configuration changes (the
-// engine restarts; the simulator's restart downtime).
+// restartS is how long an instance serves nothing when its configuration changes: the
+// simulator's restart downtime (sim.RunConfig.OOMRestartS, default 33 s; a run with another
+// value should change this too).
 const restartS = 33
 
 type tuning struct {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/cluster"
 	"github.com/trident-sched/trident/strategy/configspace"
 	"github.com/trident-sched/trident/strategy/milp"
@@ -499,5 +501,47 @@ func TestNearEqualRecommendationHolds(t *testing.T) {
 				t.Fatalf("propose = %v (candidate %v), want %v", got, o.candidate, tc.propose)
 			}
 		})
+	}
+}
+
+// The hold rule finds the running configuration among a session's evaluations: its key
+// survives the round trip through the adaptation layer's configuration space (integer,
+// categorical and boolean parameters), and the session's value for it is the surrogate's
+// mean, like the recommendation's rate, or 0 after OOM only.
+func TestSessionAssessesTheRunningConfig(t *testing.T) {
+	sp := sim.PDFPipeline(0.01).Ops[sim.PDFPipeline(0.01).OpIndex("table_ocr")].Space
+	space, err := toSpace(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := bo.New(space, bo.Options{Method: bo.Constrained, MemLimit: 64, Margin: 6}, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := slices.Clone(sp.Default())
+	run[0] = math.Round(run[0] / 2)
+	other := slices.Clone(sp.Default())
+	oom := slices.Clone(sp.Default())
+	oom[0] = math.Round(oom[0] * 2)
+	for _, e := range []struct {
+		cfg      sim.OpConfig
+		thr, mem float64
+		oom      bool
+	}{{run, 4.4, 30, false}, {other, 4.6, 40, false}, {oom, 0, 64, true}} {
+		if err := opt.Observe(toCS(sp, e.cfg), e.thr, e.mem, e.oom); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := assessed(context.Background(), sp, opt)
+	v, ok := got[configKey(run)]
+	if !ok {
+		t.Fatalf("running config %v not found among %v", run, got)
+	}
+	p, err := opt.Predict(context.Background(), toCS(sp, run))
+	if err != nil || !p.HaveThroughput || v != p.Throughput {
+		t.Fatalf("running config assessed %v, want the surrogate mean %v (%v)", v, p.Throughput, err)
+	}
+	if w, ok := got[configKey(oom)]; !ok || w != 0 {
+		t.Fatalf("OOM-only config assessed %v (found %v), want 0", w, ok)
 	}
 }
