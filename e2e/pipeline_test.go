@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/internal/opmetrics"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -230,6 +232,25 @@ func TestPipelineUnderTrident(t *testing.T) {
 		return obs["ocr-text"].Capacity > 0, fmt.Sprintf("%v", obs)
 	})
 
+	// The job file bounds the accelerator operators' input queues (-queue-cap): ocr-text's
+	// instances export their share of the bound and the output-blocked counter, the
+	// queue signal trident-apm feeds to the observation layer.
+	waitFor(t, 2*time.Minute, "ocr-text to export its queue bound", func() (bool, string) {
+		pages := operatorMetrics(t, cl, "pdf-curation", "ocr-text")
+		if len(pages) == 0 {
+			return false, "no running ocr-text allocation serving /metrics"
+		}
+		for _, page := range pages {
+			if v, ok := metricValueIn(page, opmetrics.QueueCapacity); !ok || v <= 0 {
+				return false, fmt.Sprintf("%s = %v (exported %v)", opmetrics.QueueCapacity, v, ok)
+			}
+			if _, ok := metricValueIn(page, opmetrics.OutputBlockedSeconds); !ok {
+				return false, opmetrics.OutputBlockedSeconds + " not exported"
+			}
+		}
+		return true, ""
+	})
+
 	// 2. A committed plan is applied: Nomad runs exactly the planned count per operator and
 	// node, in the rendered per-node groups.
 	var p plan
@@ -341,6 +362,53 @@ func runningByOperatorNode(t *testing.T, cl *api.Client, job string) map[string]
 		}
 	}
 	return out
+}
+
+// operatorMetrics returns the /metrics page of every running allocation of operator op in
+// job (its groups are op or op@<node>), fetched from the allocation's "metrics" port.
+func operatorMetrics(t *testing.T, cl *api.Client, job, op string) []string {
+	t.Helper()
+	stubs, _, err := cl.Jobs().Allocations(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages []string
+	for _, stub := range stubs {
+		if g, _, _ := strings.Cut(stub.TaskGroup, "@"); g != op || stub.ClientStatus != "running" {
+			continue
+		}
+		a, _, err := cl.Allocations().Info(stub.ID, nil)
+		if err != nil || a.AllocatedResources == nil {
+			continue
+		}
+		for _, p := range a.AllocatedResources.Shared.Ports {
+			if p.Label != "metrics" {
+				continue
+			}
+			resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", p.HostIP, p.Value))
+			if err != nil {
+				continue // not serving yet
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			pages = append(pages, string(b))
+		}
+	}
+	return pages
+}
+
+// metricValueIn returns the value of the first sample of metric name in a Prometheus text
+// page, and whether there is one.
+func metricValueIn(page, name string) (float64, bool) {
+	for _, line := range strings.Split(page, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		return v, err == nil
+	}
+	return 0, false
 }
 
 // runCLI runs the real nomad CLI against the cluster and returns its output.
