@@ -350,15 +350,25 @@ func TestPipelineUnderTrident(t *testing.T) {
 // runningByOperatorNode counts running allocations per "<operator>|<node>".
 func runningByOperatorNode(t *testing.T, cl *api.Client, job string) map[string]int {
 	t.Helper()
+	out := map[string]int{}
+	for _, a := range runningAllocs(t, cl, job) {
+		op, _, _ := strings.Cut(a.TaskGroup, "@")
+		out[op+"|"+a.NodeName]++
+	}
+	return out
+}
+
+// runningAllocs returns job's allocations that are running and meant to run.
+func runningAllocs(t *testing.T, cl *api.Client, job string) []*api.AllocationListStub {
+	t.Helper()
 	allocs, _, err := cl.Jobs().Allocations(job, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int{}
+	var out []*api.AllocationListStub
 	for _, a := range allocs {
 		if a.DesiredStatus == "run" && a.ClientStatus == "running" {
-			op, _, _ := strings.Cut(a.TaskGroup, "@")
-			out[op+"|"+a.NodeName]++
+			out = append(out, a)
 		}
 	}
 	return out
@@ -368,13 +378,9 @@ func runningByOperatorNode(t *testing.T, cl *api.Client, job string) map[string]
 // job (its groups are op or op@<node>), fetched from the allocation's "metrics" port.
 func operatorMetrics(t *testing.T, cl *api.Client, job, op string) []string {
 	t.Helper()
-	stubs, _, err := cl.Jobs().Allocations(job, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var pages []string
-	for _, stub := range stubs {
-		if g, _, _ := strings.Cut(stub.TaskGroup, "@"); g != op || stub.ClientStatus != "running" {
+	for _, stub := range runningAllocs(t, cl, job) {
+		if g, _, _ := strings.Cut(stub.TaskGroup, "@"); g != op {
 			continue
 		}
 		a, _, err := cl.Allocations().Info(stub.ID, nil)
