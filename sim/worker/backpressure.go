@@ -65,17 +65,27 @@ func queueCapKV(ctx context.Context, js jetstream.JetStream, storage jetstream.S
 	return kv, nil
 }
 
+// existingQueueCapKV returns QueueCapBucket, or nil when it does not exist (no stage was
+// ever bounded).
+func existingQueueCapKV(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, QueueCapBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv bucket %s: %w", QueueCapBucket, err)
+	}
+	return kv, nil
+}
+
 // announceQueueCap records a stage's input queue bound for its producers, or, with bound 0,
 // removes a bound an earlier run announced (the latest instance to start wins).
 func announceQueueCap(ctx context.Context, js jetstream.JetStream, p *Pipeline, stage string, bound int, storage jetstream.StorageType) error {
 	key := queueCapKey(p, stage)
 	if bound <= 0 {
-		kv, err := js.KeyValue(ctx, QueueCapBucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil // nothing was ever bounded
-		}
-		if err != nil {
-			return fmt.Errorf("kv bucket %s: %w", QueueCapBucket, err)
+		kv, err := existingQueueCapKV(ctx, js)
+		if kv == nil {
+			return err // nil: nothing was ever bounded
 		}
 		if err := kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("clear queue bound %s: %w", key, err)
@@ -109,12 +119,9 @@ type natsProbe struct {
 // Bound returns the stage's announced bound; no bucket or no key is 0 (unbounded).
 func (n *natsProbe) Bound(ctx context.Context, stage string) (int64, error) {
 	if n.kv == nil {
-		kv, err := n.js.KeyValue(ctx, QueueCapBucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("kv bucket %s: %w", QueueCapBucket, err)
+		kv, err := existingQueueCapKV(ctx, n.js)
+		if kv == nil {
+			return 0, err // nil: no bucket, so unbounded
 		}
 		n.kv = kv
 	}
@@ -308,39 +315,45 @@ func (c *credits) report(failing *bool, stage, what string, err error) {
 	*failing = err != nil
 }
 
-// holding is the set of unacked inputs a worker keeps alive while it waits, and the time of
-// their last InProgress.
+// holding is what a completion's wait for downstream room stalls: msgs lists the unacked
+// inputs to keep alive (built only once a wait begins: most completions never wait), and
+// hb is the time of their last InProgress.
 type holding struct {
-	msgs []jetstream.Msg
+	msgs func() []jetstream.Msg
 	hb   *time.Time
 }
 
-// keepAlive tells JetStream that h's messages are still in progress once a third of the ack
-// wait has passed since the last time.
-func (w *worker) keepAlive(h holding) {
-	if time.Since(*h.hb) < w.o.AckWait/3 {
-		return
-	}
-	for _, m := range h.msgs {
-		_ = m.InProgress()
-	}
-	*h.hb = time.Now()
+// held is the holding of a fixed set of messages.
+func held(msgs []jetstream.Msg, hb *time.Time) holding {
+	return holding{msgs: func() []jetstream.Msg { return msgs }, hb: hb}
 }
 
-// destinations counts outs per downstream stage, as Pipeline.Route sends them; the sink is
-// never bounded and is left out. A nil map means nothing to reserve.
+// keepAlive tells JetStream that msgs are still in progress once a third of the ack wait has
+// passed since *hb.
+func (w *worker) keepAlive(msgs []jetstream.Msg, hb *time.Time) {
+	if time.Since(*hb) < w.o.AckWait/3 {
+		return
+	}
+	for _, m := range msgs {
+		_ = m.InProgress()
+	}
+	*hb = time.Now()
+}
+
+// destinations counts outs per downstream stage (Operator.Next, the stage Pipeline.Route
+// sends them to); the sink ("") is never bounded and is left out. A nil map means nothing to
+// reserve.
 func (w *worker) destinations(outs []Record) map[string]int {
 	var need map[string]int
-	prefix, sink := w.p.Name+".", w.p.SinkSubject()
 	for _, r := range outs {
-		subj := w.p.Route(w.op, r)
-		if subj == sink {
+		next := w.op.Next(r)
+		if next == "" {
 			continue
 		}
 		if need == nil {
 			need = map[string]int{}
 		}
-		need[strings.TrimPrefix(subj, prefix)]++
+		need[next]++
 	}
 	return need
 }
@@ -351,13 +364,13 @@ func (w *worker) destinations(outs []Record) map[string]int {
 // the output-blocked time, and their messages are kept alive. It returns ctx's error if ctx
 // ends first.
 func (w *worker) awaitCredit(ctx context.Context, need map[string]int, hold holding) error {
-	in := len(hold.msgs)
 	if len(need) == 0 || w.credits.acquire(ctx, need) {
 		return nil
 	}
 	w.log.Debug("output blocked by a full downstream queue", "destinations", need)
-	w.t.block(in)
-	defer w.t.unblock(in)
+	msgs := hold.msgs()
+	w.t.block(len(msgs))
+	defer w.t.unblock(len(msgs))
 	// Poll often enough that keepAlive fires close to a third of the ack wait; a poll between
 	// backlog refreshes only re-checks the cached state.
 	poll := backlogRefresh
@@ -372,7 +385,7 @@ func (w *worker) awaitCredit(ctx context.Context, need map[string]int, hold hold
 			return ctx.Err()
 		case <-tick.C:
 		}
-		w.keepAlive(hold)
+		w.keepAlive(msgs, hold.hb)
 		if w.credits.acquire(ctx, need) {
 			return nil
 		}

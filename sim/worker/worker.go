@@ -478,7 +478,7 @@ func (w *worker) serve(ctx context.Context, sec float64, msgs []jetstream.Msg, h
 		case <-time.After(step):
 		}
 		left -= step
-		w.keepAlive(holding{msgs: msgs, hb: hb})
+		w.keepAlive(msgs, hb)
 	}
 	return nil
 }
@@ -628,7 +628,7 @@ func (w *worker) cpuThread(ctx context.Context, threads int) error {
 				w.giveBack(msgs[i:])
 				return nil
 			}
-			err := w.complete(ctx, msgs[i:i+1], w.op.Expand(r), holding{msgs: msgs[i : i+1], hb: &hb})
+			err := w.complete(ctx, msgs[i:i+1], w.op.Expand(r), held(msgs[i:i+1], &hb))
 			w.t.add(-1)
 			// Useful time is counted in instance-seconds (each of the threads contributes
 			// 1/threads), so that records per useful second is the instance's capacity,
@@ -671,7 +671,7 @@ func (w *worker) runBatch(ctx context.Context) error {
 		for _, r := range recs {
 			outs = append(outs, w.op.Expand(r)...)
 		}
-		err = w.complete(ctx, msgs, outs, holding{msgs: msgs, hb: &hb})
+		err = w.complete(ctx, msgs, outs, held(msgs, &hb))
 		w.t.add(-len(recs))
 		w.m.Useful(sec / w.o.Speed)
 		if err != nil {
@@ -778,7 +778,7 @@ func (w *worker) runLLM(ctx context.Context) error {
 		for j, s := range done {
 			// While the output waits for downstream room, the finished sequences not yet
 			// acked and the active ones stay alive.
-			hold := holding{msgs: append(seqMsgs(done[j:]), activeMsgs()...), hb: &hb}
+			hold := holding{msgs: func() []jetstream.Msg { return append(seqMsgs(done[j:]), activeMsgs()...) }, hb: &hb}
 			err := w.complete(ctx, []jetstream.Msg{s.msg}, w.op.Expand(s.rec), hold)
 			w.t.add(-1)
 			w.m.Useful(s.latency / w.o.Speed)
