@@ -229,15 +229,15 @@ func (t *Trident) propose(o *opState, c candidate) bool {
 	return true
 }
 
-// holds reports that the session recommending c measured the running configuration too
+// holds reports that the session recommending c assessed the running configuration too
 // close to c to repay a switch: a rolling restart of every instance costs each of them
-// restartS + SampleS seconds of the MILP's window, so a gain below that fraction of the
-// window (43 / 900 s, 4.8 %) is lost within it. Clusters of one workload regime
+// switchCostS of the MILP's window, so a gain below that fraction of the window
+// (43 / 900 s, 4.8 %) is lost within it. Clusters of one workload regime
 // otherwise traded two near-equal configurations back and forth (table_ocr on annual
 // reports: 4.40 and 4.52 records/s, a rolling restart of 50 instances at each shift).
 func (t *Trident) holds(o *opState, c candidate) bool {
 	v, ok := c.seen[configKey(o.current)]
-	return ok && c.rate < v*(1+(restartS+t.opt.SampleS)/t.opt.WindowS)
+	return ok && c.rate < v*(1+t.switchCostS()/t.opt.WindowS)
 }
 
 // assessed returns, by configKey, the throughput session opt assigns each configuration it

@@ -83,8 +83,7 @@ func (h *Shared) Apply(_ context.Context, s *sim.Snapshot, plan *sim.Plan) bool 
 		}
 		if o.candidate != nil && !o.committed {
 			op.Config, op.Transition = o.candidate.cfg, sim.TransitionAll
-			o.committed = true
-			h.t.invalidate(i, o.candidate.rate)
+			h.t.commit(i)
 			changed = true
 		}
 	}

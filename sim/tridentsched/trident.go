@@ -225,9 +225,9 @@ type candidate struct {
 	cfg  sim.OpConfig
 	rate float64
 	cs   configspace.Config // cfg in the adaptation layer's form (nil for reverts)
-	// seen holds what the recommending session measured for each configuration it
-	// evaluated on a probe (by configKey), the running one included: configurations are
-	// compared under the same measurement conditions.
+	// seen holds what the recommending session assessed each configuration it evaluated
+	// on a probe at (by configKey; see assessed), the running one included: configurations
+	// are compared under the same measurement conditions.
 	seen map[string]float64
 }
 
@@ -596,6 +596,21 @@ func (t *Trident) invalidate(i int, prior float64) {
 	t.ds2[i].Reset()
 }
 
+// commit records that operator i's candidate transition has started. Committing a
+// transition invalidates the operator's samples (paper §6.6); the candidate's capacity as
+// its BO trials measured it stands until the new epoch's first estimate.
+func (t *Trident) commit(i int) {
+	o := t.ops[i]
+	o.committed = true
+	t.invalidate(i, o.candidate.rate)
+}
+
+// switchCostS is the serving time one instance loses to a configuration change: its
+// restart plus the sample interval before the new configuration is observed. The MILP
+// weighs a candidate's gain against it, and the adaptation layer holds a recommendation
+// whose gain it does not repay (holds).
+func (t *Trident) switchCostS() float64 { return restartS + t.opt.SampleS }
+
 // capacity returns operator i's per-instance capacity for the current workload.
 func (t *Trident) capacity(i int) float64 {
 	o := t.ops[i]
@@ -669,9 +684,7 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 				op.Transition = sim.TransitionAll
 			}
 			if !o.committed {
-				// Committing a transition invalidates the operator's samples (paper §6.6).
-				o.committed = true
-				t.invalidate(i, o.candidate.rate)
+				t.commit(i)
 			}
 		} else if o.committed && o.candidate != nil && !t.opt.NoTailCompletion {
 			// A committed transition completes: until then the operator runs two
@@ -752,7 +765,7 @@ func (t *Trident) solve(ctx context.Context, s *sim.Snapshot) (*milp.Solution, e
 			cur[i][n] = milp.Placement{Current: st.PerNode[n]}
 		}
 		if o.candidate != nil {
-			op.Candidate = &milp.Candidate{Capacity: o.candidate.rate, ColdStartSec: restartS + t.opt.SampleS}
+			op.Candidate = &milp.Candidate{Capacity: o.candidate.rate, ColdStartSec: t.switchCostS()}
 			if o.committed {
 				for n := range cur[i] {
 					c := st.PerNodeOnTarget[n]
