@@ -371,7 +371,8 @@ func (s *Server) handlePutPipeline(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"job": job, "index": idx, "operators": p.Operators})
 }
 
-// checkFits rejects a pipeline with an operator no node of the known inventory can host.
+// checkFits rejects a pipeline with an operator no node of the known inventory can host,
+// or whose minimum instances together exceed it.
 func (s *Server) checkFits(p *fsm.Pipeline) error {
 	var nodes []fsm.Node
 	s.fsm.Read(func(st *fsm.State) {

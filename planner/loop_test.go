@@ -211,6 +211,14 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "trident_gpus=8") {
 		t.Fatalf("impossible pipeline: HTTP %d %s", code, body)
 	}
+	// Each operator fits a node, but three embed instances need three of the two GPUs.
+	crowded := testPipeline()
+	crowded.Operators[1].MinInstances = 3
+	raw, _ = json.Marshal(crowded)
+	code, body = c.do(http.MethodPut, f+"/v1/pipelines/crowded", map[string]json.RawMessage{"job": raw})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "need 3 GPUs with at least 8000 MB (embed 3×1) but the inventory has 2") {
+		t.Fatalf("pipeline whose minimums exceed the inventory: HTTP %d %s", code, body)
+	}
 	if after := stateOf(c.servers[li]); after != before {
 		t.Fatalf("bad input changed the state")
 	}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/trident-sched/trident/planner/fsm"
 )
@@ -71,7 +73,9 @@ type Scheduler interface {
 var ErrImpossible = errors.New("impossible resources")
 
 // CheckResources returns an error wrapping ErrImpossible, naming the operator and the
-// field, when an operator cannot run on any node. An empty inventory passes (unknown).
+// field, when an operator cannot run on any node, or naming the resource when the
+// operators' minimum instances together exceed the inventory. An empty inventory passes
+// (unknown).
 func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 	if len(nodes) == 0 {
 		return nil
@@ -98,6 +102,84 @@ func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 		}
 		if !ok {
 			return fmt.Errorf("%w: operator %q: %s", ErrImpossible, o.Name, why)
+		}
+	}
+	return checkMinimums(ops, nodes)
+}
+
+// checkMinimums returns an error wrapping ErrImpossible when the operators' minimum
+// instances (each runs at least one, or its scaling policy's min) together need more CPU,
+// memory or GPUs than the whole inventory has. Every pipeline is planned on the whole
+// inventory, so no plan exists then; a pooled fit can still fail to pack, which the
+// schedulers report. GPUs are counted per device-memory class: operators needing at least
+// g MB of GPU memory must fit on the GPUs of nodes that have it.
+func checkMinimums(ops []fsm.Operator, nodes []fsm.Node) error {
+	type term struct {
+		name string
+		n    int
+		per  float64
+	}
+	short := func(what string, need, have float64, terms []term) error {
+		parts := make([]string, len(terms))
+		for i, t := range terms {
+			parts[i] = fmt.Sprintf("%s %d×%v", t.name, t.n, t.per)
+		}
+		return fmt.Errorf("%w: the operators' minimum instances need %v %s (%s) but the inventory has %v; lower a scaling policy's min or add nodes",
+			ErrImpossible, need, what, strings.Join(parts, ", "), have)
+	}
+	pooled := func(what string, need func(fsm.Operator) float64, have func(fsm.Node) float64) error {
+		var sum, total float64
+		var terms []term
+		for _, o := range ops {
+			if v := need(o); v > 0 {
+				k := max(1, o.MinInstances)
+				sum += float64(k) * v
+				terms = append(terms, term{o.Name, k, v})
+			}
+		}
+		for _, n := range nodes {
+			total += have(n)
+		}
+		if sum > total+1e-9 {
+			return short(what, sum, total, terms)
+		}
+		return nil
+	}
+	if err := pooled("cores", func(o fsm.Operator) float64 { return o.CPU }, func(n fsm.Node) float64 { return n.CPU }); err != nil {
+		return err
+	}
+	if err := pooled("MB of memory", func(o fsm.Operator) float64 { return float64(o.MemoryMB) }, func(n fsm.Node) float64 { return float64(n.MemoryMB) }); err != nil {
+		return err
+	}
+	// GPU classes, largest memory first: the first class short of GPUs is reported.
+	var classes []int
+	for _, o := range ops {
+		if o.GPUs > 0 && !slices.Contains(classes, o.GPUMemoryMB) {
+			classes = append(classes, o.GPUMemoryMB)
+		}
+	}
+	slices.Sort(classes)
+	slices.Reverse(classes)
+	for _, g := range classes {
+		what := "GPUs"
+		if g > 0 {
+			what = fmt.Sprintf("GPUs with at least %d MB", g)
+		}
+		err := pooled(what,
+			func(o fsm.Operator) float64 {
+				if o.GPUMemoryMB >= g {
+					return float64(o.GPUs)
+				}
+				return 0
+			},
+			func(n fsm.Node) float64 {
+				if n.GPUMemoryMB >= g {
+					return float64(n.GPUs)
+				}
+				return 0
+			})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

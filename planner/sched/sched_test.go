@@ -196,3 +196,48 @@ func TestSchedulersRespectScalingBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestPooledMinimumsRefused: operators that each fit some node but whose minimum instances
+// together exceed the inventory fail with ErrImpossible before any solve, naming the
+// resource, the operators' shares and what the inventory has; a pipeline exactly at the
+// pool's size passes (the check is necessary, not a packing heuristic).
+func TestPooledMinimumsRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*PlanInput)
+		want string // "" = accepted
+	}{
+		{"at capacity", func(in *PlanInput) { in.Operators[1].MinInstances = 2; in.Operators[0].MinInstances = 14 }, ""},
+		{"cores", func(in *PlanInput) { in.Operators[0].MinInstances = 16 },
+			"need 17 cores (parse 16×1, embed 1×1) but the inventory has 16"},
+		{"gpus", func(in *PlanInput) { in.Operators[1].MinInstances = 3 },
+			"need 3 GPUs with at least 16000 MB (embed 3×1) but the inventory has 2"},
+		{"gpu memory class", func(in *PlanInput) {
+			in.Nodes = append(in.Nodes, fsm.Node{Name: "gpu0", CPU: 8, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 8000})
+			in.Operators = append(in.Operators, OperatorInput{Operator: fsm.Operator{Name: "small", CPU: 1, MemoryMB: 1, GPUs: 1, GPUMemoryMB: 4000, Amplification: 1}, Capacity: 1})
+			in.Operators[1].MinInstances = 2
+			in.Operators[2].MinInstances = 4 // 6 GPUs in all, but embed's 2 take both large ones
+		}, ""},
+		{"gpu memory class short", func(in *PlanInput) {
+			in.Nodes = append(in.Nodes, fsm.Node{Name: "gpu0", CPU: 8, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 8000})
+			in.Operators[1].MinInstances = 3 // 6 GPUs in all, 2 with 16000 MB
+		}, "need 3 GPUs with at least 16000 MB (embed 3×1) but the inventory has 2"},
+	}
+	for _, tc := range cases {
+		in := input()
+		tc.edit(&in)
+		err := in.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrImpossible) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want ErrImpossible containing %q", tc.name, err, tc.want)
+		}
+		if _, err := (Proportional{}).Plan(context.Background(), in); !errors.Is(err, ErrImpossible) {
+			t.Errorf("%s: proportional: err %v, want ErrImpossible", tc.name, err)
+		}
+	}
+}
