@@ -76,7 +76,7 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 			continue
 		}
 		if c, ok := o.cands[d]; ok {
-			if t.propose(o, c) {
+			if t.propose(ctx, o, c) {
 				newCand = true
 			}
 			continue
@@ -94,8 +94,8 @@ func (t *Trident) adapt(ctx context.Context, s *sim.Snapshot) ([][]sim.OpConfig,
 			// better than what runs.
 			// While a committed transition replaces the running configuration, its target is
 			// the one to compare with. (A parked session that resumes after the running
-			// configuration changed has not measured the new one, so its recommendation is
-			// proposed without the comparison.)
+			// configuration changed has not measured the new one: holds assesses it by the
+			// session's surrogate.)
 			run := o.current
 			if o.committed && o.candidate != nil {
 				run = o.candidate.cfg
@@ -147,7 +147,7 @@ func (t *Trident) advance(ctx context.Context, o *opState, tu *tuning, slots int
 			return nil
 		}
 		o.cands[tu.cluster] = candidate{cfg: fromConfig(o.spec.Space, rec.Config), rate: rec.Predicted, cs: rec.Config,
-			seen: assessed(ctx, o.spec.Space, tu.opt)}
+			seen: assessed(ctx, o.spec.Space, tu.opt), session: tu.opt}
 		_ = o.cl.SetBest(tu.cluster, rec.Config, rec.Measured)
 		_ = o.cl.SetStatus(tu.cluster, cluster.Tuned)
 		return nil
@@ -210,7 +210,7 @@ func (t *Trident) warmStart(o *opState) []configspace.Config {
 // propose hands c to the scheduling layer unless it is already the running or pending
 // configuration; a running transition keeps the new recommendation waiting (single
 // pending transition per operator).
-func (t *Trident) propose(o *opState, c candidate) bool {
+func (t *Trident) propose(ctx context.Context, o *opState, c candidate) bool {
 	if o.committed {
 		return false
 	}
@@ -220,7 +220,7 @@ func (t *Trident) propose(o *opState, c candidate) bool {
 	if o.candidate != nil && o.candidate.cfg.Equal(c.cfg) {
 		return false
 	}
-	if c.cfg.Equal(o.current) || t.holds(o, c) {
+	if c.cfg.Equal(o.current) || t.holds(ctx, o, c) {
 		o.candidate = nil
 		return false
 	}
@@ -235,8 +235,16 @@ func (t *Trident) propose(o *opState, c candidate) bool {
 // (43 / 900 s, 4.8 %) is lost within it. Clusters of one workload regime
 // otherwise traded two near-equal configurations back and forth (table_ocr on annual
 // reports: 4.40 and 4.52 records/s, a rolling restart of 50 instances at each shift).
-func (t *Trident) holds(o *opState, c candidate) bool {
+// A running configuration the session did not evaluate (put in place by another
+// cluster's recommendation since) is assessed by the session's surrogate mean; without
+// either there is no comparison and c is proposed.
+func (t *Trident) holds(ctx context.Context, o *opState, c candidate) bool {
 	v, ok := c.seen[configKey(o.current)]
+	if !ok && c.session != nil {
+		if p, err := c.session.Predict(ctx, toCS(o.spec.Space, o.current)); err == nil && p.HaveThroughput {
+			v, ok = p.Throughput, true
+		}
+	}
 	return ok && c.rate < v*(1+t.switchCostS()/t.opt.WindowS)
 }
 

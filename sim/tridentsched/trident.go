@@ -229,6 +229,10 @@ type candidate struct {
 	// on a probe at (by configKey; see assessed), the running one included: configurations
 	// are compared under the same measurement conditions.
 	seen map[string]float64
+	// session is the finished tuning session (nil for reverts): it assesses a running
+	// configuration it did not evaluate (one another cluster's recommendation put in place
+	// since) by its surrogate's mean.
+	session *bo.Optimizer
 }
 
 // restartS is how long an instance serves nothing when its configuration changes: the

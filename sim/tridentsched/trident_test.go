@@ -497,7 +497,7 @@ func TestNearEqualRecommendationHolds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &opState{current: run}
-			if got := tr.propose(o, candidate{cfg: other, rate: tc.rate, seen: tc.seen}); got != tc.propose || (o.candidate != nil) != tc.propose {
+			if got := tr.propose(context.Background(), o, candidate{cfg: other, rate: tc.rate, seen: tc.seen}); got != tc.propose || (o.candidate != nil) != tc.propose {
 				t.Fatalf("propose = %v (candidate %v), want %v", got, o.candidate, tc.propose)
 			}
 		})
@@ -543,5 +543,56 @@ func TestSessionAssessesTheRunningConfig(t *testing.T) {
 	}
 	if w, ok := got[configKey(oom)]; !ok || w != 0 {
 		t.Fatalf("OOM-only config assessed %v (found %v), want 0", w, ok)
+	}
+}
+
+// A running configuration the recommending session never evaluated (another cluster's
+// recommendation put it in place since) is assessed by the session's surrogate mean, so
+// the hold rule still applies; without a session there is nothing to compare with.
+func TestUnseenRunningConfigAssessedBySurrogate(t *testing.T) {
+	sp := sim.PDFPipeline(0.01).Ops[sim.PDFPipeline(0.01).OpIndex("table_ocr")].Space
+	space, err := toSpace(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := bo.New(space, bo.Options{Method: bo.Constrained, MemLimit: 64, Margin: 6}, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := slices.Clone(sp.Default()), slices.Clone(sp.Default())
+	a[0] = math.Round(a[0] / 2)
+	for _, e := range []struct {
+		cfg sim.OpConfig
+		thr float64
+	}{{a, 4.4}, {b, 4.6}} {
+		if err := opt.Observe(toCS(sp, e.cfg), e.thr, 30, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := slices.Clone(sp.Default())
+	run[0] = math.Round(run[0] * 3 / 4) // between the two, never evaluated
+	p, err := opt.Predict(context.Background(), toCS(sp, run))
+	if err != nil || !p.HaveThroughput || !(p.Throughput > 0) {
+		t.Fatalf("prediction at the running config: %+v, %v", p, err)
+	}
+	tr := New(Options{})
+	margin := 1 + tr.switchCostS()/tr.opt.WindowS
+	for _, tc := range []struct {
+		name    string
+		rate    float64
+		session *bo.Optimizer
+		propose bool
+	}{
+		{"within the restart cost of the surrogate's assessment", p.Throughput * (1 + (margin-1)/2), opt, false},
+		{"clearly better than the surrogate's assessment", p.Throughput * margin * 1.01, opt, true},
+		{"no session to assess with", p.Throughput * (1 + (margin-1)/2), nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &opState{current: run, spec: &sim.PDFPipeline(0.01).Ops[sim.PDFPipeline(0.01).OpIndex("table_ocr")]}
+			c := candidate{cfg: b, rate: tc.rate, seen: map[string]float64{configKey(a): 4.4, configKey(b): 4.6}, session: tc.session}
+			if got := tr.propose(context.Background(), o, c); got != tc.propose {
+				t.Fatalf("propose = %v, want %v (rate %.3f, running assessed %.3f)", got, tc.propose, tc.rate, p.Throughput)
+			}
+		})
 	}
 }
