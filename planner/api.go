@@ -67,6 +67,9 @@ type PlanResponse struct {
 	// FailedDecisionIndex is set when the newest decision failed (Nomad reverted): the
 	// plan shown is then the decision that runs again.
 	FailedDecisionIndex uint64 `json:"failed_decision_index,omitempty"`
+	// PlanError is set when the newest scheduling round found no plan (e.g. the scaling
+	// minimums cannot be packed on the nodes): the plan shown stays in force.
+	PlanError string `json:"plan_error,omitempty"`
 }
 
 // PlanGroup is one operator's committed target.
@@ -428,8 +431,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
 	var resp *PlanResponse
 	var reg bool
+	var planErr string
 	s.fsm.Read(func(st *fsm.State) {
 		_, reg = st.Pipelines[job]
+		planErr = st.PlanErrors[job].Error
 		d, ok := st.LatestDecision(job)
 		if !ok {
 			return
@@ -448,7 +453,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case resp != nil:
+		resp.PlanError = planErr
 		writeJSON(w, http.StatusOK, resp)
+	case reg && planErr != "":
+		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q has no committed decision yet: the newest scheduling round found no plan: %s", job, planErr))
 	case reg:
 		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q has no committed decision yet", job))
 	default:

@@ -28,7 +28,7 @@
 //	POST   /v1/pipelines/{job}/apply    ApplyRequest {group, count, reason, meta} (trident-target)
 //	                                    -> 202 {job, decision_index, status}; 409 while applying
 //	GET    /v1/plan/{job}               PlanResponse {job, decision_index, reason, source, status,
-//	                                    throughput, failed_decision_index?, groups: {<op>:
+//	                                    throughput, failed_decision_index?, plan_error?, groups: {<op>:
 //	                                    {count, reason, decision_index, nodes: {<node>: {current,
 //	                                    candidate}}, config, config_epoch, candidate_config,
 //	                                    transitions, observation_epoch}}}

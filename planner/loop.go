@@ -415,9 +415,12 @@ func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) floa
 // commit turns a solve result into a decision and commits it when it is worth acting on.
 func (l *Loop) commit(ctx context.Context, r solveResult) {
 	if r.err != nil {
-		l.log.Warn("no feasible plan this round; keeping the committed plan", "job", r.job, "err", r.err)
+		if ctx.Err() == nil {
+			l.planError(ctx, r.job, r.err)
+		}
 		return
 	}
+	l.planError(ctx, r.job, nil)
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
 		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
 	transitions := 0
@@ -460,6 +463,32 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 		return
 	}
 	l.log.Info("decision committed", "job", r.job, "index", idx, "source", d.Source, "throughput", d.Throughput, "transitions", transitions, "reason", d.Reason)
+}
+
+// planError records in the replicated state why job's round found no plan (err), or that
+// it found one (nil), when that differs from what is recorded: every server then shows it
+// with the job's plan, and a failure repeated every round is logged and committed once.
+func (l *Loop) planError(ctx context.Context, job string, err error) {
+	var old fsm.PlanError
+	var had bool
+	l.s.fsm.Read(func(st *fsm.State) { old, had = st.PlanErrors[job] })
+	var pe *fsm.PlanError
+	switch {
+	case err == nil && !had:
+		return
+	case err != nil:
+		if had && old.Error == err.Error() {
+			l.log.Debug("no feasible plan this round; keeping the committed plan", "job", job, "err", err)
+			return
+		}
+		l.log.Warn("no feasible plan this round; keeping the committed plan", "job", job, "err", err)
+		pe = &fsm.PlanError{Error: err.Error(), UnixMilli: time.Now().UnixMilli()}
+	default:
+		l.log.Info("scheduling rounds find a plan again", "job", job, "previous_error", old.Error)
+	}
+	if _, perr := l.s.Propose(ctx, fsm.Command{Op: fsm.OpPlanError, Job: job, PlanError: pe}); perr != nil {
+		l.log.Warn("record the round's outcome", "job", job, "err", perr)
+	}
 }
 
 // fits reports whether the current deployment only uses nodes of the inventory.

@@ -377,3 +377,91 @@ func TestWithinBounds(t *testing.T) {
 		t.Error("b at 9 below min 10: reported within bounds")
 	}
 }
+
+// switchable fails every round with err while it is set, else plans proportionally.
+type switchable struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (s *switchable) set(err error) { s.mu.Lock(); s.err = err; s.mu.Unlock() }
+
+func (s *switchable) Plan(ctx context.Context, in sched.PlanInput) (sched.Plan, error) {
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	if err != nil {
+		return sched.Plan{}, err
+	}
+	return sched.Proportional{}.Plan(ctx, in)
+}
+
+// TestLoopShowsWhyNoPlanIsFound: a round that finds no plan is recorded once in the
+// replicated state and shown by every server — in the "no decision yet" answer before the
+// first decision, as plan_error beside the plan that stays in force after it — and the
+// next round that finds a plan clears it, with or without a new decision.
+func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+	}}
+	sw := &switchable{}
+	sw.set(fmt.Errorf("%w: first-fit could not place the minimum instances", sched.ErrImpossible))
+	c := newTestCluster(t, 3, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Scheduler: sw, Actuator: fc, Invalidator: fc, SolveTimeout: 10 * time.Second}
+	})
+	li, _ := c.leader(10 * time.Second)
+	f := c.peers[(li+1)%3].HTTPAddr
+	raw, _ := json.Marshal(testPipeline())
+	if code, body := c.do(http.MethodPut, f+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
+		t.Fatalf("register: HTTP %d %s", code, body)
+	}
+	want := "has no committed decision yet: the newest scheduling round found no plan: impossible resources: first-fit could not place the minimum instances"
+	waitFor(t, "the round's failure in the plan answer", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		return code == http.StatusNotFound && strings.Contains(string(body), want)
+	})
+	recorded := func() (fsm.PlanError, bool) {
+		var pe fsm.PlanError
+		var ok bool
+		c.servers[li].FSM().Read(func(st *fsm.State) { pe, ok = st.PlanErrors["pdf"] })
+		return pe, ok
+	}
+	first, _ := recorded()
+	time.Sleep(600 * time.Millisecond) // six rounds, each failing the same way
+	if again, _ := recorded(); again.Index != first.Index {
+		t.Fatalf("the same failure was committed again (index %d -> %d)", first.Index, again.Index)
+	}
+
+	sw.set(nil)
+	var plan PlanResponse
+	waitFor(t, "first decision", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
+	})
+	if plan.PlanError != "" {
+		t.Fatalf("plan error %q after a decision was committed", plan.PlanError)
+	}
+	if _, ok := recorded(); ok {
+		t.Fatal("a committed decision left the plan error in the state")
+	}
+	decided := plan.DecisionIndex
+
+	// (A scheduler error that is not ErrImpossible goes to the fallback, which plans.)
+	sw.set(fmt.Errorf("%w: node gpu1 drained", sched.ErrImpossible))
+	waitFor(t, "plan_error beside the plan in force", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.PlanError == "impossible resources: node gpu1 drained"
+	})
+	if plan.DecisionIndex != decided {
+		t.Fatalf("decision %d, want %d to stay in force", plan.DecisionIndex, decided)
+	}
+	sw.set(nil) // the same plan again: no new decision, but the error clears
+	waitFor(t, "plan_error cleared", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		plan = PlanResponse{} // plan_error is omitted when empty
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.PlanError == ""
+	})
+	if plan.DecisionIndex != decided {
+		t.Fatalf("decision %d, want %d (nothing to move)", plan.DecisionIndex, decided)
+	}
+}

@@ -25,6 +25,7 @@ const (
 	OpDropCandidate    Op = "drop_candidate"
 	OpDecide           Op = "decide"
 	OpProgress         Op = "progress"
+	OpPlanError        Op = "plan_error"
 )
 
 // Command is one raft log entry.
@@ -50,6 +51,8 @@ type Command struct {
 	Progress *Progress `json:"progress,omitempty"`
 	// Deployed for OpProgress with status done: the observed placement per operator/node.
 	Deployed map[string]map[string]Placement `json:"deployed,omitempty"`
+	// PlanError for OpPlanError: why the newest round found no plan (nil clears it).
+	PlanError *PlanError `json:"plan_error,omitempty"`
 }
 
 // ObservationEntry is one element of an observation batch.
@@ -172,6 +175,9 @@ func (s *State) fill() {
 	if s.Progress == nil {
 		s.Progress = n.Progress
 	}
+	if s.PlanErrors == nil {
+		s.PlanErrors = n.PlanErrors
+	}
 }
 
 type snapshot []byte
@@ -222,6 +228,7 @@ func apply(st *State, c Command, idx uint64) error {
 		delete(st.Deployed, c.Job)
 		delete(st.Progress, c.Job)
 		delete(st.Stable, c.Job)
+		delete(st.PlanErrors, c.Job)
 		// The job's logs go too: a pipeline registered again under the same ID starts
 		// without a latest decision, and jobs that come and go do not grow the state.
 		// Epochs stay, so that a re-registered operator's epochs keep increasing.
@@ -321,6 +328,18 @@ func apply(st *State, c Command, idx uint64) error {
 		return applyDecision(st, c.Decision, idx)
 	case OpProgress:
 		return applyProgress(st, c, idx)
+	case OpPlanError:
+		if _, ok := st.Pipelines[c.Job]; !ok {
+			return fmt.Errorf("pipeline %q is not registered", c.Job)
+		}
+		if c.PlanError == nil || c.PlanError.Error == "" {
+			delete(st.PlanErrors, c.Job)
+			return nil
+		}
+		pe := *c.PlanError
+		pe.Index = idx
+		st.PlanErrors[c.Job] = pe
+		return nil
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -454,6 +473,7 @@ func applyDecision(st *State, d *Decision, idx uint64) error {
 	if err := CheckDecision(st, d); err != nil {
 		return err
 	}
+	delete(st.PlanErrors, d.Job) // a round found a plan
 	cp := *d
 	cp.Index = idx
 	cp.Operators = map[string]OpTarget{}

@@ -280,3 +280,54 @@ func TestSecondFailureRevertsToLastSuccess(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanErrorLifecycle: a round's failure is recorded with its raft index for a
+// registered job only, survives a snapshot, and is cleared by a nil PlanError, by a
+// committed decision and with the pipeline.
+func TestPlanErrorLifecycle(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	if err := a.do(Command{Op: OpPlanError, Job: "pdf", PlanError: &PlanError{Error: "x"}}); !errors.Is(err, ErrRejected) {
+		t.Fatalf("plan error of an unregistered job: %v, want rejected", err)
+	}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	read := func(f *FSM) (pe PlanError, ok bool) {
+		f.Read(func(st *State) { pe, ok = st.PlanErrors["pdf"] })
+		return
+	}
+	set := func() {
+		a.must(Command{Op: OpPlanError, Job: "pdf", PlanError: &PlanError{Error: "impossible resources: x", UnixMilli: 7}})
+		if pe, ok := read(a.f); !ok || pe.Error != "impossible resources: x" || pe.UnixMilli != 7 || pe.Index != a.idx {
+			t.Fatalf("recorded %+v (%v), want the error at index %d", pe, ok, a.idx)
+		}
+	}
+	set()
+	snap, err := a.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sk sink
+	if err := snap.Persist(&sk); err != nil {
+		t.Fatal(err)
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sk.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if pe, ok := read(g); !ok || pe.Error != "impossible resources: x" {
+		t.Fatalf("restored %+v (%v)", pe, ok)
+	}
+	a.must(Command{Op: OpPlanError, Job: "pdf"})
+	if _, ok := read(a.f); ok {
+		t.Fatal("a nil PlanError did not clear it")
+	}
+	set()
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	if _, ok := read(a.f); ok {
+		t.Fatal("a committed decision did not clear it")
+	}
+	set()
+	a.must(Command{Op: OpDeletePipeline, Job: "pdf"})
+	if _, ok := read(a.f); ok {
+		t.Fatal("deleting the pipeline did not clear it")
+	}
+}

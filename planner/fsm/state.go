@@ -243,6 +243,19 @@ type State struct {
 	// Invalidations records epoch advances (observation invalidations), the newest
 	// KeepInvalidations per job; each committed transition adds exactly one.
 	Invalidations []Invalidation `json:"invalidations"`
+	// PlanErrors holds, per job, why the newest scheduling round found no plan (the
+	// committed plan stays in force); a committed decision or a successful round clears it.
+	PlanErrors map[string]PlanError `json:"plan_errors,omitempty"`
+}
+
+// PlanError is a scheduling round's failure, kept so that every server can show it.
+type PlanError struct {
+	// Error is the scheduler's message.
+	Error string `json:"error"`
+	// UnixMilli is when the leader first saw it.
+	UnixMilli int64 `json:"unix_ms"`
+	// Index is the raft index that recorded it.
+	Index uint64 `json:"index"`
 }
 
 // Invalidation records one committed configuration change of an operator.
@@ -267,6 +280,7 @@ func NewState() *State {
 		Observations: map[string]map[string]Observation{},
 		Progress:     map[string]Progress{},
 		Stable:       map[string]uint64{},
+		PlanErrors:   map[string]PlanError{},
 	}
 }
 
