@@ -193,18 +193,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	a.must(Command{Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: 8, MemoryMB: 16000}}})
 	a.must(Command{Op: OpObserve, Job: "pdf", Operator: "parse", Observation: &Observation{Capacity: 3.5}})
 	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
-	snap, err := a.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sk sink
-	if err := snap.Persist(&sk); err != nil {
-		t.Fatal(err)
-	}
-	g := New(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sk.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restored(t, a.f)
 	var s1, s2 State
 	_ = json.Unmarshal([]byte(stateJSON(t, a.f)), &s1)
 	_ = json.Unmarshal([]byte(stateJSON(t, g)), &s2)
@@ -301,18 +290,7 @@ func TestPlanErrorLifecycle(t *testing.T) {
 		}
 	}
 	set()
-	snap, err := a.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sk sink
-	if err := snap.Persist(&sk); err != nil {
-		t.Fatal(err)
-	}
-	g := New(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sk.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := restored(t, a.f)
 	if pe, ok := read(g); !ok || pe.Error != "impossible resources: x" {
 		t.Fatalf("restored %+v (%v)", pe, ok)
 	}
@@ -330,4 +308,22 @@ func TestPlanErrorLifecycle(t *testing.T) {
 	if _, ok := read(a.f); ok {
 		t.Fatal("deleting the pipeline did not clear it")
 	}
+}
+
+// restored returns a new FSM restored from a snapshot of f.
+func restored(t *testing.T, f *FSM) *FSM {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sk sink
+	if err := snap.Persist(&sk); err != nil {
+		t.Fatal(err)
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sk.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -509,15 +509,7 @@ func TestNearEqualRecommendationHolds(t *testing.T) {
 // categorical and boolean parameters), and the session's value for it is the surrogate's
 // mean, like the recommendation's rate, or 0 after OOM only.
 func TestSessionAssessesTheRunningConfig(t *testing.T) {
-	sp := sim.PDFPipeline(0.01).Ops[sim.PDFPipeline(0.01).OpIndex("table_ocr")].Space
-	space, err := toSpace(sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt, err := bo.New(space, bo.Options{Method: bo.Constrained, MemLimit: 64, Margin: 6}, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp, opt := tableOCRSession(t)
 	run := slices.Clone(sp.Default())
 	run[0] = math.Round(run[0] / 2)
 	other := slices.Clone(sp.Default())
@@ -550,15 +542,7 @@ func TestSessionAssessesTheRunningConfig(t *testing.T) {
 // recommendation put it in place since) is assessed by the session's surrogate mean, so
 // the hold rule still applies; without a session there is nothing to compare with.
 func TestUnseenRunningConfigAssessedBySurrogate(t *testing.T) {
-	sp := sim.PDFPipeline(0.01).Ops[sim.PDFPipeline(0.01).OpIndex("table_ocr")].Space
-	space, err := toSpace(sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt, err := bo.New(space, bo.Options{Method: bo.Constrained, MemLimit: 64, Margin: 6}, rand.New(rand.NewPCG(1, 2)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp, opt := tableOCRSession(t)
 	a, b := slices.Clone(sp.Default()), slices.Clone(sp.Default())
 	a[0] = math.Round(a[0] / 2)
 	for _, e := range []struct {
@@ -595,4 +579,20 @@ func TestUnseenRunningConfigAssessedBySurrogate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tableOCRSession returns table_ocr's configuration space and an empty constrained tuning
+// session over it.
+func tableOCRSession(t *testing.T) (sim.Space, *bo.Optimizer) {
+	t.Helper()
+	sp := sim.PDFPipeline(0.01).Ops[sim.PDFPipeline(0.01).OpIndex("table_ocr")].Space
+	space, err := toSpace(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := bo.New(space, bo.Options{Method: bo.Constrained, MemLimit: 64, Margin: 6}, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp, opt
 }
