@@ -258,7 +258,12 @@ func (l *Loop) pipeline(ctx context.Context, job string) {
 	}
 	in, err := l.input(ctx, job)
 	if err != nil {
-		l.log.Warn("cannot build scheduling input", "job", job, "err", err)
+		// An input no deployment can satisfy (the inventory shrank below the minimums, an
+		// operator fits no node) or estimates that cannot be read are why this round
+		// finds no plan; a pipeline deleted meanwhile has nothing to record.
+		if ctx.Err() == nil && !errors.Is(err, errGone) {
+			l.planError(ctx, job, err)
+		}
 		return
 	}
 	l.solving[job] = true
@@ -316,7 +321,7 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 	l.s.fsm.Read(func(st *fsm.State) {
 		p := st.Pipelines[job]
 		if p == nil {
-			err = fmt.Errorf("pipeline %q is gone", job)
+			err = fmt.Errorf("pipeline %q: %w", job, errGone)
 			return
 		}
 		ops = append(ops, p.Operators...)
@@ -412,6 +417,9 @@ func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) floa
 	return T
 }
 
+// errGone marks a pipeline deleted while its round was prepared.
+var errGone = errors.New("deleted")
+
 // commit turns a solve result into a decision and commits it when it is worth acting on.
 func (l *Loop) commit(ctx context.Context, r solveResult) {
 	if r.err != nil {
@@ -420,7 +428,6 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 		}
 		return
 	}
-	l.planError(ctx, r.job, nil)
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
 		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
 	transitions := 0
@@ -451,10 +458,12 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 	if hasDec && transitions == 0 {
 		cur := supported(r.in, r.in.Current)
 		if r.plan.Throughput <= cur*(1+l.cfg.MinGain) && fits(r.in) && withinBounds(r.in) {
-			return // not worth moving instances
+			l.planError(ctx, r.job, nil) // a plan was found; nothing worth moving
+			return
 		}
 	}
 	if reflect.DeepEqual(normalise(d.Operators), normalise(targetsOf(r.in.Current))) && hasDec {
+		l.planError(ctx, r.job, nil)
 		return
 	}
 	idx, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpDecide, Decision: &d})

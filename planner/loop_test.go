@@ -216,7 +216,7 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 	crowded.Operators[1].MinInstances = 3
 	raw, _ = json.Marshal(crowded)
 	code, body = c.do(http.MethodPut, f+"/v1/pipelines/crowded", map[string]json.RawMessage{"job": raw})
-	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "need 3 GPUs with at least 8000 MB (embed 3×1) but the inventory has 2") {
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "need 3 GPUs with at least 8000 MB (embed 3 × 1) but the inventory has 2") {
 		t.Fatalf("pipeline whose minimums exceed the inventory: HTTP %d %s", code, body)
 	}
 	if after := stateOf(c.servers[li]); after != before {
@@ -411,7 +411,9 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 	})
 	li, _ := c.leader(10 * time.Second)
 	f := c.peers[(li+1)%3].HTTPAddr
-	raw, _ := json.Marshal(testPipeline())
+	pl := testPipeline()
+	pl.Operators[1].MinInstances = 2 // both GPUs of gpu1
+	raw, _ := json.Marshal(pl)
 	if code, body := c.do(http.MethodPut, f+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
 		t.Fatalf("register: HTTP %d %s", code, body)
 	}
@@ -426,7 +428,10 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 		c.servers[li].FSM().Read(func(st *fsm.State) { pe, ok = st.PlanErrors["pdf"] })
 		return pe, ok
 	}
-	first, _ := recorded()
+	first, ok := recorded()
+	if !ok {
+		t.Fatal("the failure shown is not in the leader's state")
+	}
 	time.Sleep(600 * time.Millisecond) // six rounds, each failing the same way
 	if again, _ := recorded(); again.Index != first.Index {
 		t.Fatalf("the same failure was committed again (index %d -> %d)", first.Index, again.Index)
@@ -464,4 +469,28 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 	if plan.DecisionIndex != decided {
 		t.Fatalf("decision %d, want %d (nothing to move)", plan.DecisionIndex, decided)
 	}
+
+	// The real check: a GPU of gpu1 disappears from the inventory, so embed's minimum of
+	// two no longer fits; the round's input is refused before any solve, and shown.
+	setGPUs := func(n int) {
+		fc.mu.Lock()
+		fc.nodes[1].GPUs = n
+		fc.mu.Unlock()
+	}
+	setGPUs(1)
+	waitFor(t, "the shrunk inventory's failure", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		plan = PlanResponse{}
+		return code == 200 && json.Unmarshal(body, &plan) == nil &&
+			strings.Contains(plan.PlanError, "need 2 GPUs with at least 8000 MB (embed 2 × 1) but the inventory has 1")
+	})
+	if plan.DecisionIndex != decided {
+		t.Fatalf("decision %d, want %d to stay in force", plan.DecisionIndex, decided)
+	}
+	setGPUs(2)
+	waitFor(t, "plan_error cleared with the GPU back", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		plan = PlanResponse{}
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.PlanError == ""
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/trident-sched/trident/planner/fsm"
@@ -119,13 +120,15 @@ func checkMinimums(ops []fsm.Operator, nodes []fsm.Node) error {
 		n    int
 		per  float64
 	}
+	num := func(x float64) string { return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64) }
 	short := func(what string, need, have float64, terms []term) error {
 		parts := make([]string, len(terms))
 		for i, t := range terms {
-			parts[i] = fmt.Sprintf("%s %d×%v", t.name, t.n, t.per)
+			parts[i] = fmt.Sprintf("%s %d × %s", t.name, t.n, num(t.per))
 		}
-		return fmt.Errorf("%w: the operators' minimum instances need %v %s (%s) but the inventory has %v; lower a scaling policy's min or add nodes",
-			ErrImpossible, need, what, strings.Join(parts, ", "), have)
+		return fmt.Errorf("%w: the operators' minimum instances need %s %s (%s) but the inventory has %s; "+
+			"every operator runs at least one instance, or its scaling policy's min: lower a min or add nodes",
+			ErrImpossible, num(need), what, strings.Join(parts, ", "), num(have))
 	}
 	pooled := func(what string, need func(fsm.Operator) float64, have func(fsm.Node) float64) error {
 		var sum, total float64

@@ -209,9 +209,14 @@ func TestPooledMinimumsRefused(t *testing.T) {
 	}{
 		{"at capacity", func(in *PlanInput) { in.Operators[1].MinInstances = 2; in.Operators[0].MinInstances = 14 }, ""},
 		{"cores", func(in *PlanInput) { in.Operators[0].MinInstances = 16 },
-			"need 17 cores (parse 16×1, embed 1×1) but the inventory has 16"},
+			"need 17 cores (parse 16 × 1, embed 1 × 1) but the inventory has 16"},
+		{"memory", func(in *PlanInput) {
+			in.Operators[0].CPU, in.Operators[0].MemoryMB, in.Operators[0].MinInstances = 0.1, 3000, 22
+		}, "need 68048 MB of memory (parse 22 × 3000, embed 1 × 2048) but the inventory has 65536"},
+		{"fractional cores", func(in *PlanInput) { in.Operators[0].CPU, in.Operators[0].MinInstances = 0.3, 55 },
+			"need 17.5 cores (parse 55 × 0.3, embed 1 × 1) but the inventory has 16"},
 		{"gpus", func(in *PlanInput) { in.Operators[1].MinInstances = 3 },
-			"need 3 GPUs with at least 16000 MB (embed 3×1) but the inventory has 2"},
+			"need 3 GPUs with at least 16000 MB (embed 3 × 1) but the inventory has 2"},
 		{"gpu memory class", func(in *PlanInput) {
 			in.Nodes = append(in.Nodes, fsm.Node{Name: "gpu0", CPU: 8, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 8000})
 			in.Operators = append(in.Operators, OperatorInput{Operator: fsm.Operator{Name: "small", CPU: 1, MemoryMB: 1, GPUs: 1, GPUMemoryMB: 4000, Amplification: 1}, Capacity: 1})
@@ -221,7 +226,7 @@ func TestPooledMinimumsRefused(t *testing.T) {
 		{"gpu memory class short", func(in *PlanInput) {
 			in.Nodes = append(in.Nodes, fsm.Node{Name: "gpu0", CPU: 8, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 8000})
 			in.Operators[1].MinInstances = 3 // 6 GPUs in all, 2 with 16000 MB
-		}, "need 3 GPUs with at least 16000 MB (embed 3×1) but the inventory has 2"},
+		}, "need 3 GPUs with at least 16000 MB (embed 3 × 1) but the inventory has 2"},
 	}
 	for _, tc := range cases {
 		in := input()
@@ -230,6 +235,10 @@ func TestPooledMinimumsRefused(t *testing.T) {
 		if tc.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tc.name, err)
+			} else if p, err := (Proportional{}).Plan(context.Background(), in); err != nil {
+				t.Errorf("%s: accepted but not planned: %v", tc.name, err)
+			} else {
+				usage(t, in, p)
 			}
 			continue
 		}
