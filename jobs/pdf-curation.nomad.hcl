@@ -82,6 +82,7 @@ job "pdf-curation" {
   }
 
   meta {
+    # Informational (Trident reads the groups' meta only): the simulated pipeline the tasks run.
     trident_pipeline = "pdf"
   }
 

@@ -82,6 +82,7 @@ job "video-curation" {
   }
 
   meta {
+    # Informational (Trident reads the groups' meta only): the simulated pipeline the tasks run.
     trident_pipeline = "video"
   }
 

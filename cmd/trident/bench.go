@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -29,7 +30,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, n := range names {
 			fmt.Fprintf(stderr, "  %-8s %s\n", n, verbs[n].summary)
 		}
-		return fmt.Errorf("missing benchmark name")
+		if len(args) > 0 {
+			return flag.ErrHelp
+		}
+		return fmt.Errorf("%w: missing benchmark name", errUsage)
 	}
 	v, ok := verbs[args[0]]
 	if !ok {

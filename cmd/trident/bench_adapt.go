@@ -29,31 +29,31 @@ func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.DurationVar(&boCfg.SustainedDuration, "sustained", boCfg.SustainedDuration, "run length over which a recommendation's OOM risk is judged")
 	fs.Uint64Var(&clCfg.Seed, "cluster-seed", clCfg.Seed, "seed of the clustering streams")
 	fs.StringVar(&clCfg.Python, "python", clCfg.Python, "python3 with scikit-learn for the offline baselines (empty: skip them)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if boCfg.Seeds < 1 || boCfg.Budget < 1 || boCfg.InitPoints < 1 {
-		return fmt.Errorf("bench adapt: -seeds, -budget and -init must be positive")
+		return fmt.Errorf("adapt: -seeds, -budget and -init must be positive")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
 	start := time.Now()
 	cases, err := adaptbench.RunBO(ctx, boCfg, adaptbench.DefaultBOCases())
 	if err != nil {
-		return fmt.Errorf("bench adapt: %w", err)
+		return fmt.Errorf("adapt: %w", err)
 	}
 	log.Info("configuration optimisation done", "seeds", boCfg.Seeds, "elapsed", time.Since(start).Round(time.Millisecond))
 	streams, sklearn, err := adaptbench.RunClustering(ctx, clCfg, adaptbench.DefaultStreams())
 	if err != nil {
-		return fmt.Errorf("bench adapt: %w", err)
+		return fmt.Errorf("adapt: %w", err)
 	}
 	tables, res, err := adaptbench.Report(boCfg, cases, streams, sklearn)
 	if err != nil {
-		return fmt.Errorf("bench adapt: %w", err)
+		return fmt.Errorf("adapt: %w", err)
 	}
 	for _, t := range tables {
 		if err := t.Write(stdout); err != nil {
-			return fmt.Errorf("bench adapt: %w", err)
+			return fmt.Errorf("adapt: %w", err)
 		}
 	}
 	fmt.Fprintln(stdout)

@@ -24,14 +24,11 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seeds := fs.Int("seeds", 7, "number of seeds (1..n); figures are medians over seeds")
 	workers := fs.Int("workers", 0, "concurrent simulations (0: GOMAXPROCS)")
 	verbose := fs.Bool("v", false, "log each finished run on stderr (default: a progress line per tenth of the runs)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench e2e: unexpected arguments %q", fs.Args())
-	}
 	if *seeds < 1 {
-		return fmt.Errorf("bench e2e: -seeds %d must be at least 1", *seeds)
+		return fmt.Errorf("e2e: -seeds %d must be at least 1", *seeds)
 	}
 	cfg := experiment.Config{Pipelines: strings.Split(*pipes, ","), Scale: *scale, Workers: *workers}
 	for s := 1; s <= *seeds; s++ {
@@ -52,16 +49,16 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	runs, err := experiment.RunAll(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("bench e2e: %w", err)
+		return fmt.Errorf("e2e: %w", err)
 	}
 	bounds, err := experiment.Bounds(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("bench e2e: %w", err)
+		return fmt.Errorf("e2e: %w", err)
 	}
 	rep := experiment.NewReport(cfg.Pipelines, runs, time.Since(start))
 	rep.Bounds = bounds
 	if err := rep.Write(stdout, *out); err != nil {
-		return fmt.Errorf("bench e2e: %w", err)
+		return fmt.Errorf("e2e: %w", err)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Float64Var(&cfg.RelGap, "gap", cfg.RelGap, "requested relative MIP gap")
 	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the plain and nostart ablations only up to this many nodes")
 	verbose := fs.Bool("v", false, "print one line per solve on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var err error

@@ -19,24 +19,21 @@ func runBenchObserve(ctx context.Context, args []string, stdout, stderr io.Write
 	seed := fs.Uint64("seed", 1, "seed of the main traces; further seeds follow it")
 	samples := fs.Int("samples", 2000, "observation intervals per trace")
 	extra := fs.Int("extra-seeds", 2, "further seeds on which the ordering and the two-stage MAPE are checked (0 for none)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench observe: unexpected arguments %q", fs.Args())
-	}
 	if *samples <= obsbench.Warmup {
-		return fmt.Errorf("bench observe: -samples %d must exceed the warm-up of %d intervals", *samples, obsbench.Warmup)
+		return fmt.Errorf("observe: -samples %d must exceed the warm-up of %d intervals", *samples, obsbench.Warmup)
 	}
 	if *extra < 0 {
-		return fmt.Errorf("bench observe: -extra-seeds %d must not be negative", *extra)
+		return fmt.Errorf("observe: -extra-seeds %d must not be negative", *extra)
 	}
 	if *extra == 0 {
 		*extra = -1 // Options treats 0 as "default"
 	}
 	rep, err := obsbench.Run(ctx, obsbench.Options{Seed: *seed, Samples: *samples, ExtraSeeds: *extra})
 	if err != nil {
-		return fmt.Errorf("bench observe: %w", err)
+		return fmt.Errorf("observe: %w", err)
 	}
 	return rep.Write(stdout)
 }

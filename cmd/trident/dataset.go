@@ -47,7 +47,7 @@ func runDatasetGen(ctx context.Context, args []string, stdout, stderr io.Writer)
 	natsURL := fs.String("nats", envOr("nats://127.0.0.1:4222", "TRIDENT_NATS_URL"), "NATS URL")
 	rate := fs.Float64("rate", 0, "input records per second (0 = as fast as the stream acks)")
 	storage := fs.String("storage", "file", "stream storage if gen creates it: file | memory")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	p, err := worker.LookupPipeline(*pipeline)
@@ -87,7 +87,7 @@ func runDatasetVerify(ctx context.Context, args []string, stdout, stderr io.Writ
 	natsURL := fs.String("nats", envOr("nats://127.0.0.1:4222", "TRIDENT_NATS_URL"), "NATS URL")
 	wait := fs.Duration("wait", 0, "poll until every expected record arrived or this much time passed (0 = check once)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	p, err := worker.LookupPipeline(*pipeline)

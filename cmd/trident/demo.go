@@ -15,12 +15,12 @@ import (
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	pipeline := fs.String("pipeline", "pdf", "simulated pipeline: pdf, pdfmini or video")
+	pipeline := fs.String("pipeline", "pdf", "simulated pipeline: pdf or video")
 	docs := fs.Int("docs", 400, "input documents per phase")
 	speed := fs.Float64("speed", 20, "speed-up factor of simulated service times")
 	timeout := fs.Duration("phase-timeout", 0, "bound on each phase (default 8m)")
 	out := fs.String("out", "demo-out", "directory for report.txt, throughput.csv, throughput.svg")
-	binDir := fs.String("bin-dir", "", "directory with nomad, nomad-autoscaler and the plugin dirs (default ./bin)")
+	binDir := fs.String("bin-dir", "", "directory with nomad, nomad-autoscaler and the plugin dirs (default: bin/ of this checkout)")
 	phases := fs.String("phases", "static,trident", "phases to run, in order")
 	verbose := fs.Bool("v", false, "log diagnostics to stderr")
 	tune := fs.Bool("tune", false, "Trident phase: also tune operator configs live (trident-apm tune = \"true\")")
@@ -28,8 +28,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "usage: trident demo [flags]\n\nStarts a loopback Nomad cluster (fake GPUs), NATS, runs the pipeline with its static\nallocation and then under Trident, and writes a report. Ctrl-C stops everything.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch {
+	case *docs < 1:
+		return fmt.Errorf("-docs %d: want at least 1", *docs)
+	case !(*speed > 0):
+		return fmt.Errorf("-speed %v: want a positive factor", *speed)
+	case *timeout < 0:
+		return fmt.Errorf("-phase-timeout %v: want a positive duration (0: 8m)", *timeout)
 	}
 	level := slog.LevelWarn
 	if *verbose {

@@ -28,11 +28,19 @@ func commands() map[string]command {
 		"demo":     {"run the local Nomad demo of the PDF pipeline", runDemo},
 		"operator": {"run one simulated pipeline operator (NATS in/out, Prometheus metrics)", runOperator},
 		"dataset":  {"generate an input dataset with workload regime shifts", runDataset},
-		"version": {"print the version", func(context.Context, []string, io.Writer, io.Writer) error {
-			fmt.Println("trident", version)
-			return nil
-		}},
+		"version":  {"print the version", runVersion},
 	}
+}
+
+// runVersion prints the version.
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "trident", version)
+	return nil
 }
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -52,6 +60,25 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'trident <command> -h' for the flags of a command.")
 }
 
+// errUsage marks a command-line error the flag package has already reported together
+// with the command's flags; main then exits 2 without printing it again.
+var errUsage = errors.New("usage")
+
+// parseFlags parses args into fs. Every verb takes flags only, so positional arguments
+// are refused rather than ignored.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q: flags only (see 'trident %s -h')", fs.Args(), fs.Name())
+	}
+	return nil
+}
+
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage(os.Stderr)
@@ -66,7 +93,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
 			os.Exit(2)
 		}
 		fmt.Fprintf(os.Stderr, "trident %s: %v\n", os.Args[1], err)

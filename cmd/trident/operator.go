@@ -157,11 +157,8 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	httpPort := fs.Int("nats-http-port", env.Int(0, "NOMAD_PORT_nats_http"), "nats-server: monitoring port on 127.0.0.1 (0 = none)")
 	storeDir := fs.String("store-dir", "", "nats-server: JetStream store (default $NOMAD_ALLOC_DIR/trident-jetstream, else $TMPDIR/trident-jetstream)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := env.Err(); err != nil {
 		return fmt.Errorf("operator environment: %w", err)

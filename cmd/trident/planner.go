@@ -56,30 +56,35 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	consulService := fs.String("consul-service", "trident-planner", "Consul service name of the planner servers")
 	nomadService := fs.String("nomad-service", "", "with -nomad-addr and empty -peers: discover the planner servers in this Nomad (native) service; each instance tags raft_id=, raft_addr=, http_addr= (see jobs/planner.nomad.hcl)")
 	bootstrapExpect := fs.Int("bootstrap-expect", 3, "with -consul-addr or -nomad-service: servers to wait for before bootstrapping")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch *scheduler {
+	case "milp", "greedy", "proportional":
+	default:
+		return fmt.Errorf("-scheduler=%q: want milp, greedy or proportional", *scheduler)
 	}
 	if *id == "" || *dataDir == "" {
 		fs.Usage()
-		return errors.New("planner: -id and -data-dir are required")
+		return errors.New("-id and -data-dir are required")
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
-		return errors.New("planner: -tls-cert and -tls-key go together")
+		return errors.New("-tls-cert and -tls-key go together")
 	}
 	if *catchUpF < 0 {
-		return errors.New("planner: -catch-up must not be negative")
+		return errors.New("-catch-up must not be negative")
 	}
 	if *raftTLS && (*tlsCert == "" || *tlsCA == "") {
-		return errors.New("planner: -raft-tls needs -tls-cert, -tls-key and -tls-ca (peer certificates must be valid for their raft IPs)")
+		return errors.New("-raft-tls needs -tls-cert, -tls-key and -tls-ca (peer certificates must be valid for their raft IPs)")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("planner: -log-level: %w", err)
+		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	ps, err := planner.ParsePeers(*peers)
 	if err != nil {
-		return fmt.Errorf("planner: -peers: %w", err)
+		return fmt.Errorf("-peers: %w", err)
 	}
 	if len(ps) == 0 && *consulAddr != "" {
 		disc, err := consulDiscovery(*consulAddr, *consulService)
@@ -114,19 +119,19 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		cfg := api.DefaultConfig()
 		cfg.Address, cfg.SecretID = *nomadAddr, *nomadToken
 		if nomadClient, err = api.NewClient(cfg); err != nil {
-			return fmt.Errorf("planner: nomad client: %w", err)
+			return fmt.Errorf("nomad client: %w", err)
 		}
 	}
 	if len(ps) == 0 && *consulAddr == "" && *nomadService != "" {
 		if nomadClient == nil {
-			return errors.New("planner: -nomad-service needs -nomad-addr")
+			return errors.New("-nomad-service needs -nomad-addr")
 		}
 		disc := discovery.Nomad{Client: nomadClient, Service: *nomadService}
 		if ps, err = discoverPeers(ctx, log, "nomad", *nomadService, *bootstrapExpect, disc.WaitPeers); err != nil {
 			return err
 		}
 		if !slices.ContainsFunc(ps, func(p planner.Peer) bool { return p.ID == *id }) {
-			return fmt.Errorf("planner: -id %q is not among the %d servers of nomad service %s (their raft_id tags must match -id)", *id, len(ps), *nomadService)
+			return fmt.Errorf("-id %q is not among the %d servers of nomad service %s (their raft_id tags must match -id)", *id, len(ps), *nomadService)
 		}
 		*bootstrap = true
 	}
@@ -138,8 +143,6 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		lc.Scheduler = sched.MILP{Solver: milp.Greedy{}}
 	case "proportional":
 		lc.Scheduler = sched.Proportional{}
-	default:
-		return fmt.Errorf("planner: -scheduler=%q: want milp, greedy or proportional", *scheduler)
 	}
 	if nomadClient != nil {
 		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, Logger: log})
@@ -166,7 +169,7 @@ func consulDiscovery(addr, service string) (discovery.Consul, error) {
 	cfg.Address = addr
 	cl, err := consul.NewClient(cfg)
 	if err != nil {
-		return discovery.Consul{}, fmt.Errorf("planner: consul client: %w", err)
+		return discovery.Consul{}, fmt.Errorf("consul client: %w", err)
 	}
 	return discovery.Consul{Client: cl, Service: service}, nil
 }

@@ -22,21 +22,24 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dur := fs.Duration("duration", 0, "simulated time; the dataset repeats until it elapses (0: one pass over the dataset)")
 	scale := fs.Float64("scale", 1, "dataset size multiplier")
 	seed := fs.Uint64("seed", 1, "random seed")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+	if !(*scale > 0) {
+		return fmt.Errorf("-scale %v: want a positive multiplier", *scale)
+	}
+	if *dur < 0 {
+		return fmt.Errorf("-duration %v: want 0 (one pass) or a positive duration", *dur)
 	}
 	set, err := experiment.Setup(*sched, *pipe, *scale, *seed, sim.RunConfig{Duration: dur.Seconds(), Cycle: *dur > 0})
 	if err != nil {
-		return fmt.Errorf("sim: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	p, s := set.Pipeline, set.Scheduler
 	start := time.Now()
 	res, err := sim.Run(ctx, p, set.Cluster, s, set.Run)
 	if err != nil {
-		return fmt.Errorf("sim: %w", err)
+		return fmt.Errorf("%w", err)
 	}
 	fmt.Fprintf(stdout, "pipeline %s, scheduler %s: %.0f source records in %s of pipeline time (%.4g records/s, dataset done: %v)\n",
 		p.Name, res.Scheduler, res.Completed, time.Duration(res.SimSeconds*float64(time.Second)).Round(time.Second), res.Throughput, res.Done)

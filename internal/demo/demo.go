@@ -27,7 +27,7 @@ import (
 
 // Options configures a demo run.
 type Options struct {
-	// Pipeline is the simulated pipeline (pdf, pdfmini, video).
+	// Pipeline is the simulated pipeline: pdf or video (each has a job file in jobs/).
 	Pipeline string
 	// Docs is the number of input records per phase.
 	Docs int
@@ -82,6 +82,12 @@ type Report struct {
 func (o *Options) defaults() error {
 	if o.Pipeline == "" {
 		o.Pipeline = "pdf"
+	}
+	if o.Pipeline != "pdf" && o.Pipeline != "video" {
+		return fmt.Errorf("pipeline %q has no demo job file (want pdf or video)", o.Pipeline)
+	}
+	if o.Docs < 0 || o.Speed < 0 || o.PhaseTimeout < 0 {
+		return fmt.Errorf("docs %d, speed %v and phase timeout %v must not be negative", o.Docs, o.Speed, o.PhaseTimeout)
 	}
 	if o.Docs <= 0 {
 		o.Docs = 400
@@ -220,12 +226,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 }
 
 // jobName is the Nomad job of a pipeline.
-func jobName(pipeline string) string {
-	if pipeline == "pdfmini" {
-		return "pdf-curation"
-	}
-	return pipeline + "-curation"
-}
+func jobName(pipeline string) string { return pipeline + "-curation" }
 
 func jobFile(pipeline string) string {
 	if pipeline == "video" {
@@ -266,7 +267,7 @@ func staticAllocation(job *api.Job, gpus int) string {
 		g.Count = &c
 		parts = append(parts, fmt.Sprintf("%s=%d", *g.Name, c))
 	}
-	return fmt.Sprintf("static allocation: %d GPUs split evenly (%s), one instance of each CPU operator", gpus, strings.Join(parts, " "))
+	return fmt.Sprintf("static allocation: the %d GPUs split evenly, %d per accelerator operator (%s), one instance of each CPU operator", gpus, gpus/max(len(accel), 1), strings.Join(parts, " "))
 }
 
 // runPhase runs one phase to completion (every expected record at the sink) or timeout.
