@@ -34,6 +34,16 @@ func (p *Profiler) Sample(n int) []Attrs {
 	return out
 }
 
+// SamplePilot draws n records of the dataset's first part only, as a pilot run on the
+// start of the input would see.
+func (p *Profiler) SamplePilot(n int) []Attrs {
+	out := make([]Attrs, 0, n)
+	for range n {
+		out = append(out, p.pipe.Regimes[0].Sample(p.rng))
+	}
+	return out
+}
+
 // Capacity returns one instance's saturated records/s on records like a (2 % noise).
 func (p *Profiler) Capacity(op int, a Attrs, cfg OpConfig) float64 {
 	spec := &p.pipe.Ops[op]

@@ -77,32 +77,8 @@ func TestStaticIsTuned(t *testing.T) {
 		if acc != c.Total().Acc {
 			t.Errorf("%s: static uses %d of %d accelerators", p.Name, acc, c.Total().Acc)
 		}
-		prof := sim.NewProfiler(p, c, 2)
-		demands := make([][]float64, len(p.Regimes))
-		for ri, r := range p.Regimes {
-			d := make([]float64, len(p.Ops))
-			const n = 100
-			rng := rngFor(7)
-			for range n {
-				a := r.Sample(rng)
-				dd := sim.Demand(p, a, func(op int, a sim.Attrs) float64 { return prof.Capacity(op, a, nil) })
-				for i := range d {
-					d[i] += dd[i] / n
-				}
-			}
-			demands[ri] = d
-		}
-		timeOf := func(cnt []int) float64 {
-			var tt float64
-			for ri, r := range p.Regimes {
-				m := math.Inf(1)
-				for i, d := range demands[ri] {
-					m = math.Min(m, float64(cnt[i])/d)
-				}
-				tt += r.Records / m
-			}
-			return tt
-		}
+		demands := profiledDemands(p, c)
+		timeOf := func(cnt []int) float64 { return profiledTime(p, demands, cnt, len(p.Regimes)) }
 		tStatic := timeOf(cnt)
 		if len(accOps) != 3 {
 			t.Fatalf("%s: want 3 accelerator operators, have %d", p.Name, len(accOps))
@@ -129,6 +105,73 @@ func TestStaticIsTuned(t *testing.T) {
 			tOpt += r.Records / m
 		}
 		t.Logf("%s: static %.0f s, best fixed split %.0f s, per-regime rebalanced %.0f s (x%.2f)", p.Name, tStatic, best, tOpt, tStatic/tOpt)
+	}
+}
+
+// profiledDemands returns, per workload regime, the instances each operator needs per
+// source record/s under default configurations (a 100-record profile of the regime).
+func profiledDemands(p *sim.Pipeline, c sim.Cluster) [][]float64 {
+	prof := sim.NewProfiler(p, c, 2)
+	demands := make([][]float64, len(p.Regimes))
+	for ri, r := range p.Regimes {
+		d := make([]float64, len(p.Ops))
+		const n = 100
+		rng := rngFor(7)
+		for range n {
+			a := r.Sample(rng)
+			dd := sim.Demand(p, a, func(op int, a sim.Attrs) float64 { return prof.Capacity(op, a, nil) })
+			for i := range d {
+				d[i] += dd[i] / n
+			}
+		}
+		demands[ri] = d
+	}
+	return demands
+}
+
+// profiledTime is the time instance counts cnt take for the first regimes of the dataset
+// at the profiled demands (each regime at its bottleneck's rate).
+func profiledTime(p *sim.Pipeline, demands [][]float64, cnt []int, regimes int) float64 {
+	var tt float64
+	for ri, r := range p.Regimes[:regimes] {
+		m := math.Inf(1)
+		for i, d := range demands[ri] {
+			m = math.Min(m, float64(cnt[i])/d)
+		}
+		tt += r.Records / m
+	}
+	return tt
+}
+
+// A Static tuned on a pilot of the first workload regime is at least as fast as the
+// calibrated Static on that regime and slower on the whole dataset (2 % tolerance: the
+// two profiles draw different records, with 2 % capacity noise).
+func TestPilotStaticFitsTheFirstRegime(t *testing.T) {
+	for _, p := range []*sim.Pipeline{sim.PDFPipeline(1), sim.VideoPipeline(1)} {
+		c := sim.PaperCluster(8)
+		counts := func(pilot bool) []int {
+			env := &sim.Env{Cluster: c, Pipeline: p, Tick: 1, Profiler: sim.NewProfiler(p, c, 1)}
+			per, err := tunedAllocation(env, nil, 0, pilot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cnt := make([]int, len(per))
+			for i := range per {
+				cnt[i] = sumInts(per[i])
+			}
+			return cnt
+		}
+		whole, pilot := counts(false), counts(true)
+		d := profiledDemands(p, c)
+		first := func(cnt []int) float64 { return profiledTime(p, d, cnt, 1) }
+		all := func(cnt []int) float64 { return profiledTime(p, d, cnt, len(p.Regimes)) }
+		if first(pilot) > first(whole)*1.02 {
+			t.Errorf("%s: first regime %.0f s with the pilot Static, %.0f s with the calibrated one", p.Name, first(pilot), first(whole))
+		}
+		if all(pilot) <= all(whole)*1.02 {
+			t.Errorf("%s: whole dataset %.0f s with the pilot Static, %.0f s with the calibrated one: want clearly slower", p.Name, all(pilot), all(whole))
+		}
+		t.Logf("%s: first regime %.0f / %.0f s, whole dataset %.0f / %.0f s (pilot / calibrated)", p.Name, first(pilot), first(whole), all(pilot), all(whole))
 	}
 }
 

@@ -28,6 +28,9 @@ type Static struct {
 	Striped bool
 	// Label overrides Name.
 	Label string
+	// Pilot profiles a pilot run on the start of the input (its first workload regime)
+	// instead of a sample of the whole dataset.
+	Pilot bool
 }
 
 // Name implements sim.Scheduler.
@@ -49,7 +52,7 @@ func (s *Static) Decide(context.Context, *sim.Snapshot) (*sim.Plan, error) { ret
 
 // Init implements sim.Scheduler.
 func (s *Static) Init(_ context.Context, env *sim.Env) (*sim.Plan, error) {
-	per, err := TunedAllocation(env, s.AllocConfigs, s.Samples)
+	per, err := tunedAllocation(env, s.AllocConfigs, s.Samples, s.Pilot)
 	if err != nil {
 		return nil, err
 	}
@@ -92,11 +95,18 @@ func countsOf(per [][]int) []int {
 // the instance counts that minimise the summed chunk processing time, starting from the
 // allocation balanced for the average demand. It returns the striped placement.
 func TunedAllocation(env *sim.Env, configs []sim.OpConfig, samples int) ([][]int, error) {
+	return tunedAllocation(env, configs, samples, false)
+}
+
+func tunedAllocation(env *sim.Env, configs []sim.OpConfig, samples int, pilot bool) ([][]int, error) {
 	p, c := env.Pipeline, env.Cluster
 	if samples <= 0 {
 		samples = 240
 	}
 	recs := env.Profiler.Sample(samples)
+	if pilot {
+		recs = env.Profiler.SamplePilot(samples)
+	}
 	const chunks = 12
 	per := (len(recs) + chunks - 1) / chunks
 	var demand [][]float64

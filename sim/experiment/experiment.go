@@ -130,6 +130,7 @@ func sharedDS2(label string, conservative bool) func(uint64) (sim.Scheduler, *tr
 func specs() []spec {
 	return []spec{
 		{key: "static", make: plain(func(uint64) sim.Scheduler { return &baseline.Static{} }), cfg: same},
+		{key: "static-pilot", make: plain(func(uint64) sim.Scheduler { return &baseline.Static{Pilot: true, Label: "static-pilot"} }), cfg: same},
 		{key: "static-striped", make: plain(func(uint64) sim.Scheduler {
 			return &baseline.Static{Striped: true, Label: "static-striped"}
 		}), cfg: same},

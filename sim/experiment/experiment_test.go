@@ -154,6 +154,30 @@ func TestNetworkSensitivityFigures(t *testing.T) {
 	reportContains(t, rep, "Network sensitivity: links at 25 Gbps", `"video.net25g.ablation_pct.trident-no-placement":80`)
 }
 
+// TestPilotStaticFigures checks the Static-sensitivity figures: every scheduler is
+// normalised to the Static tuned on a pilot of the first regime, the calibrated Static
+// included, and the figures reach the table and the RESULT line.
+func TestPilotStaticFigures(t *testing.T) {
+	runs := []*Run{
+		fakeRun("pdf", "static", 10, 0), fakeRun("pdf", "static-pilot", 8, 0),
+		fakeRun("pdf", "trident", 20, 0), fakeRun("pdf", "ds2+shared", 12, 0),
+	}
+	rep := NewReport([]string{"pdf"}, runs, time.Second)
+	f := rep.pilotFigures("pdf")
+	for k, v := range map[string]float64{"static": 1.25, "trident": 2.5, "ds2+shared": 1.5} {
+		if math.Abs(f[k]-v) > 1e-9 {
+			t.Fatalf("%s = %v, want %v (all: %v)", k, f[k], v, f)
+		}
+	}
+	if _, ok := f["scoot"]; ok {
+		t.Fatal("a figure for a scheduler without runs")
+	}
+	if rep.pilotFigures("video") != nil {
+		t.Fatal("figures for a pipeline without the pilot Static's runs")
+	}
+	reportContains(t, rep, "Static sensitivity: normalised to a Static tuned on a pilot", `"pdf.pilot_static.norm.trident":2.5`)
+}
+
 // reportContains fails t unless rep's printed tables and RESULT line contain every one of
 // wants.
 func reportContains(t *testing.T, rep *Report, wants ...string) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -297,6 +298,9 @@ func (r *Report) Tables() []*benchfmt.Table {
 	if nt := r.netTable(); nt != nil {
 		out = append(out, nt)
 	}
+	if pt := r.pilotTable(); pt != nil {
+		out = append(out, pt)
+	}
 	if qt := r.queueTable(); qt != nil {
 		out = append(out, qt)
 	}
@@ -498,6 +502,53 @@ func (r *Report) queueTable() *benchfmt.Table {
 	return t
 }
 
+// pilotFigures returns, per pipeline, the Table 2 schedulers and SCOOT normalised to a
+// Static tuned on a pilot of the input's first workload regime instead of a sample of the
+// whole dataset (key "static" is the calibrated Static on that scale). Nil without the runs.
+func (r *Report) pilotFigures(p string) map[string]float64 {
+	const ref = "static-pilot"
+	if r.Runs[p][ref] == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, k := range append(slices.Clone(table2Keys), "scoot") {
+		if r.Runs[p][k] != nil {
+			out[k] = median(r.perSeed(p, k, ref, ratio))
+		}
+	}
+	return out
+}
+
+// pilotTable is the Static-sensitivity table (nil without its runs).
+func (r *Report) pilotTable() *benchfmt.Table {
+	hdr := []string{"scheduler"}
+	var figs []map[string]float64
+	var cols []int
+	for _, p := range r.Pipelines {
+		if f := r.pilotFigures(p); f != nil {
+			hdr = append(hdr, p+": norm. to pilot Static", p+" (paper, its Static)")
+			figs = append(figs, f)
+			cols = append(cols, r.col(p))
+		}
+	}
+	if len(figs) == 0 {
+		return nil
+	}
+	t := &benchfmt.Table{Title: "Static sensitivity: normalised to a Static tuned on a pilot of the first workload regime (not the whole dataset)", Header: hdr}
+	for _, k := range append(slices.Clone(table2Keys), "scoot") {
+		cells := []string{k}
+		for i, f := range figs {
+			peer := "n/a"
+			if v, ok := paperTable2[k]; ok && k != "static" {
+				peer = f2(v[cols[i]])
+			}
+			cells = append(cells, f2(f[k]), peer)
+		}
+		t.Rows = append(t.Rows, cells)
+	}
+	return t
+}
+
 func allKeys() []string {
 	var ks []string
 	for _, s := range specs() {
@@ -546,6 +597,9 @@ func (r *Report) Result() benchfmt.Result {
 		}
 		for k, v := range r.netFigures(p) {
 			fig[fmt.Sprintf("%s.net%dg.%s", p, NetGbps, k)] = round(v, 10)
+		}
+		for k, v := range r.pilotFigures(p) {
+			fig[p+".pilot_static.norm."+k] = round(v, 1000)
 		}
 		for k, v := range r.queueFigures(p) {
 			fig[fmt.Sprintf("%s.queue_x%d.%s", p, QueueX, k)] = round(v, 1000)
