@@ -46,6 +46,7 @@ const (
 	ConfigHistory       = "history"        // how much scrape history to keep (default 15m)
 	ConfigPlannerAddr   = "planner_addr"   // publish capacity estimates to this planner
 	ConfigPlannerToken  = "planner_token"  // planner ACL token
+	ConfigToken         = "token"          // the same, by the name the strategy and target plugins use
 	ConfigFeedInterval  = "feed_interval"  // how often estimates are published (default 5s)
 	ConfigTune          = "tune"           // "true": also propose candidate configs (feed.Tuner)
 )
@@ -144,8 +145,12 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 			}
 			tune = b
 		}
+		token := config[ConfigPlannerToken]
+		if token == "" {
+			token = config[ConfigToken]
+		}
 		f, err := feed.New(p.capacity, feed.Options{
-			Planner: addr, Token: config[ConfigPlannerToken], Interval: interval, Refresh: p.refreshDeclared,
+			Planner: addr, Token: token, Interval: interval, Refresh: p.refreshDeclared,
 			Logger: hclogslog.New(p.log.Named("feed")),
 			Tune:   tune,
 		})

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -150,5 +152,37 @@ func TestWorkerBackpressureMetricsReachTheSample(t *testing.T) {
 	}
 	if got := f.Instances["b"].OutputBlockedSeconds; got != 3.5 {
 		t.Errorf("feed output blocked %v s, want 3.5", got)
+	}
+}
+
+// The planner token is read under the APM plugin's own key (planner_token) and under the
+// key the strategy and target plugins use (token); the feeder sends it on every call.
+func TestSetConfigTokenKeys(t *testing.T) {
+	for _, key := range []string{ConfigPlannerToken, ConfigToken} {
+		got := make(chan string, 16)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case got <- r.Header.Get("X-Trident-Token"):
+			default:
+			}
+			fmt.Fprint(w, "[]")
+		}))
+		p := New(hclog.NewNullLogger())
+		if err := p.SetConfig(map[string]string{ConfigPlannerAddr: srv.URL, key: "s3cret", ConfigFeedInterval: "50ms"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case tok := <-got:
+			if tok != "s3cret" {
+				t.Errorf("%s: the planner saw token %q, want s3cret", key, tok)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: no call reached the planner", key)
+		}
+		p.mu.Lock()
+		stop := p.stopFeed
+		p.mu.Unlock()
+		stop()
+		srv.Close()
 	}
 }
