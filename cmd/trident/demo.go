@@ -16,7 +16,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pipeline := fs.String("pipeline", "pdf", "simulated pipeline: pdf or video")
-	docs := fs.Int("docs", 400, "input documents per phase")
+	docs := fs.Int("docs", 400, "input documents (or videos) per phase")
 	speed := fs.Float64("speed", 20, "speed-up factor of simulated service times")
 	timeout := fs.Duration("phase-timeout", 0, "bound on each phase (default 8m)")
 	out := fs.String("out", "demo-out", "directory for report.txt, throughput.csv, throughput.svg")

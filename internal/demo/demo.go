@@ -225,6 +225,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// inputNoun names a pipeline's input items: PDF documents or videos.
+func inputNoun(pipeline string) string {
+	if pipeline == "video" {
+		return "videos"
+	}
+	return pipeline + " documents"
+}
+
 // jobName is the Nomad job of a pipeline.
 func jobName(pipeline string) string { return pipeline + "-curation" }
 
@@ -272,7 +280,7 @@ func staticAllocation(job *api.Job, gpus int) string {
 
 // runPhase runs one phase to completion (every expected record at the sink) or timeout.
 func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string) (*Phase, error) {
-	fmt.Fprintf(o.Out, "\n==> phase %q: %d %s documents\n", phase, o.Docs, o.Pipeline)
+	fmt.Fprintf(o.Out, "\n==> phase %q: %d %s\n", phase, o.Docs, inputNoun(o.Pipeline))
 	ph := &Phase{Name: phase}
 	// A clean stream per phase.
 	if err := js.DeleteStream(ctx, pl.StreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -15,7 +15,7 @@ import (
 func writeReport(o Options, r *Report) error {
 	var sb strings.Builder
 	t := benchfmt.Table{
-		Title:  fmt.Sprintf("Demo report: %s pipeline, %d documents per phase", r.Pipeline, r.Docs),
+		Title:  fmt.Sprintf("Demo report: %s pipeline, %d %s per phase", r.Pipeline, r.Docs, inputNoun(r.Pipeline)),
 		Header: []string{"phase", "elapsed_s", "final_records", "records/s", "missing", "duplicates", "unexpected", "final parallelism"},
 	}
 	for _, p := range r.Phases {
