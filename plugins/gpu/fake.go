@@ -45,6 +45,9 @@ func NewFakeNVML(n int, memBytes uint64, model string) *FakeNVML {
 		f.devices = append(f.devices, d)
 	}
 	f.DeviceGetCountFunc = func() (int, nvml.Return) { return len(f.devices), nvml.SUCCESS }
+	// Fake devices say so in their driver_version attribute (besides backend = "fake"), so
+	// a job constraint or an operator reading the node cannot take them for real GPUs.
+	f.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "fake", nvml.SUCCESS }
 	f.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
 		if i < 0 || i >= len(f.devices) {
 			return nil, nvml.ERROR_INVALID_ARGUMENT

@@ -85,8 +85,12 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("mode must be \"nvml\" or \"fake\", got %q", c.Mode)
 	}
-	if _, err := time.ParseDuration(c.FingerprintPeriod); err != nil {
+	d, err := time.ParseDuration(c.FingerprintPeriod)
+	if err != nil {
 		return fmt.Errorf("fingerprint_period %q: %w", c.FingerprintPeriod, err)
+	}
+	if d <= 0 {
+		return fmt.Errorf("fingerprint_period %q must be positive", c.FingerprintPeriod)
 	}
 	return nil
 }
@@ -102,13 +106,17 @@ type Plugin struct {
 	lib    nvml.Interface
 	period time.Duration
 	known  map[string]bool // UUID -> healthy, from the last fingerprint
+	// byIndex is the identity of each device index in the last scan that read it, so a
+	// device NVML can no longer open is reported unhealthy under its UUID instead of
+	// vanishing (or failing the whole inventory).
+	byIndex map[int]gpuInfo
 }
 
 var _ device.DevicePlugin = (*Plugin)(nil)
 
 // New returns an unconfigured plugin; Nomad calls SetConfig before anything else.
 func New(log hclog.Logger) *Plugin {
-	return &Plugin{log: log.Named(PluginName), newNVML: defaultNVML, known: map[string]bool{}}
+	return &Plugin{log: log.Named(PluginName), newNVML: defaultNVML, known: map[string]bool{}, byIndex: map[int]gpuInfo{}}
 }
 
 // NewWithNVML returns a plugin using lib whatever the mode (for tests with go-nvml mocks).
@@ -162,7 +170,16 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.lib != nil {
+		if ret := p.lib.Shutdown(); ret != nvml.SUCCESS {
+			p.log.Warn("shut down the previous NVML handle", "error", nvml.ErrorString(ret))
+		}
+	}
 	p.cfg, p.lib, p.period = cfg, lib, period
+	p.byIndex = map[int]gpuInfo{}
+	if cfg.Mode != "fake" && cfg.FakeGPUs > 0 {
+		p.log.Warn("fake_gpus is ignored outside mode \"fake\"", "mode", cfg.Mode)
+	}
 	p.log.Info("configured", "mode", cfg.Mode, "fake_gpus", cfg.FakeGPUs)
 	return nil
 }
@@ -175,7 +192,10 @@ type gpuInfo struct {
 	healthDesc          string
 }
 
-// scan reads every device's identity and health from NVML.
+// scan reads every device's identity and health from NVML. Only a library-wide failure
+// (the device count) is an error: a device NVML cannot open or identify is reported
+// unhealthy under the UUID it had (skipped if it never had one), so one lost GPU does not
+// take the node's other GPUs out of Nomad's inventory.
 func (p *Plugin) scan() ([]gpuInfo, string, error) {
 	p.mu.Lock()
 	lib := p.lib
@@ -191,31 +211,65 @@ func (p *Plugin) scan() ([]gpuInfo, string, error) {
 	if ret != nvml.SUCCESS {
 		driver = "unknown"
 	}
+	p.mu.Lock()
+	prev := p.byIndex
+	p.mu.Unlock()
+	seen := map[int]gpuInfo{}
 	out := make([]gpuInfo, 0, n)
+	lost := func(i int, what string, ret nvml.Return) {
+		old, ok := prev[i]
+		if !ok {
+			p.log.Warn("skipping a GPU NVML cannot identify", "index", i, "call", what, "error", nvml.ErrorString(ret))
+			return
+		}
+		old.healthy, old.healthDesc = false, what+": "+nvml.ErrorString(ret)
+		seen[i] = old
+		out = append(out, old)
+	}
 	for i := 0; i < n; i++ {
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, "", fmt.Errorf("nvml device %d handle: %s", i, nvml.ErrorString(ret))
+			lost(i, "device handle", ret)
+			continue
 		}
 		info := gpuInfo{healthy: true}
-		if info.uuid, ret = d.GetUUID(); ret != nvml.SUCCESS {
-			return nil, "", fmt.Errorf("nvml device %d uuid: %s", i, nvml.ErrorString(ret))
+		if info.uuid, ret = d.GetUUID(); ret != nvml.SUCCESS || info.uuid == "" {
+			lost(i, "uuid", ret)
+			continue
 		}
-		if info.model, ret = d.GetName(); ret != nvml.SUCCESS {
-			info.model = "unknown"
-		}
+		info.model = deviceName(d)
 		mem, ret := d.GetMemoryInfo()
 		if ret != nvml.SUCCESS {
 			info.healthy, info.healthDesc = false, "memory info: "+nvml.ErrorString(ret)
+			if old, ok := prev[i]; ok && old.uuid == info.uuid {
+				info.memBytes = old.memBytes // keep the group's attributes stable
+			}
 		} else {
 			info.memBytes = mem.Total
+		}
+		// A MIG-enabled GPU serves only through its MIG devices, which this plugin does not
+		// expose: reserving it whole would hand tasks a device they cannot use.
+		if mode, _, ret := d.GetMigMode(); ret == nvml.SUCCESS && mode == nvml.DEVICE_MIG_ENABLE {
+			info.healthy, info.healthDesc = false, "MIG mode is enabled; MIG devices are not supported"
 		}
 		if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
 			info.pciBus = pciBusID(pci)
 		}
+		seen[i] = info
 		out = append(out, info)
 	}
+	p.mu.Lock()
+	p.byIndex = seen
+	p.mu.Unlock()
 	return out, driver, nil
+}
+
+// deviceName is a device's model name as fingerprints and stats report it.
+func deviceName(d nvml.Device) string {
+	if name, ret := d.GetName(); ret == nvml.SUCCESS && name != "" {
+		return name
+	}
+	return "unknown"
 }
 
 func pciBusID(pci nvml.PciInfo) string {
@@ -291,6 +345,7 @@ func (p *Plugin) fingerprintLoop(ctx context.Context, out chan<- *device.Fingerp
 		if err != nil {
 			p.log.Error("fingerprint failed", "error", err)
 			resp = device.NewFingerprintError(err)
+			last = "" // send the inventory again once NVML answers
 		} else {
 			key := inventoryKey(devs)
 			if key == last {
@@ -344,12 +399,15 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 	}, nil
 }
 
-// DeviceStats is one GPU's sampled telemetry.
+// DeviceStats is one GPU's sampled telemetry; a metric NVML could not read (or does not
+// support on the device) is marked absent rather than reported as zero.
 type DeviceStats struct {
 	UUID, Model     string
 	MemoryUsedBytes uint64
 	MemoryTotal     uint64
+	HaveMemory      bool
 	UtilizationPct  uint32
+	HaveUtilization bool
 }
 
 // Sample reads memory used and utilisation of every GPU.
@@ -368,16 +426,17 @@ func (p *Plugin) Sample() ([]DeviceStats, error) {
 	for i := 0; i < n; i++ {
 		d, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("nvml device %d handle: %s", i, nvml.ErrorString(ret))
+			continue // the fingerprint reports it unhealthy
 		}
-		s := DeviceStats{}
-		s.UUID, _ = d.GetUUID()
-		s.Model, _ = d.GetName()
+		s := DeviceStats{Model: deviceName(d)}
+		if s.UUID, ret = d.GetUUID(); ret != nvml.SUCCESS || s.UUID == "" {
+			continue
+		}
 		if mem, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
-			s.MemoryUsedBytes, s.MemoryTotal = mem.Used, mem.Total
+			s.MemoryUsedBytes, s.MemoryTotal, s.HaveMemory = mem.Used, mem.Total, true
 		}
 		if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
-			s.UtilizationPct = u.Gpu
+			s.UtilizationPct, s.HaveUtilization = u.Gpu, true
 		}
 		out = append(out, s)
 	}
@@ -426,17 +485,18 @@ func (p *Plugin) statsResponse(now time.Time) *device.StatsResponse {
 			byModel[s.Model] = g
 			order = append(order, s.Model)
 		}
-		usedMiB := int64(s.MemoryUsedBytes >> 20)
-		totalMiB := int64(s.MemoryTotal >> 20)
-		util := float64(s.UtilizationPct)
-		g.InstanceStats[s.UUID] = &device.DeviceStats{
-			Summary: &structs.StatValue{IntNumeratorVal: &usedMiB, IntDenominatorVal: &totalMiB, Unit: structs.UnitMiB, Desc: "memory used"},
-			Stats: &structs.StatObject{Attributes: map[string]*structs.StatValue{
-				"memory_used":     {IntNumeratorVal: &usedMiB, IntDenominatorVal: &totalMiB, Unit: structs.UnitMiB, Desc: "device memory used"},
-				"gpu_utilization": {FloatNumeratorVal: &util, Unit: "%", Desc: "GPU utilisation"},
-			}},
-			Timestamp: now,
+		ds := &device.DeviceStats{Stats: &structs.StatObject{Attributes: map[string]*structs.StatValue{}}, Timestamp: now}
+		if s.HaveMemory {
+			usedMiB := int64(s.MemoryUsedBytes >> 20)
+			totalMiB := int64(s.MemoryTotal >> 20)
+			ds.Summary = &structs.StatValue{IntNumeratorVal: &usedMiB, IntDenominatorVal: &totalMiB, Unit: structs.UnitMiB, Desc: "memory used"}
+			ds.Stats.Attributes["memory_used"] = &structs.StatValue{IntNumeratorVal: &usedMiB, IntDenominatorVal: &totalMiB, Unit: structs.UnitMiB, Desc: "device memory used"}
 		}
+		if s.HaveUtilization {
+			util := float64(s.UtilizationPct)
+			ds.Stats.Attributes["gpu_utilization"] = &structs.StatValue{FloatNumeratorVal: &util, Unit: "%", Desc: "GPU utilisation"}
+		}
+		g.InstanceStats[s.UUID] = ds
 	}
 	sort.Strings(order)
 	resp := &device.StatsResponse{}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/plugins/base"
+	"github.com/hashicorp/nomad/plugins/device"
 )
 
 func configure(t *testing.T, p *Plugin, cfg Config) {
@@ -112,9 +114,145 @@ func TestConfigValidation(t *testing.T) {
 		{Config{Mode: "cuda", FingerprintPeriod: "1m"}, "mode"},
 		{Config{Mode: "fake", FakeGPUs: 0, FakeMemoryMiB: 1, FingerprintPeriod: "1m"}, "fake_gpus"},
 		{Config{Mode: "fake", FakeGPUs: 1, FakeMemoryMiB: 1, FingerprintPeriod: "soon"}, "fingerprint_period"},
+		{Config{Mode: "fake", FakeGPUs: 1, FakeMemoryMiB: 1, FingerprintPeriod: "0s"}, "fingerprint_period \"0s\" must be positive"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err = %v, want mention of %s", c.cfg, err, c.want)
 		}
+	}
+}
+
+// next reads the next fingerprint within a few seconds.
+func next(t *testing.T, ch <-chan *device.FingerprintResponse) *device.FingerprintResponse {
+	t.Helper()
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			t.Fatal("fingerprint stream closed")
+		}
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no fingerprint within 5 s")
+	}
+	return nil
+}
+
+// devicesByID flattens a fingerprint's groups.
+func devicesByID(r *device.FingerprintResponse) map[string]*device.Device {
+	out := map[string]*device.Device{}
+	for _, g := range r.Devices {
+		for _, d := range g.Devices {
+			out[d.ID] = d
+		}
+	}
+	return out
+}
+
+// Through the fingerprint stream (re-read every period): a GPU NVML can no longer open is
+// reported unhealthy under its UUID while the others stay healthy (a fingerprint error
+// would make Nomad drop every GPU of the plugin), it cannot be reserved, and it comes back
+// healthy. A library-wide failure is an error, and the unchanged inventory is sent again
+// once NVML answers.
+func TestFingerprintStreamIsolatesALostGPU(t *testing.T) {
+	fake := NewFakeNVML(3, 80<<30, "Fake H100")
+	// The stream's goroutine calls these while the test flips the failures.
+	var lose, countFails atomic.Bool
+	handle := fake.DeviceGetHandleByIndexFunc
+	fake.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i == 1 && lose.Load() {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
+		return handle(i)
+	}
+	fake.DeviceGetCountFunc = func() (int, nvml.Return) {
+		if countFails.Load() {
+			return 0, nvml.ERROR_DRIVER_NOT_LOADED
+		}
+		return 3, nvml.SUCCESS
+	}
+	p := NewWithNVML(hclog.NewNullLogger(), fake)
+	configure(t, p, Config{Mode: "fake", FakeGPUs: 3, FakeMemoryMiB: 81920, FingerprintPeriod: "20ms"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := p.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := devicesByID(next(t, ch)); len(first) != 3 {
+		t.Fatalf("%d devices, want 3", len(first))
+	}
+	lostID := fake.devices[1].UUID
+	lose.Store(true)
+	r := next(t, ch)
+	if r.Error != nil {
+		t.Fatalf("one lost GPU failed the whole fingerprint: %v", r.Error)
+	}
+	devs := devicesByID(r)
+	if len(devs) != 3 || devs[lostID] == nil || devs[lostID].Healthy || !strings.Contains(devs[lostID].HealthDesc, "GPU_IS_LOST") {
+		t.Fatalf("after losing GPU 1: %d devices, %s = %+v; want 3 with it unhealthy (GPU_IS_LOST)", len(devs), lostID, devs[lostID])
+	}
+	for id, d := range devs {
+		if id != lostID && !d.Healthy {
+			t.Errorf("GPU %s unhealthy with the lost one", id)
+		}
+	}
+	if _, err := p.Reserve([]string{lostID}); err == nil || !strings.Contains(err.Error(), "unhealthy") {
+		t.Errorf("reserving the lost GPU: err = %v, want unhealthy", err)
+	}
+	lose.Store(false)
+	if d := devicesByID(next(t, ch))[lostID]; d == nil || !d.Healthy {
+		t.Fatalf("recovered GPU: %+v, want healthy", d)
+	}
+
+	countFails.Store(true)
+	if r := next(t, ch); r.Error == nil {
+		t.Fatal("a failed device count did not report an error")
+	}
+	countFails.Store(false)
+	if r := next(t, ch); r.Error != nil || len(devicesByID(r)) != 3 {
+		t.Fatalf("after NVML recovered: %+v, want the inventory again", r)
+	}
+}
+
+// A MIG-enabled GPU is fingerprinted unhealthy (its MIG devices are not exposed), and a
+// metric the device does not support is left out of its stats instead of reading 0.
+func TestMIGAndUnsupportedMetrics(t *testing.T) {
+	fake := NewFakeNVML(2, 80<<30, "Fake H100")
+	fake.devices[0].MigMode = nvml.DEVICE_MIG_ENABLE
+	fake.devices[1].GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED }
+	p := NewWithNVML(hclog.NewNullLogger(), fake)
+	configure(t, p, Config{Mode: "fake", FakeGPUs: 2, FakeMemoryMiB: 81920, FingerprintPeriod: "1m"})
+	devs, driver, err := p.scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devs[0].healthy || !strings.Contains(devs[0].healthDesc, "MIG") || !devs[1].healthy {
+		t.Fatalf("health %+v, want GPU 0 unhealthy for MIG, GPU 1 healthy", devs)
+	}
+	if driver != "fake" {
+		t.Errorf("fake driver_version %q, want \"fake\"", driver)
+	}
+	st := p.statsResponse(time.Now()).Groups[0].InstanceStats[fake.devices[1].UUID]
+	if st == nil || st.Stats.Attributes["memory_used"] == nil {
+		t.Fatalf("stats of GPU 1: %+v, want memory", st)
+	}
+	if _, ok := st.Stats.Attributes["gpu_utilization"]; ok {
+		t.Error("unsupported utilisation reported")
+	}
+}
+
+// SetConfig again shuts the previous NVML handle down.
+func TestReconfigureShutsNVMLDown(t *testing.T) {
+	first := NewFakeNVML(1, 1<<30, "Fake")
+	shut := 0
+	first.ShutdownFunc = func() nvml.Return { shut++; return nvml.SUCCESS }
+	libs := []nvml.Interface{first, NewFakeNVML(1, 1<<30, "Fake")}
+	p := New(hclog.NewNullLogger())
+	p.newNVML = func(Config) nvml.Interface { l := libs[0]; libs = libs[1:]; return l }
+	cfg := Config{Mode: "fake", FakeGPUs: 1, FakeMemoryMiB: 1024, FingerprintPeriod: "1m"}
+	configure(t, p, cfg)
+	configure(t, p, cfg)
+	if shut != 1 {
+		t.Fatalf("previous NVML handle shut down %d times, want 1", shut)
 	}
 }
