@@ -51,6 +51,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
 	oomAbort := fs.Int("oom-abort-after", 2, "fail a config rollout's deployment (auto_revert) once a candidate-config instance has been OOM-killed this many times; -1 = wait for the healthy deadline")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
+	progressDeadline := fs.Duration("progress-deadline", 0, "Nomad update.progress_deadline of planner-written groups (0: healthy-deadline + 1m)")
+	applyTimeout := fs.Duration("apply-timeout", 0, "fail a submitted job version (and its decision) that has not converged within this time, e.g. a group pinned to a node that cannot place it (0: twice the progress deadline)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	consulAddr := fs.String("consul-addr", "", "Consul HTTP address for peer discovery (used when -peers is empty)")
 	consulService := fs.String("consul-service", "trident-planner", "Consul service name of the planner servers")
@@ -145,7 +147,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		lc.Scheduler = sched.Proportional{}
 	}
 	if nomadClient != nil {
-		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, Logger: log})
+		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, ProgressDeadline: *progressDeadline,
+			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, Logger: log})
 		lc.Actuator = act
 		lc.Invalidator = act
 	}

@@ -33,6 +33,15 @@ type Options struct {
 	// of waiting for the healthy deadline: a config that does not fit the accelerator's
 	// memory will not start fitting, and auto_revert then restores the stable version.
 	OOMAbortAfter int
+	// ApplyTimeout bounds how long a submitted job version may wait (default twice
+	// ProgressDeadline) with a group of its deployment unplaced, or, without a running
+	// deployment, with its allocations not converged (lost on a node that went down).
+	// Nomad's progress deadline starts only once a group has a placed allocation, so a
+	// group that cannot be placed (its pinned node drained or full) would keep the
+	// deployment running, and the decision applying, for ever; past ApplyTimeout the
+	// actuator fails the deployment (auto_revert restores the stable version) and the
+	// decision, and the planner plans again.
+	ApplyTimeout time.Duration
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -65,6 +74,9 @@ func New(c *api.Client, o Options) *Actuator {
 	}
 	if o.OOMAbortAfter == 0 {
 		o.OOMAbortAfter = 2
+	}
+	if o.ApplyTimeout <= 0 {
+		o.ApplyTimeout = 2 * o.ProgressDeadline
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -248,6 +260,15 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 			if why != "" {
 				return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 			}
+			if late, after := a.overdue(job); late && unplaced(dep) != "" {
+				waiting := unplaced(dep)
+				if _, _, err := a.c.Deployments().Fail(dep.ID, a.w(ctx)); err != nil {
+					return applying, fmt.Errorf("fail deployment %s of a version not applied within %s: %w", dep.ID, a.o.ApplyTimeout, err)
+				}
+				why := fmt.Sprintf("job version %d not applied within %s (submitted %s ago; %s); deployment %s failed", version, a.o.ApplyTimeout, after, waiting, dep.ID[:8])
+				a.log.Warn("rollout timed out", "job", p.Job, "decision", d.Index, "why", why)
+				return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
+			}
 			return applying, nil
 		}
 	}
@@ -255,6 +276,11 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 	if err != nil || !converged {
 		if why != "" {
 			a.log.Debug("waiting for convergence", "job", p.Job, "decision", d.Index, "why", why)
+			if late, after := a.overdue(job); late {
+				why = fmt.Sprintf("job version %d not converged within %s (submitted %s ago): %s", version, a.o.ApplyTimeout, after, why)
+				a.log.Warn("rollout timed out", "job", p.Job, "decision", d.Index, "why", why)
+				return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
+			}
 		}
 		return applying, err
 	}
@@ -262,6 +288,34 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		return a.submit(ctx, p, d, PhaseFinal, job)
 	}
 	return planner.StepResult{Status: fsm.StatusDone, Detail: fmt.Sprintf("job version %d", version)}, nil
+}
+
+// overdue reports whether the job version was submitted more than ApplyTimeout ago, and
+// how long ago. Nomad's submit time keeps this right across planner leaders.
+func (a *Actuator) overdue(job *api.Job) (bool, time.Duration) {
+	if job.SubmitTime == nil || *job.SubmitTime <= 0 {
+		return false, 0
+	}
+	after := time.Since(time.Unix(0, *job.SubmitTime)).Round(time.Second)
+	return after > a.o.ApplyTimeout, after
+}
+
+// unplaced names the groups of a running deployment that want allocations but have none
+// placed ("" when there are none). Nomad's progress deadline starts at a group's first
+// placement, so only these can keep a deployment running for ever: a deployment that
+// places allocations, however slowly, is left to Nomad's deadlines.
+func unplaced(dep *api.Deployment) string {
+	var names []string
+	for g, st := range dep.TaskGroups {
+		if st != nil && st.DesiredTotal > 0 && st.PlacedAllocs == 0 {
+			names = append(names, g)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return "no allocation placed for group " + strings.Join(names, ", ")
 }
 
 func isNotFound(err error) bool {

@@ -257,6 +257,30 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	if v := versionsByPhase(t, n.API(), "pipe"); v["400/surge"] != 1 || v["400/final"] != 0 {
 		t.Fatalf("versions after the OOM abort: %v", v)
 	}
+
+	// Decision 500 pins a src instance to a node Nomad does not have (as after a drain):
+	// the group is never placed, so Nomad's progress deadline (40 s here, counted from a
+	// group's first placement) never starts and the deployment would run for ever. Past
+	// ApplyTimeout (10 s) the actuator fails it and the decision; Nomad reverts.
+	d5 := fsm.Decision{Index: 500, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": {Nodes: map[string]fsm.Placement{"c1": {Current: 2}, "server": {Current: 1}, "ghost": {Current: 1}}, Config: "mode=fast"},
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1}}, Config: "batch=16", Epoch: 1},
+	}}
+	impatient := newTestActuator(n)
+	impatient.o.ApplyTimeout = 10 * time.Second
+	start := time.Now()
+	res = stepUntil(t, impatient, p, d5, 90*time.Second)
+	if res.Status != fsm.StatusFailed || !strings.Contains(res.Detail, "no allocation placed for group src@ghost.g0") || !strings.Contains(res.Detail, "not applied within 10s") {
+		t.Fatalf("decision 500: %+v, want failed by the apply timeout naming the unplaced group", res)
+	}
+	if el := time.Since(start); el > 35*time.Second {
+		t.Fatalf("decision 500 failed after %v: by Nomad's progress deadline, not the apply timeout", el)
+	}
+	t.Logf("decision 500 timed out: %s", res.Detail)
+	if dep := deploymentOf(t, n.API(), "pipe", 500, PhaseFinal); dep == nil || dep.Status != "failed" {
+		t.Fatalf("deployment of decision 500: %+v, want failed", dep)
+	}
+	waitReverted(t, n.API(), "pipe", 200, want)
 }
 
 // waitReverted waits up to a minute (Nomad's auto-revert is one evaluation, a few seconds
