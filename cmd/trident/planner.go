@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	consul "github.com/hashicorp/consul/api"
@@ -51,6 +52,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
 	oomAbort := fs.Int("oom-abort-after", 2, "fail a config rollout's deployment (auto_revert) once a candidate-config instance has been OOM-killed this many times; -1 = wait for the healthy deadline")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
+	nodePool := fs.String("node-pool", "", "plan only on nodes of this Nomad node pool (set it to the pipeline jobs' node_pool)")
+	datacenters := fs.String("datacenters", "", "comma-separated: plan only on nodes of these datacenters (the pipeline jobs' datacenters)")
 	progressDeadline := fs.Duration("progress-deadline", 0, "Nomad update.progress_deadline of planner-written groups (0: healthy-deadline + 1m)")
 	applyTimeout := fs.Duration("apply-timeout", 0, "fail a submitted job version (and its decision) that has not converged within this time, e.g. a group pinned to a node that cannot place it (0: twice the progress deadline)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
@@ -148,7 +151,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if nomadClient != nil {
 		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, ProgressDeadline: *progressDeadline,
-			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, Logger: log})
+			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, NodePool: *nodePool,
+			Datacenters: splitList(*datacenters), Logger: log})
 		lc.Actuator = act
 		lc.Invalidator = act
 	}
@@ -188,4 +192,15 @@ func discoverPeers(ctx context.Context, log *slog.Logger, catalog, service strin
 	}
 	log.Info("discovered planner peers", "catalog", catalog, "peers", len(ps))
 	return ps, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,11 @@ type Options struct {
 	// actuator fails the deployment (auto_revert restores the stable version) and the
 	// decision, and the planner plans again.
 	ApplyTimeout time.Duration
+	// NodePool and Datacenters, when set, restrict the inventory to the nodes the
+	// pipeline jobs can run on (their node_pool and datacenters): the planner must not pin
+	// groups to nodes Nomad will never place them on.
+	NodePool    string
+	Datacenters []string
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -132,8 +138,11 @@ func (a *Actuator) Invalidate(ctx context.Context, job, op string, epoch uint64)
 	return nil
 }
 
-// Inventory implements planner.Actuator: ready, eligible nodes with their unreserved
-// cores, memory and healthy nvidia/gpu devices.
+// Inventory implements planner.Actuator: ready, eligible nodes (of Options.NodePool and
+// Options.Datacenters when set) with their unreserved cores, memory and healthy
+// nvidia/gpu devices. Each node is modelled as the pipelines' own: resources other jobs
+// use should be reserved in the client's `reserved` block, or the node sized with meta
+// trident_cpu_cores / trident_memory_mb.
 func (a *Actuator) Inventory(ctx context.Context) ([]fsm.Node, error) {
 	stubs, _, err := a.c.Nodes().List(a.q(ctx))
 	if err != nil {
@@ -142,6 +151,9 @@ func (a *Actuator) Inventory(ctx context.Context) ([]fsm.Node, error) {
 	var out []fsm.Node
 	for _, s := range stubs {
 		if s.Status != "ready" || s.SchedulingEligibility != "eligible" || s.Drain {
+			continue
+		}
+		if a.o.NodePool != "" && s.NodePool != a.o.NodePool || len(a.o.Datacenters) > 0 && !slices.Contains(a.o.Datacenters, s.Datacenter) {
 			continue
 		}
 		n, _, err := a.c.Nodes().Info(s.ID, a.q(ctx))

@@ -117,6 +117,19 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	if len(nodes) != 3 || byName["c2"].GPUs != 2 || byName["c2"].GPUMemoryMB != 16384 || byName["c1"].GPUs != 0 || byName["c1"].MemoryMB <= 0 || byName["c1"].CPU <= 0 {
 		t.Fatalf("inventory: %+v", nodes)
 	}
+	// The node pool and datacenter filters (every agent here is in dc1, pool default).
+	for _, f := range []struct {
+		pool string
+		dcs  []string
+		want int
+	}{{"default", []string{"dc1"}, 3}, {"gpus", nil, 0}, {"", []string{"dc2", "dc3"}, 0}, {"", []string{"dc2", "dc1"}, 3}} {
+		o := a.o
+		o.NodePool, o.Datacenters = f.pool, f.dcs
+		got, err := New(n.API(), o).Inventory(ctx)
+		if err != nil || len(got) != f.want {
+			t.Fatalf("inventory of pool %q, datacenters %v: %d nodes (%v), want %d", f.pool, f.dcs, len(got), err, f.want)
+		}
+	}
 
 	raw, _ := json.Marshal(testJob("pipe"))
 	p, err := a.Pipeline(ctx, "pipe", raw)
