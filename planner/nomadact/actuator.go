@@ -571,11 +571,13 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 				AutoRevert:       ptr(true),
 				Canary:           ptr(0),
 			}
+			nameServices(g, *job.ID, op.Name)
+			main := mainTask(g)
 			for i, task := range g.Tasks {
 				if task.KillTimeout == nil {
 					task.KillTimeout = ptr(o.KillTimeout)
 				}
-				if i == 0 && op.GPUs > 0 {
+				if i == main && op.GPUs > 0 {
 					if task.Resources == nil {
 						task.Resources = &api.Resources{}
 					}
@@ -622,6 +624,44 @@ func anchor(base *api.TaskGroup) (*api.TaskGroup, error) {
 		sc.Min = ptr(int64(0))
 	}
 	return g, nil
+}
+
+// nameServices gives every service of rendered group g of operator op an explicit name:
+// Nomad names an unnamed service after the group (${JOB}-${TASKGROUP}, plus -${TASK} for
+// task services) and interpolates ${TASKGROUP} in names, and a rendered group's name
+// (op@node.gN) is not a valid service name. Services keep the name they would have had in
+// the user's group, so discovery (trident-apm finds <job>-<group>) sees one service per
+// operator.
+func nameServices(g *api.TaskGroup, job, op string) {
+	fix := func(s *api.Service, def string) {
+		if s == nil {
+			return
+		}
+		if s.Name == "" {
+			s.Name = def
+		}
+		s.Name = strings.ReplaceAll(s.Name, "${TASKGROUP}", op)
+		s.Name = strings.ReplaceAll(s.Name, "${NOMAD_GROUP_NAME}", op)
+	}
+	for _, s := range g.Services {
+		fix(s, job+"-"+op)
+	}
+	for _, t := range g.Tasks {
+		for _, s := range t.Services {
+			fix(s, job+"-"+op+"-"+t.Name)
+		}
+	}
+}
+
+// mainTask is the index of g's main task, the one an accelerator request goes to: the
+// first task that is not a lifecycle hook (prestart, poststart or sidecar), else the first.
+func mainTask(g *api.TaskGroup) int {
+	for i, t := range g.Tasks {
+		if t.Lifecycle == nil || t.Lifecycle.Hook == "" {
+			return i
+		}
+	}
+	return 0
 }
 
 func cloneGroup(g *api.TaskGroup) (*api.TaskGroup, error) {

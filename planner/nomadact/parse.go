@@ -125,12 +125,18 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 		return nil, fmt.Errorf("job %q: was rendered by the planner (meta %s is set); register the original job file instead", id, MetaDecision)
 	}
 	p := &fsm.Pipeline{Job: id}
+	if c := distinct(job.Constraints); c != "" {
+		return nil, fmt.Errorf("job %q: constraint %s conflicts with the planner's per-node placement (it packs several instances on a node); remove it", id, c)
+	}
 	for _, g := range job.TaskGroups {
 		if g == nil || g.Name == nil {
 			continue
 		}
 		if _, ok := g.Meta[opmetrics.MetaOrder]; !ok {
 			continue
+		}
+		if c := distinct(g.Constraints); c != "" {
+			return nil, fmt.Errorf("job %q group %q: constraint %s conflicts with the planner's per-node placement (it packs several instances on a node); remove it", id, *g.Name, c)
 		}
 		op, err := parseGroup(*g.Name, g.Meta)
 		if err != nil {
@@ -155,6 +161,17 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// distinct names the first distinct_hosts or distinct_property constraint of cs ("" if
+// none).
+func distinct(cs []*api.Constraint) string {
+	for _, c := range cs {
+		if c != nil && (c.Operand == api.ConstraintDistinctHosts || c.Operand == api.ConstraintDistinctProperty) {
+			return c.Operand
+		}
+	}
+	return ""
 }
 
 func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {

@@ -233,3 +233,63 @@ func TestParseJobReadsCapacityHint(t *testing.T) {
 		}
 	}
 }
+
+// Rendered groups (named op@node.gN, not a valid service name) give every service an
+// explicit name, the one Nomad would have given it in the user's group, with ${TASKGROUP}
+// resolved to the operator; the accelerator request goes to the main task, not to a
+// prestart hook listed first.
+func TestRenderNamesServicesAndPicksTheMainTask(t *testing.T) {
+	job := testJob("pipe")
+	gpu := job.TaskGroups[1]
+	gpu.Services = []*api.Service{{PortLabel: "metrics"}, {Name: "${JOB}-${TASKGROUP}-api"}}
+	hook := &api.Task{Name: "fetch-model", Driver: "raw_exec", Lifecycle: &api.TaskLifecycle{Hook: api.TaskLifecycleHookPrestart}}
+	gpu.Tasks[0].Services = []*api.Service{{PortLabel: "health"}}
+	gpu.Tasks = append([]*api.Task{hook}, gpu.Tasks...)
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Template, _ = json.Marshal(job)
+	d := fsm.Decision{Index: 7, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": {Nodes: map[string]fsm.Placement{"a": {Current: 1}}, Config: "mode=fast"},
+		"gpu": {Nodes: map[string]fsm.Placement{"b": {Current: 1}}, Config: "batch=8"},
+	}}
+	v, err := Render(p, d, PhaseFinal, nil, New(nil, Options{}).o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range v.TaskGroups {
+		if *g.Name != "gpu@b.g0" {
+			continue
+		}
+		if len(g.Services) != 2 || g.Services[0].Name != "pipe-gpu" || g.Services[1].Name != "${JOB}-gpu-api" {
+			t.Fatalf("group services %+v %+v, want pipe-gpu and ${JOB}-gpu-api", g.Services[0], g.Services[1])
+		}
+		if s := g.Tasks[1].Services; len(s) != 1 || s[0].Name != "pipe-gpu-run" {
+			t.Fatalf("task services %+v, want pipe-gpu-run", s)
+		}
+		if g.Tasks[0].Resources != nil && len(g.Tasks[0].Resources.Devices) > 0 {
+			t.Fatal("the GPU was requested by the prestart hook")
+		}
+		if r := g.Tasks[1].Resources; r == nil || len(r.Devices) != 1 || r.Devices[0].Name != "nvidia/gpu" {
+			t.Fatalf("main task resources %+v, want the nvidia/gpu request", r)
+		}
+		return
+	}
+	t.Fatal("no rendered gpu group")
+}
+
+// distinct_hosts and distinct_property conflict with the planner packing several instances
+// of an operator on one node: registration refuses them, naming job or group.
+func TestParseJobRefusesDistinctConstraints(t *testing.T) {
+	job := testJob("pipe")
+	job.TaskGroups[1].Constraints = []*api.Constraint{api.NewConstraint("", api.ConstraintDistinctHosts, "true")}
+	if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), `group "gpu": constraint distinct_hosts conflicts`) {
+		t.Fatalf("group distinct_hosts: err %v", err)
+	}
+	job = testJob("pipe")
+	job.Constraints = []*api.Constraint{api.NewConstraint("${meta.rack}", api.ConstraintDistinctProperty, "2")}
+	if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), `job "pipe": constraint distinct_property conflicts`) {
+		t.Fatalf("job distinct_property: err %v", err)
+	}
+}
