@@ -335,7 +335,7 @@ func isNotFound(err error) bool {
 	if errors.As(err, &ue) && ue.StatusCode() == 404 {
 		return true
 	}
-	return strings.Contains(err.Error(), "404")
+	return strings.Contains(err.Error(), "Unexpected response code: 404")
 }
 
 // failedFor reports whether a deployment of a version carrying decision idx failed.
