@@ -152,7 +152,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if nomadClient != nil {
 		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, ProgressDeadline: *progressDeadline,
 			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, NodePool: *nodePool,
-			Datacenters: splitList(*datacenters), Logger: log})
+			Datacenters: strings.FieldsFunc(*datacenters, func(r rune) bool { return r == ',' || r == ' ' }), Logger: log})
 		lc.Actuator = act
 		lc.Invalidator = act
 	}
@@ -194,13 +194,3 @@ func discoverPeers(ctx context.Context, log *slog.Logger, catalog, service strin
 	return ps, nil
 }
 
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, f := range strings.Split(v, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
