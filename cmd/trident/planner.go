@@ -193,4 +193,3 @@ func discoverPeers(ctx context.Context, log *slog.Logger, catalog, service strin
 	log.Info("discovered planner peers", "catalog", catalog, "peers", len(ps))
 	return ps, nil
 }
-
