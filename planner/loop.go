@@ -2,6 +2,8 @@ package planner
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -417,6 +419,14 @@ func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) floa
 	return T
 }
 
+// newClusterID returns a random planner cluster ID; the FSM keeps the first one a
+// decision brings (State.ClusterID) and stamps it on every decision.
+func newClusterID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
 // errGone marks a pipeline deleted while its round was prepared.
 var errGone = errors.New("deleted")
 
@@ -429,7 +439,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 		return
 	}
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
-		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
+		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli(), Planner: newClusterID()}
 	transitions := 0
 	var hasDec bool
 	l.s.fsm.Read(func(st *fsm.State) {

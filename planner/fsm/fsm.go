@@ -476,6 +476,10 @@ func applyDecision(st *State, d *Decision, idx uint64) error {
 	delete(st.PlanErrors, d.Job) // a round found a plan
 	cp := *d
 	cp.Index = idx
+	if st.ClusterID == "" {
+		st.ClusterID = d.Planner
+	}
+	cp.Planner = st.ClusterID
 	cp.Operators = map[string]OpTarget{}
 	for name, t := range d.Operators {
 		nodes := map[string]Placement{}

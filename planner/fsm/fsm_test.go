@@ -327,3 +327,32 @@ func restored(t *testing.T, f *FSM) *FSM {
 	}
 	return g
 }
+
+// The first committed decision sets the cluster ID from the ID its leader proposed; later
+// decisions carry that ID whatever they propose, and it survives a snapshot.
+func TestClusterIDFromTheFirstDecision(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	d := decision(0, "")
+	d.Planner = "first"
+	a.must(Command{Op: OpDecide, Decision: d})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	d = decision(0, "")
+	d.Planner = "second"
+	a.must(Command{Op: OpDecide, Decision: d})
+	check := func(f *FSM) {
+		t.Helper()
+		f.Read(func(st *State) {
+			if st.ClusterID != "first" {
+				t.Fatalf("cluster ID %q, want first", st.ClusterID)
+			}
+			for _, d := range st.Decisions {
+				if d.Planner != "first" {
+					t.Fatalf("decision %d carries planner %q, want first", d.Index, d.Planner)
+				}
+			}
+		})
+	}
+	check(a.f)
+	check(restored(t, a.f))
+}

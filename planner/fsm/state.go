@@ -194,6 +194,9 @@ type Decision struct {
 	Reason string `json:"reason"`
 	// UnixMilli is the leader's clock when it proposed the decision.
 	UnixMilli int64 `json:"unix_ms"`
+	// Planner is the planner cluster's ID (State.ClusterID), set by the FSM: decision
+	// indexes are raft indexes, comparable only within one cluster.
+	Planner string `json:"planner,omitempty"`
 }
 
 // Progress is the actuator's progress on a pipeline's latest decision.
@@ -246,6 +249,10 @@ type State struct {
 	// PlanErrors holds, per job, why the newest scheduling round found no plan (the
 	// committed plan stays in force); a committed decision or a successful round clears it.
 	PlanErrors map[string]PlanError `json:"plan_errors,omitempty"`
+	// ClusterID identifies this planner cluster: the first committed decision sets it from
+	// the ID its leader proposed, and every decision carries it. A cluster rebuilt after
+	// losing its state gets a new one (its raft indexes start again).
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 // PlanError is a scheduling round's failure, kept so that every server can show it.

@@ -233,13 +233,22 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		transitions += t.Transitions
 	}
 	if job != nil {
-		if failed, why, err := a.failedFor(ctx, p.Job, d.Index); err != nil {
+		if failed, why, err := a.failedFor(ctx, p.Job, d); err != nil {
 			return applying, err
 		} else if failed {
 			return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 		}
 	}
 	cur := DecisionOf(job)
+	if cur > d.Index && d.Planner != "" && PlannerOf(job) != d.Planner {
+		// Another planner cluster wrote the job (this one was rebuilt after losing its
+		// state, and its raft indexes started again): its indexes do not compare with
+		// ours, and this cluster's decision is the one in force. A higher index from
+		// this cluster is refused below: only a deposed leader would hold an older one.
+		a.log.Warn("nomad job carries a decision of another planner cluster; taking it over", "job", p.Job,
+			"job_decision", cur, "job_planner", PlannerOf(job), "decision", d.Index, "planner", d.Planner)
+		cur = 0
+	}
 	switch {
 	case job == nil || cur < d.Index:
 		phase := PhaseFinal
@@ -338,15 +347,16 @@ func isNotFound(err error) bool {
 	return strings.Contains(err.Error(), "Unexpected response code: 404")
 }
 
-// failedFor reports whether a deployment of a version carrying decision idx failed.
-func (a *Actuator) failedFor(ctx context.Context, jobID string, idx uint64) (bool, string, error) {
+// failedFor reports whether a deployment of a version carrying decision d failed (versions
+// of another planner cluster with the same index do not count).
+func (a *Actuator) failedFor(ctx context.Context, jobID string, d fsm.Decision) (bool, string, error) {
 	versions, _, _, err := a.c.Jobs().Versions(jobID, false, a.q(ctx))
 	if err != nil {
 		return false, "", fmt.Errorf("list versions of %q: %w", jobID, err)
 	}
 	ours := map[uint64]bool{}
 	for _, v := range versions {
-		if v.Version != nil && DecisionOf(v) == idx {
+		if v.Version != nil && DecisionOf(v) == d.Index && (d.Planner == "" || PlannerOf(v) == d.Planner) {
 			ours[*v.Version] = true
 		}
 	}
@@ -596,6 +606,9 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 			// Count-0 groups: their meta changes restart nothing (see MetaDecision).
 			g.Meta[MetaDecision] = strconv.FormatUint(d.Index, 10)
 			g.Meta[MetaPhase] = phase
+			if d.Planner != "" {
+				g.Meta[MetaPlanner] = d.Planner
+			}
 		}
 	}
 	job.TaskGroups = groups

@@ -294,6 +294,29 @@ func TestActuatorAgainstNomad(t *testing.T) {
 		t.Fatalf("deployment of decision 500: %+v, want failed", dep)
 	}
 	waitReverted(t, n.API(), "pipe", 200, want)
+
+	// Decision indexes compare only within one planner cluster. Cluster "a" applies
+	// decision 600; cluster "b" (rebuilt, its raft indexes started again) takes the job
+	// over with decision 60; a decision 50 of cluster "b" (a deposed leader's) is refused.
+	steady := map[string]fsm.OpTarget{"src": d1.Operators["src"], "gpu": d5.Operators["gpu"]}
+	d6 := fsm.Decision{Index: 600, Job: "pipe", Operators: steady, Planner: "a"}
+	if res := stepUntil(t, a, p, d6, 60*time.Second); res.Status != fsm.StatusDone {
+		t.Fatalf("decision 600: %+v", res)
+	}
+	d7 := fsm.Decision{Index: 60, Job: "pipe", Operators: steady, Planner: "b"}
+	if res := stepUntil(t, a, p, d7, 60*time.Second); res.Status != fsm.StatusDone {
+		t.Fatalf("decision 60 of another planner cluster: %+v", res)
+	}
+	if j, _, err := n.API().Jobs().Info("pipe", nil); err != nil || DecisionOf(j) != 60 || PlannerOf(j) != "b" {
+		t.Fatalf("after the take-over the job carries decision %d of planner %q (%v), want 60 of b", DecisionOf(j), PlannerOf(j), err)
+	}
+	if got := runningByGroup(t, n.API(), "pipe"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the take-over running %v, want %v", got, want)
+	}
+	d8 := fsm.Decision{Index: 50, Job: "pipe", Operators: steady, Planner: "b"}
+	if _, err := a.Step(ctx, p, d8); err == nil || !strings.Contains(err.Error(), "carries decision 60, newer than the committed decision 50") {
+		t.Fatalf("an older decision of the same planner cluster: err %v, want refused", err)
+	}
 }
 
 // waitReverted waits up to a minute (Nomad's auto-revert is one evaluation, a few seconds

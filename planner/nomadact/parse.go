@@ -82,6 +82,9 @@ const (
 	MetaAnchor = "trident_anchor"
 	// MetaScalingMin (group meta) is the anchor's original scaling policy minimum.
 	MetaScalingMin = "trident_scaling_min"
+	// MetaPlanner (anchor group meta) is the ID of the planner cluster whose decision a
+	// version applies: decision indexes compare only within one cluster.
+	MetaPlanner = "trident_planner"
 )
 
 // Phases of a decision.
@@ -305,6 +308,9 @@ func DecisionOf(job *api.Job) uint64 {
 	n, _ := strconv.ParseUint(stateMeta(job)[MetaDecision], 10, 64)
 	return n
 }
+
+// PlannerOf returns the ID of the planner cluster that rendered job ("" if unknown).
+func PlannerOf(job *api.Job) string { return stateMeta(job)[MetaPlanner] }
 
 // PhaseOf returns the phase (PhaseSurge or PhaseFinal) of the version job is ("" if the
 // planner did not render it).
