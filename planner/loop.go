@@ -40,6 +40,12 @@ type Actuator interface {
 	Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (StepResult, error)
 }
 
+// ResubmitDetector is an optional Actuator extension: Resubmitted reports whether the
+// cluster runs a version of job the planner did not render (a user ran the job file again).
+type ResubmitDetector interface {
+	Resubmitted(ctx context.Context, job string) (bool, error)
+}
+
 // Estimator supplies capacity estimates (records/s per instance on the current config).
 type Estimator interface {
 	// Capacities returns an estimate per operator name; missing operators use the loop's
@@ -92,6 +98,10 @@ type Loop struct {
 	kickCh  chan struct{}
 	results chan solveResult
 	solving map[string]bool
+	// adopted marks jobs whose re-submitted version was registered again: their next
+	// plan is committed even when it moves nothing, so that a rendered version replaces
+	// the user's unpinned one.
+	adopted map[string]bool
 }
 
 type solveResult struct {
@@ -135,6 +145,7 @@ func (l *Loop) kick() {
 func (l *Loop) runLeader(ctx context.Context) {
 	l.results = make(chan solveResult, 16)
 	l.solving = map[string]bool{}
+	l.adopted = map[string]bool{}
 	// Make sure every committed entry is applied before acting on the state.
 	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
@@ -257,6 +268,9 @@ func (l *Loop) pipeline(ctx context.Context, job string) {
 	}
 	if l.solving[job] {
 		return // the previous solve still runs; the committed plan stays in force
+	}
+	if !l.adoptResubmitted(ctx, job) {
+		return
 	}
 	in, err := l.input(ctx, job)
 	if err != nil {
@@ -427,6 +441,47 @@ func newClusterID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// adoptResubmitted handles a job a user ran again with `nomad job run` after the planner
+// had applied a decision: the planner renders every decision from the registered job, so
+// the next decision would silently undo the user's change. It registers the running
+// version again instead (the user's change becomes the template; the rollout state stays)
+// and reports whether the round may plan. A version it cannot adopt (its meta no longer
+// parses) is left running and shown as the pipeline's plan_error. Only after a decision
+// finished done: before that, and after Nomad reverts a failed first decision, the
+// running version is the user's original.
+func (l *Loop) adoptResubmitted(ctx context.Context, job string) bool {
+	det, ok := l.cfg.Actuator.(ResubmitDetector)
+	if !ok {
+		return true
+	}
+	var stable uint64
+	l.s.fsm.Read(func(st *fsm.State) { stable = st.Stable[job] })
+	if stable == 0 {
+		return true
+	}
+	re, err := det.Resubmitted(ctx, job)
+	if err != nil {
+		l.log.Warn("cannot tell whether the job was re-submitted", "job", job, "err", err)
+		return false
+	}
+	if !re || l.adopted[job] {
+		return true
+	}
+	p, err := l.cfg.Actuator.Pipeline(ctx, job, nil)
+	if err != nil {
+		l.planError(ctx, job, fmt.Errorf("the job was run again outside the planner and its new version cannot be adopted (it keeps running as submitted): %w", err))
+		return false
+	}
+	idx, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpRegisterPipeline, Pipeline: p})
+	if err != nil {
+		l.planError(ctx, job, fmt.Errorf("the job was run again outside the planner; registering its new version: %w", err))
+		return false
+	}
+	l.log.Info("job run again outside the planner: its new version is the pipeline's template now", "job", job, "index", idx)
+	l.adopted[job] = true
+	return true
+}
+
 // errGone marks a pipeline deleted while its round was prepared.
 var errGone = errors.New("deleted")
 
@@ -465,14 +520,14 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 			d.Operators[o.Name] = t
 		}
 	})
-	if hasDec && transitions == 0 {
+	if hasDec && transitions == 0 && !l.adopted[r.job] {
 		cur := supported(r.in, r.in.Current)
 		if r.plan.Throughput <= cur*(1+l.cfg.MinGain) && fits(r.in) && withinBounds(r.in) {
 			l.planError(ctx, r.job, nil) // a plan was found; nothing worth moving
 			return
 		}
 	}
-	if reflect.DeepEqual(normalise(d.Operators), normalise(targetsOf(r.in.Current))) && hasDec {
+	if reflect.DeepEqual(normalise(d.Operators), normalise(targetsOf(r.in.Current))) && hasDec && !l.adopted[r.job] {
 		l.planError(ctx, r.job, nil)
 		return
 	}
@@ -481,6 +536,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 		l.log.Warn("decision not committed", "job", r.job, "err", err)
 		return
 	}
+	delete(l.adopted, r.job)
 	l.log.Info("decision committed", "job", r.job, "index", idx, "source", d.Source, "throughput", d.Throughput, "transitions", transitions, "reason", d.Reason)
 }
 

@@ -27,9 +27,31 @@ type fakeCluster struct {
 	delay       int
 	applied     []uint64
 	invalidated []string
+	// resubmitted imitates a user running the job file again (cleared when a decision is
+	// applied, as the rendered version replaces it); live is what Pipeline reads from the
+	// cluster then, liveErr its parse error.
+	resubmitted bool
+	live        *fsm.Pipeline
+	liveErr     error
+}
+
+func (f *fakeCluster) Resubmitted(ctx context.Context, job string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resubmitted, nil
 }
 
 func (f *fakeCluster) Pipeline(ctx context.Context, job string, raw json.RawMessage) (*fsm.Pipeline, error) {
+	if len(raw) == 0 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.liveErr != nil {
+			return nil, f.liveErr
+		}
+		cp := *f.live
+		cp.Job = job
+		return &cp, nil
+	}
 	var p fsm.Pipeline
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, err
@@ -66,6 +88,7 @@ func (f *fakeCluster) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision)
 	}
 	if f.steps[d.Index] == f.delay {
 		f.applied = append(f.applied, d.Index)
+		f.resubmitted = false
 	}
 	return StepResult{Status: fsm.StatusDone}, nil
 }
@@ -493,4 +516,77 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 		plan = PlanResponse{}
 		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.PlanError == ""
 	})
+}
+
+// TestLoopAdoptsAResubmittedJob: after a decision was applied, a user runs the job file
+// again. The loop registers the running version again (the user's change becomes the
+// template, once) and commits a decision even though nothing moves, so that a rendered
+// version replaces the unpinned one. A new version that does not parse is left running,
+// unplanned, with the reason in plan_error.
+func TestLoopAdoptsAResubmittedJob(t *testing.T) {
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+	}}
+	c := newTestCluster(t, 3, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, SolveTimeout: 10 * time.Second}
+	})
+	li, _ := c.leader(10 * time.Second)
+	f := c.peers[(li+1)%3].HTTPAddr
+	raw, _ := json.Marshal(testPipeline())
+	if code, body := c.do(http.MethodPut, f+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
+		t.Fatalf("register: HTTP %d %s", code, body)
+	}
+	var plan PlanResponse
+	waitFor(t, "first decision applied", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
+	})
+	first := plan.DecisionIndex
+	registered := func() (uint64, int) {
+		var idx uint64
+		var mem int
+		c.servers[li].FSM().Read(func(st *fsm.State) {
+			p := st.Pipelines["pdf"]
+			idx = p.RegisteredIndex
+			if o, ok := p.Operator("parse"); ok {
+				mem = o.MemoryMB
+			}
+		})
+		return idx, mem
+	}
+	before, _ := registered()
+
+	changed := testPipeline()
+	changed.Operators[0].MemoryMB = 2048
+	fc.mu.Lock()
+	fc.live, fc.resubmitted = &changed, true
+	fc.mu.Unlock()
+	waitFor(t, "a rendered version after the adoption", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		plan = PlanResponse{}
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.DecisionIndex > first && plan.Status == fsm.StatusDone
+	})
+	after, mem := registered()
+	if after == before || mem != 2048 {
+		t.Fatalf("registration index %d -> %d, parse memory %d MB: want the re-submitted version (2048 MB) registered", before, after, mem)
+	}
+	time.Sleep(500 * time.Millisecond) // five rounds: no further registration
+	if again, _ := registered(); again != after {
+		t.Fatalf("registered again at %d after %d: the adoption must happen once", again, after)
+	}
+	adopted := plan.DecisionIndex
+
+	fc.mu.Lock()
+	fc.resubmitted, fc.liveErr = true, errors.New(`group "parse": meta trident_cpu="lots": not a number`)
+	fc.mu.Unlock()
+	waitFor(t, "plan_error naming the version that cannot be adopted", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
+		plan = PlanResponse{}
+		return code == 200 && json.Unmarshal(body, &plan) == nil &&
+			strings.Contains(plan.PlanError, `run again outside the planner and its new version cannot be adopted (it keeps running as submitted): group "parse": meta trident_cpu="lots"`)
+	})
+	time.Sleep(500 * time.Millisecond)
+	if _, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil); json.Unmarshal(body, &plan) != nil || plan.DecisionIndex != adopted {
+		t.Fatalf("decision %d committed over a version that could not be adopted (want %d)", plan.DecisionIndex, adopted)
+	}
 }

@@ -347,6 +347,19 @@ func isNotFound(err error) bool {
 	return strings.Contains(err.Error(), "Unexpected response code: 404")
 }
 
+// Resubmitted implements planner.ResubmitDetector: the job runs a version the planner did
+// not render (no anchor carries its decision meta), so a user ran the job file again.
+func (a *Actuator) Resubmitted(ctx context.Context, jobID string) (bool, error) {
+	job, _, err := a.c.Jobs().Info(jobID, a.q(ctx))
+	if err != nil {
+		if isNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read job %q: %w", jobID, err)
+	}
+	return !rendered(job), nil
+}
+
 // failedFor reports whether a deployment of a version carrying decision d failed (versions
 // of another planner cluster with the same index do not count).
 func (a *Actuator) failedFor(ctx context.Context, jobID string, d fsm.Decision) (bool, string, error) {

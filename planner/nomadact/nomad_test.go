@@ -317,6 +317,21 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	if _, err := a.Step(ctx, p, d8); err == nil || !strings.Contains(err.Error(), "carries decision 60, newer than the committed decision 50") {
 		t.Fatalf("an older decision of the same planner cluster: err %v, want refused", err)
 	}
+
+	// A user runs the job file again: the running version is no longer one the planner
+	// rendered.
+	if re, err := a.Resubmitted(ctx, "pipe"); err != nil || re {
+		t.Fatalf("rendered job reported re-submitted: %v %v", re, err)
+	}
+	if _, _, err := n.API().Jobs().Register(testJob("pipe"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if re, err := a.Resubmitted(ctx, "pipe"); err != nil || !re {
+		t.Fatalf("job run again by the user: re-submitted %v (%v), want true", re, err)
+	}
+	if re, err := a.Resubmitted(ctx, "no-such-job"); err != nil || re {
+		t.Fatalf("missing job: re-submitted %v (%v), want false", re, err)
+	}
 }
 
 // waitReverted waits up to a minute (Nomad's auto-revert is one evaluation, a few seconds
