@@ -161,16 +161,7 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 	})
 	li, _ := c.leader(10 * time.Second)
 	f := c.peers[(li+1)%3].HTTPAddr
-	pl := testPipeline()
-	raw, _ := json.Marshal(pl)
-	if code, body := c.do(http.MethodPut, f+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
-		t.Fatalf("register: HTTP %d %s", code, body)
-	}
-	var plan PlanResponse
-	waitFor(t, "first decision applied", 10*time.Second, func() bool {
-		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
-		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
-	})
+	plan := registerApplied(t, c, f, testPipeline())
 	// proportional on 2 GPUs (embed cap 1/s default) and 8 cores: embed 2, parse 2.
 	if plan.Groups["embed"].Count != 2 || plan.Groups["parse"].Count != 2 || plan.Groups["embed"].Nodes["gpu1"].Current != 2 {
 		t.Fatalf("first plan: %+v", plan)
@@ -229,7 +220,7 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 	}
 	huge := testPipeline()
 	huge.Operators[1].GPUs = 8
-	raw, _ = json.Marshal(huge)
+	raw, _ := json.Marshal(huge)
 	code, body := c.do(http.MethodPut, f+"/v1/pipelines/big", map[string]json.RawMessage{"job": raw})
 	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "trident_gpus=8") {
 		t.Fatalf("impossible pipeline: HTTP %d %s", code, body)
@@ -306,15 +297,7 @@ func TestRollingTransitionInBatches(t *testing.T) {
 	})
 	li, _ := c.leader(10 * time.Second)
 	ld := c.peers[li].HTTPAddr
-	raw, _ := json.Marshal(testPipeline())
-	if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
-		t.Fatalf("register: HTTP %d %s", code, body)
-	}
-	var plan PlanResponse
-	waitFor(t, "first decision applied", 10*time.Second, func() bool {
-		code, body := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil)
-		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
-	})
+	plan := registerApplied(t, c, ld, testPipeline())
 	if code, body := c.do(http.MethodPut, ld+"/v1/candidates/pdf/embed", CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
 		t.Fatalf("candidate: HTTP %d %s", code, body)
 	}
@@ -532,15 +515,7 @@ func TestLoopAdoptsAResubmittedJob(t *testing.T) {
 	})
 	li, _ := c.leader(10 * time.Second)
 	f := c.peers[(li+1)%3].HTTPAddr
-	raw, _ := json.Marshal(testPipeline())
-	if code, body := c.do(http.MethodPut, f+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
-		t.Fatalf("register: HTTP %d %s", code, body)
-	}
-	var plan PlanResponse
-	waitFor(t, "first decision applied", 10*time.Second, func() bool {
-		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
-		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
-	})
+	plan := registerApplied(t, c, f, testPipeline())
 	first := plan.DecisionIndex
 	registered := func() (uint64, int) {
 		var idx uint64
@@ -589,4 +564,20 @@ func TestLoopAdoptsAResubmittedJob(t *testing.T) {
 	if _, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil); json.Unmarshal(body, &plan) != nil || plan.DecisionIndex != adopted {
 		t.Fatalf("decision %d committed over a version that could not be adopted (want %d)", plan.DecisionIndex, adopted)
 	}
+}
+
+// registerApplied registers pipeline p as job "pdf" through addr and waits until its first
+// decision is applied.
+func registerApplied(t *testing.T, c *testCluster, addr string, p fsm.Pipeline) PlanResponse {
+	t.Helper()
+	raw, _ := json.Marshal(p)
+	if code, body := c.do(http.MethodPut, addr+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
+		t.Fatalf("register: HTTP %d %s", code, body)
+	}
+	var plan PlanResponse
+	waitFor(t, "first decision applied", 10*time.Second, func() bool {
+		code, body := c.do(http.MethodGet, addr+"/v1/plan/pdf", nil)
+		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
+	})
+	return plan
 }
