@@ -335,9 +335,6 @@ func backlogOf(ctx context.Context, js jetstream.JetStream, p *Pipeline, stage s
 // bound), the producer's blocked time grows, each aggregate instance exports half the bound,
 // and the sink still holds every expected record exactly once.
 func TestBoundedQueueBackpressure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a NATS server")
-	}
 	url, _, js := startNATS(t)
 	p := PDFMiniPipeline()
 	spec := Spec{Pipeline: p.Name, Docs: 30, Regimes: 3, Seed: 21}
@@ -456,9 +453,6 @@ func publishRecord(t *testing.T, ctx context.Context, js jetstream.JetStream, p 
 // a redelivery, publishes once the destination has room, and returns promptly on shutdown
 // while blocked.
 func TestBlockedProducerKeepsInputAliveAndStops(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a NATS server")
-	}
 	url, _, js := startNATS(t)
 	p := PDFMiniPipeline()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -114,8 +114,13 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// startNATS starts an embedded JetStream server for the test (skipped under -short, the
+// `make unit` run that starts no servers) and connects to it.
 func startNATS(t *testing.T) (string, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a NATS server")
+	}
 	s, err := StartNATSServer(NATSOptions{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -255,9 +260,6 @@ func TestPipelineSurvivesKillAndRestart(t *testing.T) {
 // An accelerator operator whose batch exceeds its device memory exits with an OOMError, and
 // the OOM counter in its state dir survives the restart.
 func TestOOMExitAndCounter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a NATS server")
-	}
 	url, _, js := startNATS(t)
 	p := PDFPipeline()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -307,9 +309,6 @@ func TestOOMExitAndCounter(t *testing.T) {
 // Every engine (CPU threads, batched vision, continuous-batching LLM) moves the whole video
 // dataset, with its fan-out and filters, to the sink exactly once; on shutdown Run returns nil.
 func TestVideoPipelineAllEngines(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a NATS server")
-	}
 	url, _, js := startNATS(t)
 	p := VideoPipeline()
 	spec := Spec{Pipeline: p.Name, Docs: 6, Regimes: 2, Seed: 5}
@@ -346,9 +345,6 @@ func TestVideoPipelineAllEngines(t *testing.T) {
 // Live instances of a stage find each other through the presence bucket, so each reports its
 // share of the shared backlog; a departed instance stops counting.
 func TestPresenceCountsInstances(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a NATS server")
-	}
 	_, _, js := startNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
