@@ -433,8 +433,9 @@ func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) floa
 	return T
 }
 
-// newClusterID returns a random planner cluster ID; the FSM keeps the first one a
-// decision brings (State.ClusterID) and stamps it on every decision.
+// newClusterID returns a random planner cluster ID for a cluster that has none yet; the
+// FSM keeps the first one a decision brings (State.ClusterID) and stamps it on every
+// decision.
 func newClusterID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
@@ -494,11 +495,12 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 		return
 	}
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
-		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli(), Planner: newClusterID()}
+		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
 	transitions := 0
 	var hasDec bool
 	l.s.fsm.Read(func(st *fsm.State) {
 		_, hasDec = st.LatestDecision(r.job)
+		d.Planner = st.ClusterID
 		for _, o := range r.in.Operators {
 			ro := st.Rollouts[r.job][o.Name]
 			if ro == nil {
@@ -530,6 +532,9 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 	if reflect.DeepEqual(normalise(d.Operators), normalise(targetsOf(r.in.Current))) && hasDec && !l.adopted[r.job] {
 		l.planError(ctx, r.job, nil)
 		return
+	}
+	if d.Planner == "" {
+		d.Planner = newClusterID() // the first decision names the cluster
 	}
 	idx, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpDecide, Decision: &d})
 	if err != nil {

@@ -281,14 +281,16 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 			if why != "" {
 				return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 			}
-			if late, after := a.overdue(job); late && unplaced(dep) != "" {
-				waiting := unplaced(dep)
-				if _, _, err := a.c.Deployments().Fail(dep.ID, a.w(ctx)); err != nil {
-					return applying, fmt.Errorf("fail deployment %s of a version not applied within %s: %w", dep.ID, a.o.ApplyTimeout, err)
+			// Groups with allocations placed are under Nomad's own deadlines.
+			if late, after := a.overdue(job); late {
+				if waiting := unplaced(dep); waiting != "" {
+					if _, _, err := a.c.Deployments().Fail(dep.ID, a.w(ctx)); err != nil {
+						return applying, fmt.Errorf("fail deployment %s of a version not applied within %s: %w", dep.ID, a.o.ApplyTimeout, err)
+					}
+					why := fmt.Sprintf("job version %d not applied within %s (submitted %s ago; %s); deployment %s failed", version, a.o.ApplyTimeout, after, waiting, dep.ID[:8])
+					a.log.Warn("rollout timed out", "job", p.Job, "decision", d.Index, "why", why)
+					return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 				}
-				why := fmt.Sprintf("job version %d not applied within %s (submitted %s ago; %s); deployment %s failed", version, a.o.ApplyTimeout, after, waiting, dep.ID[:8])
-				a.log.Warn("rollout timed out", "job", p.Job, "decision", d.Index, "why", why)
-				return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 			}
 			return applying, nil
 		}
