@@ -15,121 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 )
-
-// Header names of the API.
-const (
-	// HeaderToken carries the ACL token.
-	HeaderToken = "X-Trident-Token"
-	// HeaderForwarded marks a request forwarded by a follower (prevents forwarding loops).
-	HeaderForwarded = "X-Trident-Forwarded"
-	// HeaderLeader is set on every response to the leader's ID as this server knows it.
-	HeaderLeader = "X-Trident-Leader"
-	// HeaderIndex is set on every response to this server's last applied raft index.
-	HeaderIndex = "X-Trident-Index"
-)
-
-// StatusResponse is GET /v1/status.
-type StatusResponse struct {
-	ID           string       `json:"id"`
-	State        string       `json:"state"`
-	LeaderID     string       `json:"leader_id"`
-	LeaderRaft   string       `json:"leader_raft_addr"`
-	LeaderHTTP   string       `json:"leader_http_addr"`
-	Term         uint64       `json:"term"`
-	LastIndex    uint64       `json:"last_index"`
-	AppliedIndex uint64       `json:"applied_index"`
-	Peers        []PeerStatus `json:"peers"`
-	Pipelines    int          `json:"pipelines"`
-	Decisions    int          `json:"decisions"`
-}
-
-// PeerStatus is one raft member in StatusResponse.
-type PeerStatus struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	Suffrage string `json:"suffrage"`
-}
-
-// PlanResponse is GET /v1/plan/<job>: the committed target of the job's latest decision.
-type PlanResponse struct {
-	Job           string `json:"job"`
-	DecisionIndex uint64 `json:"decision_index"`
-	Reason        string `json:"reason"`
-	Source        string `json:"source"`
-	// Status is the actuator's progress on the decision: applying | done | failed.
-	Status     string  `json:"status"`
-	Throughput float64 `json:"throughput"`
-	// Groups maps the operator (the group name in the user's job file) to its target.
-	Groups map[string]PlanGroup `json:"groups"`
-	// FailedDecisionIndex is set when the newest decision failed (Nomad reverted): the
-	// plan shown is then the decision that runs again.
-	FailedDecisionIndex uint64 `json:"failed_decision_index,omitempty"`
-	// PlanError is set when the newest scheduling round found no plan (e.g. the scaling
-	// minimums cannot be packed on the nodes): the plan shown stays in force.
-	PlanError string `json:"plan_error,omitempty"`
-}
-
-// PlanGroup is one operator's committed target.
-type PlanGroup struct {
-	// Count is the total number of instances.
-	Count         int    `json:"count"`
-	Reason        string `json:"reason"`
-	DecisionIndex uint64 `json:"decision_index"`
-	// Nodes maps node name to the instances there by configuration.
-	Nodes           map[string]fsm.Placement `json:"nodes"`
-	Config          string                   `json:"config"`
-	ConfigEpoch     uint64                   `json:"config_epoch"`
-	CandidateConfig string                   `json:"candidate_config,omitempty"`
-	Transitions     int                      `json:"transitions"`
-	// ObservationEpoch is the operator's observation epoch (bumped per committed transition).
-	ObservationEpoch uint64 `json:"observation_epoch"`
-}
-
-// ObservationRequest is one element of POST /v1/observations (a single object or an array).
-type ObservationRequest struct {
-	Job      string  `json:"job"`
-	Operator string  `json:"operator"`
-	Capacity float64 `json:"capacity"`
-	Std      float64 `json:"std"`
-	Epoch    uint64  `json:"epoch"`
-	// UnixMilli is the producer's timestamp (optional).
-	UnixMilli int64 `json:"unix_ms"`
-	// Backlog is the operator's input backlog in records (optional; the catch-up term).
-	Backlog float64 `json:"backlog,omitempty"`
-}
-
-// CandidateRequest is PUT /v1/candidates/<job>/<operator>.
-type CandidateRequest struct {
-	Config       string  `json:"config"`
-	Capacity     float64 `json:"capacity"`
-	ColdStartSec float64 `json:"cold_start_s"`
-}
-
-// PipelineRequest is PUT /v1/pipelines/<job>. With Job (a Nomad job as JSON, as printed by
-// `nomad job run -output`, optionally wrapped in {"Job": ...}) the pipeline is parsed from
-// it; with an empty body the planner reads the registered job from Nomad.
-type PipelineRequest struct {
-	Job json.RawMessage `json:"job,omitempty"`
-}
-
-// ApplyRequest is POST /v1/pipelines/<job>/apply (sent by the trident-target plugin).
-type ApplyRequest struct {
-	Group  string         `json:"group"`
-	Count  int64          `json:"count"`
-	Reason string         `json:"reason"`
-	Meta   map[string]any `json:"meta"`
-}
-
-// errorBody is every error response.
-type errorBody struct {
-	Error    string `json:"error"`
-	LeaderID string `json:"leader_id,omitempty"`
-	Leader   string `json:"leader_http_addr,omitempty"`
-	Raft     string `json:"leader_raft_addr,omitempty"`
-}
 
 // Handler returns the API handler.
 func (s *Server) Handler() http.Handler {
@@ -152,16 +41,16 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/snapshot", s.auth(s.handleSnapshot))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _, _ := s.Leader()
-		w.Header().Set(HeaderLeader, id)
-		w.Header().Set(HeaderIndex, strconv.FormatUint(s.raft.AppliedIndex(), 10))
+		w.Header().Set(client.HeaderLeader, id)
+		w.Header().Set(client.HeaderIndex, strconv.FormatUint(s.raft.AppliedIndex(), 10))
 		mux.ServeHTTP(w, r)
 	})
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(HeaderToken)), []byte(s.cfg.Token)) != 1 {
-			writeErr(w, http.StatusForbidden, errors.New("missing or wrong "+HeaderToken))
+		if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(client.HeaderToken)), []byte(s.cfg.Token)) != 1 {
+			writeErr(w, http.StatusForbidden, errors.New("missing or wrong "+client.HeaderToken))
 			return
 		}
 		h(w, r)
@@ -186,10 +75,10 @@ func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 			}
 			id, raftAddr, httpAddr = s.Leader()
 		}
-		if httpAddr == "" || r.Header.Get(HeaderForwarded) != "" {
+		if httpAddr == "" || r.Header.Get(client.HeaderForwarded) != "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(errorBody{Error: "not the leader and cannot forward", LeaderID: id, Leader: httpAddr, Raft: raftAddr})
+			_ = json.NewEncoder(w).Encode(client.ErrorResponse{Error: "not the leader and cannot forward", LeaderID: id, Leader: httpAddr, Raft: raftAddr})
 			return
 		}
 		s.forward(w, r, httpAddr)
@@ -209,7 +98,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) 
 		return
 	}
 	req.Header = r.Header.Clone()
-	req.Header.Set(HeaderForwarded, s.cfg.ID)
+	req.Header.Set(client.HeaderForwarded, s.cfg.ID)
 	resp, err := s.fwd.Do(req)
 	if err != nil {
 		writeErr(w, http.StatusBadGateway, fmt.Errorf("forward to leader %s: %w", leader, err))
@@ -232,7 +121,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeErr(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, errorBody{Error: err.Error()})
+	writeJSON(w, code, client.ErrorResponse{Error: err.Error()})
 }
 
 // proposeErr maps a Propose error to an HTTP status.
@@ -271,13 +160,13 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	id, raftAddr, httpAddr := s.Leader()
 	st := s.raft.Stats()
 	term, _ := strconv.ParseUint(st["term"], 10, 64)
-	resp := StatusResponse{
+	resp := client.StatusResponse{
 		ID: s.cfg.ID, State: s.raft.State().String(), LeaderID: id, LeaderRaft: raftAddr, LeaderHTTP: httpAddr,
 		Term: term, LastIndex: s.raft.LastIndex(), AppliedIndex: s.raft.AppliedIndex(),
 	}
 	if f := s.raft.GetConfiguration(); f.Error() == nil {
 		for _, srv := range f.Configuration().Servers {
-			resp.Peers = append(resp.Peers, PeerStatus{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String()})
+			resp.Peers = append(resp.Peers, client.PeerStatus{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String()})
 		}
 	}
 	s.fsm.Read(func(st *fsm.State) {
@@ -299,19 +188,13 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// pipelineView is a pipeline without its (large) template.
-type pipelineView struct {
-	Job             string         `json:"job"`
-	Operators       []fsm.Operator `json:"operators"`
-	RegisteredIndex uint64         `json:"registered_index"`
-}
-
-func view(p *fsm.Pipeline) pipelineView {
-	return pipelineView{Job: p.Job, Operators: p.Operators, RegisteredIndex: p.RegisteredIndex}
+// view is a pipeline without its (large) template.
+func view(p *fsm.Pipeline) client.Pipeline {
+	return client.Pipeline{Job: p.Job, Operators: p.Operators, RegisteredIndex: p.RegisteredIndex}
 }
 
 func (s *Server) handlePipelines(w http.ResponseWriter, r *http.Request) {
-	var out []pipelineView
+	out := []client.Pipeline{}
 	s.fsm.Read(func(st *fsm.State) {
 		for _, p := range st.Pipelines {
 			out = append(out, view(p))
@@ -323,7 +206,7 @@ func (s *Server) handlePipelines(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handlePipeline(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
-	var out *pipelineView
+	var out *client.Pipeline
 	s.fsm.Read(func(st *fsm.State) {
 		if p, ok := st.Pipelines[job]; ok {
 			v := view(p)
@@ -339,7 +222,7 @@ func (s *Server) handlePipeline(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handlePutPipeline(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
-	var req PipelineRequest
+	var req client.PipelineRequest
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
@@ -371,7 +254,7 @@ func (s *Server) handlePutPipeline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.loop.kick()
-	writeJSON(w, http.StatusOK, map[string]any{"job": job, "index": idx, "operators": p.Operators})
+	writeJSON(w, http.StatusOK, client.RegisterResponse{Job: job, Index: idx, Operators: p.Operators})
 }
 
 // checkFits rejects a pipeline with an operator no node of the known inventory can host,
@@ -389,13 +272,13 @@ func (s *Server) checkFits(p *fsm.Pipeline) error {
 func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request) {
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpDeletePipeline, Job: r.PathValue("job")})
 	if ok {
-		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
 	}
 }
 
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
-	var req ApplyRequest
+	var req client.ApplyRequest
 	if err := decodeStrict(r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
@@ -424,12 +307,12 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	if s.loop != nil {
 		s.loop.kick()
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"job": job, "decision_index": dec.Index, "status": prog.Status})
+	writeJSON(w, http.StatusAccepted, client.ApplyResponse{Job: job, DecisionIndex: dec.Index, Status: prog.Status})
 }
 
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
-	var resp *PlanResponse
+	var resp *client.PlanResponse
 	var reg bool
 	var planErr string
 	s.fsm.Read(func(st *fsm.State) {
@@ -464,10 +347,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func planResponse(st *fsm.State, d fsm.Decision) *PlanResponse {
-	resp := &PlanResponse{
+func planResponse(st *fsm.State, d fsm.Decision) *client.PlanResponse {
+	resp := &client.PlanResponse{
 		Job: d.Job, DecisionIndex: d.Index, Reason: d.Reason, Source: d.Source,
-		Status: st.Progress[d.Job].Status, Throughput: d.Throughput, Groups: map[string]PlanGroup{},
+		Status: st.Progress[d.Job].Status, Throughput: d.Throughput, Groups: map[string]client.PlanGroup{},
 	}
 	for name, t := range d.Operators {
 		if r := st.Rollouts[d.Job][name]; r != nil && r.Epoch > t.Epoch && r.CandidateConfig == "" {
@@ -479,7 +362,7 @@ func planResponse(st *fsm.State, d fsm.Decision) *PlanResponse {
 			}
 			t.Nodes, t.Config, t.Epoch, t.CandidateConfig = nodes, r.Config, r.Epoch, ""
 		}
-		resp.Groups[name] = PlanGroup{
+		resp.Groups[name] = client.PlanGroup{
 			Count: t.Count(), Reason: d.Reason, DecisionIndex: d.Index, Nodes: t.Nodes,
 			Config: t.Config, ConfigEpoch: t.Epoch, CandidateConfig: t.CandidateConfig, Transitions: t.Transitions,
 			ObservationEpoch: st.Epochs[d.Job][name],
@@ -494,12 +377,12 @@ func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
 		return
 	}
-	var reqs []ObservationRequest
+	var reqs []client.ObservationRequest
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
-		var one ObservationRequest
+		var one client.ObservationRequest
 		err = json.Unmarshal(trimmed, &one)
-		reqs = []ObservationRequest{one}
+		reqs = []client.ObservationRequest{one}
 	} else {
 		err = json.Unmarshal(trimmed, &reqs)
 	}
@@ -520,16 +403,12 @@ func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
 		entries[i] = fsm.ObservationEntry{Job: o.Job, Operator: o.Operator, Observation: fsm.Observation{
 			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli, Backlog: o.Backlog}}
 	}
-	type ignored struct {
-		Index  int    `json:"index"`
-		Reason string `json:"reason"`
-	}
-	ign := []ignored{}
+	ign := []client.IgnoredObservation{}
 	s.fsm.Read(func(st *fsm.State) {
 		for i, e := range entries {
 			if fsm.CheckObservation(st, e) == nil && fsm.ObservationTarget(st, e) == fsm.TargetStale {
 				r := st.Rollouts[e.Job][e.Operator]
-				ign = append(ign, ignored{i, fmt.Sprintf("epoch %d is neither the current config epoch %d nor an in-flight candidate's", e.Observation.Epoch, r.Epoch)})
+				ign = append(ign, client.IgnoredObservation{Index: i, Reason: fmt.Sprintf("epoch %d is neither the current config epoch %d nor an in-flight candidate's", e.Observation.Epoch, r.Epoch)})
 			}
 		}
 	})
@@ -537,10 +416,10 @@ func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"index": idx, "accepted": len(entries) - len(ign), "ignored": ign})
+	writeJSON(w, http.StatusOK, client.ObservationsResponse{Index: idx, Accepted: len(entries) - len(ign), Ignored: ign})
 }
 
-func checkObservation(o ObservationRequest) error {
+func checkObservation(o client.ObservationRequest) error {
 	switch {
 	case o.Job == "":
 		return errors.New("job is empty")
@@ -557,7 +436,7 @@ func checkObservation(o ObservationRequest) error {
 }
 
 func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
-	var req CandidateRequest
+	var req client.CandidateRequest
 	if err := decodeStrict(r, &req); err != nil {
 		writeErr(w, http.StatusBadRequest, err)
 		return
@@ -580,14 +459,14 @@ func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
 		if s.loop != nil {
 			s.loop.kick()
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
 	}
 }
 
 func (s *Server) handleDropCandidate(w http.ResponseWriter, r *http.Request) {
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpDropCandidate, Job: r.PathValue("job"), Operator: r.PathValue("op")})
 	if ok {
-		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
 	}
 }
 
@@ -632,14 +511,12 @@ func (s *Server) handlePutInventory(w http.ResponseWriter, r *http.Request) {
 	}
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetInventory, Nodes: nodes})
 	if ok {
-		writeJSON(w, http.StatusOK, map[string]any{"index": idx})
+		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
 	}
 }
 
 func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		ID string `json:"id"`
-	}
+	var req client.TransferRequest
 	if r.ContentLength != 0 {
 		if err := decodeStrict(r, &req); err != nil && !errors.Is(err, io.EOF) {
 			writeErr(w, http.StatusBadRequest, err)
@@ -651,7 +528,7 @@ func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, _, httpAddr := s.Leader()
-	writeJSON(w, http.StatusOK, map[string]any{"leader_id": id, "leader_http_addr": httpAddr})
+	writeJSON(w, http.StatusOK, client.TransferResponse{LeaderID: id, LeaderHTTP: httpAddr})
 }
 
 func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -670,5 +547,5 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.Close()
-	writeJSON(w, http.StatusOK, map[string]any{"id": meta.ID, "index": meta.Index, "term": meta.Term})
+	writeJSON(w, http.StatusOK, client.SnapshotResponse{ID: meta.ID, Index: meta.Index, Term: meta.Term})
 }

@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
@@ -122,22 +125,32 @@ func (c *testCluster) leader(timeout time.Duration) (int, time.Duration) {
 	return -1, 0
 }
 
-func (c *testCluster) do(method, url string, body any) (int, []byte) {
+// do sends one request through the planner client (with its bounded retries) to the full
+// URL u; it answers the HTTP status (200 for every 2xx) and the body, or the error message.
+func (c *testCluster) do(method, u string, body any) (int, []byte) {
 	c.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, url, r)
-	req.Header.Set(HeaderToken, c.token)
-	resp, err := http.DefaultClient.Do(req)
+	pu, err := url.Parse(u)
 	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, url, err)
+		c.t.Fatalf("%s %s: %v", method, u, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	cl, err := client.New(client.Config{Address: pu.Scheme + "://" + pu.Host, Token: c.token})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var raw json.RawMessage
+	err = cl.Do(ctx, method, pu.RequestURI(), body, &raw)
+	var se *client.StatusError
+	switch {
+	case err == nil:
+		return http.StatusOK, raw
+	case errors.As(err, &se):
+		return se.Code, []byte(se.Message)
+	default:
+		c.t.Fatalf("%s %s: %v", method, u, err)
+		return 0, nil
+	}
 }
 
 func stateOf(s *Server) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 
 	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	splugin "github.com/trident-sched/trident/strategy/plugin"
 	tplugin "github.com/trident-sched/trident/target/plugin"
@@ -38,7 +39,7 @@ func TestAutoscalerPluginsContract(t *testing.T) {
 	if code, body := c.do(http.MethodPut, f+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
 		t.Fatalf("register: HTTP %d %s", code, body)
 	}
-	var plan PlanResponse
+	var plan client.PlanResponse
 	waitFor(t, "a decision", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
 		return code == 200 && json.Unmarshal(body, &plan) == nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 )
@@ -173,7 +174,7 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 	g.open = false
 	calls := g.calls
 	g.mu.Unlock()
-	if code, body := c.do(http.MethodPost, f+"/v1/observations", []ObservationRequest{{Job: "pdf", Operator: "parse", Capacity: 0.25}}); code != 200 {
+	if code, body := c.do(http.MethodPost, f+"/v1/observations", []client.ObservationRequest{{Job: "pdf", Operator: "parse", Capacity: 0.25}}); code != 200 {
 		t.Fatalf("observe: HTTP %d %s", code, body)
 	}
 	waitFor(t, "a blocked solve", 5*time.Second, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.calls > calls })
@@ -198,7 +199,7 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 	// Bad input: NaN is not JSON, negative and unknown operators are refused; state unchanged.
 	before := stateOf(c.servers[li])
 	req, _ := http.NewRequest(http.MethodPost, f+"/v1/observations", strings.NewReader(`{"job":"pdf","operator":"parse","capacity":NaN}`))
-	req.Header.Set(HeaderToken, c.token)
+	req.Header.Set(client.HeaderToken, c.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -208,14 +209,14 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 		t.Fatalf("NaN observation: HTTP %d, want 400", resp.StatusCode)
 	}
 	for _, bad := range []any{
-		[]ObservationRequest{{Job: "pdf", Operator: "parse", Capacity: 1}, {Job: "pdf", Operator: "parse", Capacity: -3}},
-		ObservationRequest{Job: "pdf", Operator: "nope", Capacity: 1},
+		[]client.ObservationRequest{{Job: "pdf", Operator: "parse", Capacity: 1}, {Job: "pdf", Operator: "parse", Capacity: -3}},
+		client.ObservationRequest{Job: "pdf", Operator: "nope", Capacity: 1},
 	} {
 		if code, body := c.do(http.MethodPost, f+"/v1/observations", bad); code != http.StatusUnprocessableEntity {
 			t.Fatalf("bad observation %v: HTTP %d %s", bad, code, body)
 		}
 	}
-	if code, body := c.do(http.MethodPut, f+"/v1/candidates/pdf/embed", CandidateRequest{Config: "invalid", Capacity: 2}); code != http.StatusUnprocessableEntity {
+	if code, body := c.do(http.MethodPut, f+"/v1/candidates/pdf/embed", client.CandidateRequest{Config: "invalid", Capacity: 2}); code != http.StatusUnprocessableEntity {
 		t.Fatalf("invalid candidate: HTTP %d %s", code, body)
 	}
 	huge := testPipeline()
@@ -252,7 +253,7 @@ func TestLoopCommitsAppliesAndTransitions(t *testing.T) {
 
 	// A faster candidate config for embed becomes a transition; completion bumps the
 	// epoch once and calls the invalidator once.
-	if code, body := c.do(http.MethodPut, f+"/v1/candidates/pdf/embed", CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
+	if code, body := c.do(http.MethodPut, f+"/v1/candidates/pdf/embed", client.CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
 		t.Fatalf("candidate: HTTP %d %s", code, body)
 	}
 	waitFor(t, "transition applied", 10*time.Second, func() bool {
@@ -298,7 +299,7 @@ func TestRollingTransitionInBatches(t *testing.T) {
 	li, _ := c.leader(10 * time.Second)
 	ld := c.peers[li].HTTPAddr
 	plan := registerApplied(t, c, ld, testPipeline())
-	if code, body := c.do(http.MethodPut, ld+"/v1/candidates/pdf/embed", CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
+	if code, body := c.do(http.MethodPut, ld+"/v1/candidates/pdf/embed", client.CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
 		t.Fatalf("candidate: HTTP %d %s", code, body)
 	}
 	waitFor(t, "promotion", 15*time.Second, func() bool {
@@ -444,7 +445,7 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 	}
 
 	sw.set(nil)
-	var plan PlanResponse
+	var plan client.PlanResponse
 	waitFor(t, "first decision", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
 		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
@@ -469,7 +470,7 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 	sw.set(nil) // the same plan again: no new decision, but the error clears
 	waitFor(t, "plan_error cleared", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
-		plan = PlanResponse{} // plan_error is omitted when empty
+		plan = client.PlanResponse{} // plan_error is omitted when empty
 		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.PlanError == ""
 	})
 	if plan.DecisionIndex != decided {
@@ -486,7 +487,7 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 	setGPUs(1)
 	waitFor(t, "the shrunk inventory's failure", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
-		plan = PlanResponse{}
+		plan = client.PlanResponse{}
 		return code == 200 && json.Unmarshal(body, &plan) == nil &&
 			strings.Contains(plan.PlanError, "need 2 GPUs with at least 8000 MB (embed 2 × 1) but the inventory has 1")
 	})
@@ -496,7 +497,7 @@ func TestLoopShowsWhyNoPlanIsFound(t *testing.T) {
 	setGPUs(2)
 	waitFor(t, "plan_error cleared with the GPU back", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
-		plan = PlanResponse{}
+		plan = client.PlanResponse{}
 		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.PlanError == ""
 	})
 }
@@ -538,7 +539,7 @@ func TestLoopAdoptsAResubmittedJob(t *testing.T) {
 	fc.mu.Unlock()
 	waitFor(t, "a rendered version after the adoption", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
-		plan = PlanResponse{}
+		plan = client.PlanResponse{}
 		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.DecisionIndex > first && plan.Status == fsm.StatusDone
 	})
 	after, mem := registered()
@@ -556,7 +557,7 @@ func TestLoopAdoptsAResubmittedJob(t *testing.T) {
 	fc.mu.Unlock()
 	waitFor(t, "plan_error naming the version that cannot be adopted", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, f+"/v1/plan/pdf", nil)
-		plan = PlanResponse{}
+		plan = client.PlanResponse{}
 		return code == 200 && json.Unmarshal(body, &plan) == nil &&
 			strings.Contains(plan.PlanError, `run again outside the planner and its new version cannot be adopted (it keeps running as submitted): group "parse": meta trident_cpu="lots"`)
 	})
@@ -568,13 +569,13 @@ func TestLoopAdoptsAResubmittedJob(t *testing.T) {
 
 // registerApplied registers pipeline p as job "pdf" through addr and waits until its first
 // decision is applied.
-func registerApplied(t *testing.T, c *testCluster, addr string, p fsm.Pipeline) PlanResponse {
+func registerApplied(t *testing.T, c *testCluster, addr string, p fsm.Pipeline) client.PlanResponse {
 	t.Helper()
 	raw, _ := json.Marshal(p)
 	if code, body := c.do(http.MethodPut, addr+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
 		t.Fatalf("register: HTTP %d %s", code, body)
 	}
-	var plan PlanResponse
+	var plan client.PlanResponse
 	waitFor(t, "first decision applied", 10*time.Second, func() bool {
 		code, body := c.do(http.MethodGet, addr+"/v1/plan/pdf", nil)
 		return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone

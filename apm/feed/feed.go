@@ -13,57 +13,21 @@
 package feed
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/trident-sched/trident/planner/client"
+	"github.com/trident-sched/trident/planner/fsm"
 )
 
-// Operator is the part of the planner's operator description the feeder needs.
-type Operator struct {
-	Name     string   `json:"name"`
-	GPUs     int      `json:"gpus"`
-	Features []string `json:"features,omitempty"`
-	Params   string   `json:"params,omitempty"`
-	Config   string   `json:"config"`
-	// GPUMemoryMB is the device memory per accelerator (group meta trident_gpu_memory_mb),
-	// the Tuner's memory limit.
-	GPUMemoryMB float64 `json:"gpu_memory_mb,omitempty"`
-	// ColdStartSec is the operator's restart plus warm-up time, sent with candidates.
-	ColdStartSec float64 `json:"cold_start_s,omitempty"`
-	// Synchronous marks an operator whose capacity is its useful-time rate.
-	Synchronous bool `json:"synchronous,omitempty"`
-}
-
-// Declaration returns what the observation layer needs to model the operator.
-func (o Operator) Declaration() Declaration {
-	return Declaration{Features: o.Features, Synchronous: o.Synchronous}
-}
-
-// Pipeline is one registered pipeline as GET /v1/pipelines lists it.
-type Pipeline struct {
-	Job       string     `json:"job"`
-	Operators []Operator `json:"operators"`
-}
-
-// Observation is one element of POST /v1/observations.
-type Observation struct {
-	Job       string  `json:"job"`
-	Operator  string  `json:"operator"`
-	Capacity  float64 `json:"capacity"`
-	Std       float64 `json:"std,omitempty"`
-	Epoch     uint64  `json:"epoch"`
-	UnixMilli int64   `json:"unix_ms,omitempty"`
-	// Backlog is the operator's input backlog (records waiting, summed over instances)
-	// at the latest scrape: the planner's catch-up term.
-	Backlog float64 `json:"backlog,omitempty"`
+// declaration returns what the observation layer needs to model op.
+func declaration(op fsm.Operator) Declaration {
+	return Declaration{Features: op.Features, Synchronous: op.Synchronous}
 }
 
 // Refresh scrapes job/op's instances once and folds the interval since the previous
@@ -76,6 +40,8 @@ type Options struct {
 	Planner string
 	// Token is the planner ACL token.
 	Token string
+	// Client, when set, replaces the planner client made from Planner and Token.
+	Client *client.Client
 	// Interval between rounds (default 5s).
 	Interval time.Duration
 	// Refresh scrapes an operator and feeds the estimator.
@@ -93,8 +59,9 @@ type Options struct {
 
 // Feeder runs the observation rounds.
 type Feeder struct {
-	o   Options
-	est *Estimator
+	o       Options
+	est     *Estimator
+	planner *client.Client
 
 	tuner *Tuner // nil unless Options.Tune
 
@@ -107,7 +74,7 @@ func New(est *Estimator, o Options) (*Feeder, error) {
 	if est == nil {
 		return nil, fmt.Errorf("feed: an estimator is required")
 	}
-	if o.Planner == "" {
+	if o.Planner == "" && o.Client == nil {
 		return nil, fmt.Errorf("feed: planner address is required")
 	}
 	if o.Refresh == nil {
@@ -122,12 +89,19 @@ func New(est *Estimator, o Options) (*Feeder, error) {
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
-	f := &Feeder{o: o, est: est}
+	pc := o.Client
+	if pc == nil {
+		var err error
+		if pc, err = client.New(client.Config{Address: o.Planner, Token: o.Token, HTTPClient: o.HTTP}); err != nil {
+			return nil, fmt.Errorf("feed: %w", err)
+		}
+	}
+	f := &Feeder{o: o, est: est, planner: pc}
 	if o.Tune {
 		if o.Tuning.Logger == nil {
 			o.Tuning.Logger = o.Logger
 		}
-		t, err := NewTuner(est, f.call, o.Tuning)
+		t, err := NewTuner(est, pc, o.Tuning)
 		if err != nil {
 			return nil, err
 		}
@@ -165,11 +139,11 @@ func (f *Feeder) Published() int {
 // Round scrapes every operator once and publishes the estimates that exist; with tuning
 // enabled it then runs the Tuner's round over the same scrapes.
 func (f *Feeder) Round(ctx context.Context) error {
-	var pipes []Pipeline
-	if err := f.call(ctx, http.MethodGet, "/v1/pipelines", nil, &pipes); err != nil {
-		return err
+	pipes, err := f.planner.Pipelines(ctx)
+	if err != nil {
+		return fmt.Errorf("feed: %w", err)
 	}
-	err := f.publish(ctx, pipes)
+	err = f.publish(ctx, pipes)
 	if f.tuner != nil {
 		err = errors.Join(err, f.tuner.Round(ctx, pipes))
 	}
@@ -177,8 +151,8 @@ func (f *Feeder) Round(ctx context.Context) error {
 }
 
 // publish refreshes every operator and posts the estimates that exist.
-func (f *Feeder) publish(ctx context.Context, pipes []Pipeline) error {
-	var obs []Observation
+func (f *Feeder) publish(ctx context.Context, pipes []client.Pipeline) error {
+	var obs []client.ObservationRequest
 	for _, p := range pipes {
 		for _, op := range p.Operators {
 			o, ok, err := f.operator(ctx, p.Job, op)
@@ -194,8 +168,8 @@ func (f *Feeder) publish(ctx context.Context, pipes []Pipeline) error {
 	if len(obs) == 0 {
 		return nil
 	}
-	if err := f.call(ctx, http.MethodPost, "/v1/observations", obs, nil); err != nil {
-		return err
+	if _, err := f.planner.Observe(ctx, obs); err != nil {
+		return fmt.Errorf("feed: %w", err)
 	}
 	f.mu.Lock()
 	f.published += len(obs)
@@ -204,65 +178,17 @@ func (f *Feeder) publish(ctx context.Context, pipes []Pipeline) error {
 }
 
 // operator refreshes job/op and returns its estimate, if there is one yet.
-func (f *Feeder) operator(ctx context.Context, job string, op Operator) (Observation, bool, error) {
-	if err := f.o.Refresh(ctx, job, op.Name, op.Declaration()); err != nil {
-		return Observation{}, false, err
+func (f *Feeder) operator(ctx context.Context, job string, op fsm.Operator) (client.ObservationRequest, bool, error) {
+	if err := f.o.Refresh(ctx, job, op.Name, declaration(op)); err != nil {
+		return client.ObservationRequest{}, false, err
 	}
 	est, err := f.est.Estimate(job, op.Name)
 	if err != nil {
-		return Observation{}, false, nil // no estimate yet: nothing to publish
+		return client.ObservationRequest{}, false, nil // no estimate yet: nothing to publish
 	}
-	ob := Observation{Job: job, Operator: op.Name, Capacity: est.Capacity, Std: est.StdDev, Epoch: est.Epoch, UnixMilli: time.Now().UnixMilli()}
+	ob := client.ObservationRequest{Job: job, Operator: op.Name, Capacity: est.Capacity, Std: est.StdDev, Epoch: est.Epoch, UnixMilli: time.Now().UnixMilli()}
 	if s, ok := f.est.Latest(job, op.Name); ok {
 		ob.Backlog = Backlog(s)
 	}
 	return ob, true, nil
-}
-
-// StatusError is a planner answer other than 2xx.
-type StatusError struct {
-	Code int
-	Body string
-}
-
-// Error implements error.
-func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Code, e.Body) }
-
-// callFunc does one planner request with JSON in and out.
-type callFunc func(ctx context.Context, method, path string, in, out any) error
-
-// call does one planner request with JSON in and out.
-func (f *Feeder) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("feed: encode %s: %w", path, err)
-		}
-		body = bytes.NewReader(b)
-	}
-	u := strings.TrimRight(f.o.Planner, "/") + path
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return fmt.Errorf("feed: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if f.o.Token != "" {
-		req.Header.Set("X-Trident-Token", f.o.Token)
-	}
-	resp, err := f.o.HTTP.Do(req)
-	if err != nil {
-		return fmt.Errorf("feed: %s %s: %w", method, u, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("feed: %s %s: %w", method, u, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(b))})
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("feed: decode %s: %w", path, err)
-		}
-	}
-	return nil
 }

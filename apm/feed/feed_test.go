@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/trident-sched/trident/planner/client"
 )
 
 // TestFeederPublishes drives rounds against a fake planner: the first rounds publish
@@ -16,7 +18,7 @@ import (
 // and a planner that rejects the batch surfaces as an error.
 func TestFeederPublishes(t *testing.T) {
 	var mu sync.Mutex
-	var got []Observation
+	var got []client.ObservationRequest
 	reject := false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -27,7 +29,7 @@ func TestFeederPublishes(t *testing.T) {
 				http.Error(w, `{"error":"capacity=NaN"}`, http.StatusUnprocessableEntity)
 				return
 			}
-			var obs []Observation
+			var obs []client.ObservationRequest
 			if err := json.NewDecoder(r.Body).Decode(&obs); err != nil {
 				http.Error(w, err.Error(), 400)
 				return

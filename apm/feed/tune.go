@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net/http"
-	"net/url"
 	"sort"
 	"sync"
 
+	"github.com/trident-sched/trident/planner/client"
+	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/adapt"
 	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/cluster"
@@ -165,26 +165,26 @@ type TunerStats struct {
 // rolling out within PendingRounds rounds is set aside and another is proposed. The Tuner
 // is not safe for concurrent rounds; Stats may be called concurrently.
 type Tuner struct {
-	o    TunerOptions
-	est  *Estimator
-	call callFunc
-	rng  *rand.Rand
+	o       TunerOptions
+	est     *Estimator
+	planner *client.Client
+	rng     *rand.Rand
 
 	mu  sync.Mutex
 	ops map[string]*opTuner // key job/op
 }
 
-// NewTuner returns a Tuner over est that talks to the planner through call (the Feeder's
+// NewTuner returns a Tuner over est that talks to the planner through pc (the Feeder's
 // planner client).
-func NewTuner(est *Estimator, call callFunc, o TunerOptions) (*Tuner, error) {
-	if est == nil || call == nil {
+func NewTuner(est *Estimator, pc *client.Client, o TunerOptions) (*Tuner, error) {
+	if est == nil || pc == nil {
 		return nil, errors.New("feed: tuner: an estimator and a planner client are required")
 	}
 	o = o.withDefaults()
 	if o.Delta < 0 || o.Delta >= 1 {
 		return nil, fmt.Errorf("feed: tuner: delta %v outside [0,1)", o.Delta)
 	}
-	return &Tuner{o: o, est: est, call: call, rng: rand.New(rand.NewPCG(o.Seed, 0x7475)), ops: map[string]*opTuner{}}, nil
+	return &Tuner{o: o, est: est, planner: pc, rng: rand.New(rand.NewPCG(o.Seed, 0x7475)), ops: map[string]*opTuner{}}, nil
 }
 
 // Stats returns a copy of what the Tuner recorded and proposed for job/op.
@@ -198,16 +198,9 @@ func (t *Tuner) Stats(job, op string) TunerStats {
 	return TunerStats{Evaluations: append([]Evaluation(nil), ot.evals...), Proposals: append([]Proposal(nil), ot.proposals...)}
 }
 
-// planGroup is the part of GET /v1/plan/{job}'s group the Tuner reads.
-type planGroup struct {
-	Config          string `json:"config"`
-	ConfigEpoch     uint64 `json:"config_epoch"`
-	CandidateConfig string `json:"candidate_config"`
-}
-
 // Round runs one tuning step for every tunable operator of pipes (already refreshed by
 // the Feeder this round). Errors of single operators are joined; the others still run.
-func (t *Tuner) Round(ctx context.Context, pipes []Pipeline) error {
+func (t *Tuner) Round(ctx context.Context, pipes []client.Pipeline) error {
 	var errs []error
 	for _, p := range pipes {
 		tunable := false
@@ -236,23 +229,19 @@ func (t *Tuner) Round(ctx context.Context, pipes []Pipeline) error {
 
 // plan reads the pipeline's committed plan; before the first decision (404) every operator
 // runs its registered config at epoch 0.
-func (t *Tuner) plan(ctx context.Context, p Pipeline) (map[string]planGroup, error) {
-	var resp struct {
-		Groups map[string]planGroup `json:"groups"`
-	}
-	err := t.call(ctx, http.MethodGet, "/v1/plan/"+url.PathEscape(p.Job), nil, &resp)
-	var se *StatusError
-	if errors.As(err, &se) && se.Code == http.StatusNotFound {
+func (t *Tuner) plan(ctx context.Context, p client.Pipeline) (map[string]client.PlanGroup, error) {
+	resp, err := t.planner.Plan(ctx, p.Job)
+	if client.IsNotFound(err) {
 		resp.Groups, err = nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("feed: tune %s: read plan: %w", p.Job, err)
 	}
-	out := map[string]planGroup{}
+	out := map[string]client.PlanGroup{}
 	for _, op := range p.Operators {
 		g, ok := resp.Groups[op.Name]
 		if !ok {
-			g = planGroup{Config: op.Config}
+			g = client.PlanGroup{Config: op.Config}
 		}
 		out[op.Name] = g
 	}
@@ -300,7 +289,7 @@ type pendingProposal struct {
 }
 
 // setup returns job/op's tuning state, creating it on first use.
-func (t *Tuner) setup(job string, op Operator) (*opTuner, error) {
+func (t *Tuner) setup(job string, op fsm.Operator) (*opTuner, error) {
 	k := key(job, op.Name)
 	t.mu.Lock()
 	ot, ok := t.ops[k]
@@ -316,7 +305,7 @@ func (t *Tuner) setup(job string, op Operator) (*opTuner, error) {
 	if len(features) == 0 {
 		features = []string{"const"}
 	}
-	bopts := bo.Options{Method: bo.Constrained, MemLimit: op.GPUMemoryMB, Margin: t.o.MarginMB, Delta: t.o.Delta,
+	bopts := bo.Options{Method: bo.Constrained, MemLimit: float64(op.GPUMemoryMB), Margin: t.o.MarginMB, Delta: t.o.Delta,
 		InitPoints: t.o.InitPoints, Logger: t.o.Logger}
 	if op.GPUs > 0 && !(op.GPUMemoryMB > 0) {
 		return nil, fmt.Errorf("accelerator operator without a device memory size (group meta trident_gpu_memory_mb): cannot bound its peak memory")
@@ -352,7 +341,7 @@ func canonical(space *configspace.Space, s string) string {
 }
 
 // operator runs one tuning step of job/op.
-func (t *Tuner) operator(ctx context.Context, job string, op Operator, g planGroup) error {
+func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g client.PlanGroup) error {
 	ot, err := t.setup(job, op)
 	if err != nil {
 		return err
@@ -501,7 +490,7 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 
 // propose PUTs the next candidate when the running config has been measured, no
 // transition is in flight and no earlier proposal is still waiting.
-func (t *Tuner) propose(ctx context.Context, ot *opTuner, op Operator, g planGroup, running, candidate string, cur uint64) error {
+func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g client.PlanGroup, running, candidate string, cur uint64) error {
 	if candidate != "" {
 		ot.pending = nil // the planner is rolling out a candidate: wait for it
 		return nil
@@ -554,14 +543,9 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op Operator, g planGro
 }
 
 // put sends p to the planner and remembers it as pending.
-func (t *Tuner) put(ctx context.Context, ot *opTuner, op Operator, p Proposal) error {
-	body := struct {
-		Config       string  `json:"config"`
-		Capacity     float64 `json:"capacity"`
-		ColdStartSec float64 `json:"cold_start_s"`
-	}{p.Config, p.Capacity, op.ColdStartSec}
-	path := "/v1/candidates/" + url.PathEscape(ot.job) + "/" + url.PathEscape(ot.op)
-	if err := t.call(ctx, http.MethodPut, path, body, nil); err != nil {
+func (t *Tuner) put(ctx context.Context, ot *opTuner, op fsm.Operator, p Proposal) error {
+	req := client.CandidateRequest{Config: p.Config, Capacity: p.Capacity, ColdStartSec: op.ColdStartSec}
+	if _, err := t.planner.PutCandidate(ctx, ot.job, ot.op, req); err != nil {
 		return fmt.Errorf("propose %s: %w", p.Config, err)
 	}
 	ot.pending = &pendingProposal{config: p.Config, round: ot.round}

@@ -2,17 +2,15 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/planner/client"
 )
 
 // plannerCount is the size of the demo's planner raft cluster.
@@ -72,21 +70,19 @@ target "trident-target" {
 	return leader, func() { _ = as.Stop(); stop() }, nil
 }
 
+// plannerClient returns a client of the planner at addr (the demo runs without a token).
+func plannerClient(addr string) (*client.Client, error) {
+	return client.New(client.Config{Address: addr})
+}
+
 // registerPipeline asks the planner to adopt job (it reads the job from Nomad).
 func registerPipeline(ctx context.Context, planner, job string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, planner+"/v1/pipelines/"+job, strings.NewReader("{}"))
-	if err != nil {
-		return err
+	pc, err := plannerClient(planner)
+	if err == nil {
+		_, err = pc.RegisterPipeline(ctx, job, nil)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("register pipeline %s with the planner: %w", job, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("register pipeline %s with the planner: HTTP %d: %s", job, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
@@ -94,23 +90,13 @@ func registerPipeline(ctx context.Context, planner, job string) error {
 // transitionSummary lists, per operator, the configurations the planner's decisions rolled
 // out (candidate configs with at least one instance in transition).
 func transitionSummary(ctx context.Context, planner, job string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, planner+"/v1/decisions?job="+job, nil)
+	pc, err := plannerClient(planner)
 	if err != nil {
 		return "tuner: " + err.Error()
 	}
-	resp, err := http.DefaultClient.Do(req)
+	ds, err := pc.Decisions(ctx, job, 0)
 	if err != nil {
-		return "tuner: planner unreachable: " + err.Error()
-	}
-	defer resp.Body.Close()
-	var ds []struct {
-		Operators map[string]struct {
-			CandidateConfig string `json:"candidate_config"`
-			Transitions     int    `json:"transitions"`
-		} `json:"operators"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&ds); err != nil {
-		return "tuner: decode decisions: " + err.Error()
+		return "tuner: " + err.Error()
 	}
 	seen := map[string][]string{}
 	for _, d := range ds {
@@ -133,23 +119,16 @@ func transitionSummary(ctx context.Context, planner, job string) string {
 
 // planSummary is a one-line view of the planner's latest decision for job.
 func planSummary(ctx context.Context, planner, job string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, planner+"/v1/plan/"+job, nil)
+	pc, err := plannerClient(planner)
 	if err != nil {
 		return ""
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "planner unreachable"
-	}
-	defer resp.Body.Close()
-	var p struct {
-		DecisionIndex uint64  `json:"decision_index"`
-		Source        string  `json:"source"`
-		Status        string  `json:"status"`
-		Throughput    float64 `json:"throughput"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&p) != nil {
+	p, err := pc.Plan(ctx, job)
+	switch {
+	case client.IsNotFound(err):
 		return "no decision yet"
+	case err != nil:
+		return "planner unreachable"
 	}
 	return fmt.Sprintf("decision #%d (%s, %s, predicted %.1f docs/s)", p.DecisionIndex, p.Source, p.Status, p.Throughput)
 }

@@ -56,14 +56,14 @@ func TestBadInputWithNomadUnreachable(t *testing.T) {
 	}
 	before := state()
 	code, body := call(http.MethodPut, httpAddr, "/v1/pipelines/pipe", nil, nil)
-	if code != http.StatusUnprocessableEntity || !strings.Contains(body, `read job \"pipe\" from nomad`) || !strings.Contains(body, "connection refused") {
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, `read job "pipe" from nomad`) || !strings.Contains(body, "connection refused") {
 		t.Fatalf("register with Nomad down: HTTP %d %s", code, body)
 	}
 	bad := pipelineJob("pipe")
 	bad.TaskGroups[1].Meta["trident_memory_mb"] = "lots"
 	raw, _ := json.Marshal(bad)
 	code, body = call(http.MethodPut, httpAddr, "/v1/pipelines/pipe", map[string]json.RawMessage{"job": raw}, nil)
-	if code != http.StatusUnprocessableEntity || !strings.Contains(body, `group \"work\": meta trident_memory_mb=\"lots\": not an integer`) {
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, `group "work": meta trident_memory_mb="lots": not an integer`) {
 		t.Fatalf("malformed meta: HTTP %d %s", code, body)
 	}
 	code, body = call(http.MethodPost, httpAddr, "/v1/observations", json.RawMessage(`{"job":"pipe","operator":"src","capacity":1e999}`), nil)

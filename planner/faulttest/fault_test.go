@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/trident-sched/trident/e2e/harness"
-	"github.com/trident-sched/trident/planner"
+	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/nomadact"
 )
@@ -65,7 +65,7 @@ func (c *cluster) leader(timeout time.Duration) (*proc, time.Duration) {
 	for time.Since(start) < timeout {
 		var leaders []*proc
 		for _, p := range c.alive() {
-			var st planner.StatusResponse
+			var st client.StatusResponse
 			if code, _ := call("GET", p.http, "/v1/status", nil, &st); code == 200 && st.State == "Leader" {
 				leaders = append(leaders, p)
 			}
@@ -86,8 +86,8 @@ func (c *cluster) dump() {
 	}
 }
 
-func (c *cluster) plan(p *proc) (planner.PlanResponse, bool) {
-	var pr planner.PlanResponse
+func (c *cluster) plan(p *proc) (client.PlanResponse, bool) {
+	var pr client.PlanResponse
 	code, _ := call("GET", p.http, "/v1/plan/pipe", nil, &pr)
 	return pr, code == 200
 }
@@ -120,7 +120,7 @@ func running(t *testing.T, cl *api.Client) map[string]int {
 }
 
 // wantGroups is the committed plan as rendered group counts.
-func wantGroups(pr planner.PlanResponse) map[string]int {
+func wantGroups(pr client.PlanResponse) map[string]int {
 	out := map[string]int{}
 	for op, g := range pr.Groups {
 		for node, pl := range g.Nodes {
@@ -199,7 +199,7 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 		c.dump()
 		t.Fatalf("register via follower: HTTP %d %s", code, body)
 	}
-	var pr planner.PlanResponse
+	var pr client.PlanResponse
 	waitFor(t, c, "first decision done", 120*time.Second, func() bool {
 		var ok bool
 		pr, ok = c.plan(leader)
@@ -219,10 +219,10 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 
 	// (1) A faster config for "work" -> transition decision; kill -9 the leader while its
 	// surge deployment runs.
-	if code, body := call("PUT", follower.http, "/v1/candidates/pipe/work", planner.CandidateRequest{Config: "mode=b", Capacity: 5}, nil); code != 200 {
+	if code, body := call("PUT", follower.http, "/v1/candidates/pipe/work", client.CandidateRequest{Config: "mode=b", Capacity: 5}, nil); code != 200 {
 		t.Fatalf("candidate: HTTP %d %s", code, body)
 	}
-	var trans planner.PlanResponse
+	var trans client.PlanResponse
 	waitFor(t, c, "transition decision committed", 30*time.Second, func() bool {
 		var ok bool
 		trans, ok = c.plan(leader)
@@ -295,11 +295,11 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 		}
 	}
 	c.proxies[pi].Cut()
-	var st planner.StatusResponse
+	var st client.StatusResponse
 	call("GET", part.http, "/v1/status", nil, &st)
 	before := st.AppliedIndex
 	for k := 0; k < 60; k++ {
-		obs := planner.ObservationRequest{Job: "pipe", Operator: "src", Capacity: float64(10 + k), Epoch: 0}
+		obs := client.ObservationRequest{Job: "pipe", Operator: "src", Capacity: float64(10 + k), Epoch: 0}
 		if code, body := call("POST", leader.http, "/v1/observations", obs, nil); code != 200 {
 			t.Fatalf("observation during partition: HTTP %d %s", code, body)
 		}

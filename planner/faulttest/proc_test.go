@@ -5,12 +5,10 @@
 package faulttest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +19,7 @@ import (
 	"time"
 
 	"github.com/trident-sched/trident/e2e/harness"
-	"github.com/trident-sched/trident/planner"
+	"github.com/trident-sched/trident/planner/client"
 )
 
 const token = "fault-test-token"
@@ -161,27 +159,27 @@ func (p *proc) stop() {
 
 func (p *proc) alive() bool { return p.cmd != nil }
 
-// call does one API request; it returns code 0 when the server is unreachable.
+// call does one API request through the planner client, with its bounded retries (a
+// write during a partition may meet "leadership lost" once, as every production client
+// may). It answers 200 for every 2xx, the status of an error answer with its message, or
+// code 0 when the server could not be reached.
 func call(method, base, path string, body any, out any) (int, string) {
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, method, "http://"+base+path, r)
-	req.Header.Set(planner.HeaderToken, token)
-	resp, err := http.DefaultClient.Do(req)
+	cl, err := client.New(client.Config{Address: base, Token: token, Retries: 3})
 	if err != nil {
 		return 0, err.Error()
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode == 200 {
-		_ = json.Unmarshal(b, out)
+	err = cl.Do(ctx, method, path, body, out)
+	var se *client.StatusError
+	switch {
+	case err == nil:
+		return 200, ""
+	case errors.As(err, &se):
+		return se.Code, se.Message
+	default:
+		return 0, err.Error()
 	}
-	return resp.StatusCode, string(b)
 }
 
 func tail(path string, n int) string {

@@ -10,12 +10,9 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +22,7 @@ import (
 	"github.com/hashicorp/nomad-autoscaler/plugins/base"
 	"github.com/hashicorp/nomad-autoscaler/plugins/strategy"
 	"github.com/hashicorp/nomad-autoscaler/sdk"
+	"github.com/trident-sched/trident/planner/client"
 )
 
 // Name is the plugin's name in the autoscaler's `strategy` block.
@@ -49,16 +47,16 @@ const (
 
 // Plugin implements strategy.Strategy.
 type Plugin struct {
-	log    hclog.Logger
-	agent  map[string]string
-	client *http.Client
+	log   hclog.Logger
+	agent map[string]string
+	http  *http.Client
 }
 
 var _ strategy.Strategy = (*Plugin)(nil)
 
 // New returns the strategy plugin.
 func New(log hclog.Logger) *Plugin {
-	return &Plugin{log: log, agent: map[string]string{}, client: &http.Client{Timeout: 5 * time.Second}}
+	return &Plugin{log: log, agent: map[string]string{}, http: &http.Client{Timeout: 5 * time.Second}}
 }
 
 // Info is the plugin's identity.
@@ -78,13 +76,6 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 	}
 	p.agent = config
 	return nil
-}
-
-// PlanEntry is the planner's committed target for one group.
-type PlanEntry struct {
-	Count         int64  `json:"count"`
-	Reason        string `json:"reason"`
-	DecisionIndex uint64 `json:"decision_index"`
 }
 
 // Run computes the action. It always returns a non-nil evaluation.
@@ -117,7 +108,7 @@ func (p *Plugin) Run(eval *sdk.ScalingCheckEvaluation, count int64) (*sdk.Scalin
 			p.log.Warn("planner unavailable, keeping current count", "job", job, "group", group, "error", err)
 			return noChange(eval, "trident: planner unavailable, keeping current count: "+err.Error()), nil
 		}
-		return setCount(eval, count, e.Count, fmt.Sprintf("trident plan #%d: %s", e.DecisionIndex, e.Reason), map[string]interface{}{
+		return setCount(eval, count, int64(e.Count), fmt.Sprintf("trident plan #%d: %s", e.DecisionIndex, e.Reason), map[string]interface{}{
 			MetaDecisionIndex: e.DecisionIndex, MetaSource: "planner",
 		}), nil
 	}
@@ -161,34 +152,20 @@ func (p *Plugin) config(eval *sdk.ScalingCheckEvaluation) map[string]string {
 	return out
 }
 
-func (p *Plugin) fetchPlan(ctx context.Context, planner, token, job, group string) (PlanEntry, error) {
-	u := strings.TrimRight(planner, "/") + "/v1/plan/" + url.PathEscape(job)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+// fetchPlan reads the planner's committed target of job's group (the client retries while
+// the planner cluster is between leaders, within ctx).
+func (p *Plugin) fetchPlan(ctx context.Context, planner, token, job, group string) (client.PlanGroup, error) {
+	c, err := client.New(client.Config{Address: planner, Token: token, HTTPClient: p.http})
 	if err != nil {
-		return PlanEntry{}, fmt.Errorf("planner request: %w", err)
+		return client.PlanGroup{}, err
 	}
-	if token != "" {
-		req.Header.Set("X-Trident-Token", token)
-	}
-	resp, err := p.client.Do(req)
+	plan, err := c.Plan(ctx, job)
 	if err != nil {
-		return PlanEntry{}, fmt.Errorf("GET %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return PlanEntry{}, fmt.Errorf("GET %s: HTTP %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	var plan struct {
-		DecisionIndex uint64               `json:"decision_index"`
-		Groups        map[string]PlanEntry `json:"groups"`
-	}
-	if err := json.Unmarshal(body, &plan); err != nil {
-		return PlanEntry{}, fmt.Errorf("decode plan from %s: %w", u, err)
+		return client.PlanGroup{}, err
 	}
 	e, ok := plan.Groups[group]
 	if !ok {
-		return PlanEntry{}, fmt.Errorf("plan #%d of job %q has no group %q", plan.DecisionIndex, job, group)
+		return client.PlanGroup{}, fmt.Errorf("plan #%d of job %q has no group %q", plan.DecisionIndex, job, group)
 	}
 	if e.DecisionIndex == 0 {
 		e.DecisionIndex = plan.DecisionIndex

@@ -6,13 +6,10 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +21,7 @@ import (
 	"github.com/hashicorp/nomad-autoscaler/sdk"
 	nomadHelper "github.com/hashicorp/nomad-autoscaler/sdk/helper/nomad"
 	"github.com/hashicorp/nomad/api"
+	"github.com/trident-sched/trident/planner/client"
 )
 
 // Name is the plugin's name in the autoscaler's `target` block.
@@ -40,17 +38,17 @@ const (
 
 // Plugin implements target.Target.
 type Plugin struct {
-	log    hclog.Logger
-	nomad  *api.Client
-	agent  map[string]string
-	client *http.Client
+	log   hclog.Logger
+	nomad *api.Client
+	agent map[string]string
+	http  *http.Client
 }
 
 var _ target.Target = (*Plugin)(nil)
 
 // New returns the target plugin.
 func New(log hclog.Logger) *Plugin {
-	return &Plugin{log: log, agent: map[string]string{}, client: &http.Client{Timeout: 10 * time.Second}}
+	return &Plugin{log: log, agent: map[string]string{}, http: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // Info is the plugin's identity.
@@ -104,7 +102,8 @@ func (p *Plugin) Status(config map[string]string) (*sdk.TargetStatus, error) {
 	q := &api.QueryOptions{Namespace: cfg[ConfigNamespace]}
 	st, _, err := p.nomad.Jobs().ScaleStatus(job, q)
 	if err != nil {
-		if strings.Contains(err.Error(), "404") {
+		var ue api.UnexpectedResponseError
+		if errors.As(err, &ue) && ue.StatusCode() == http.StatusNotFound {
 			return nil, nil // job gone: the autoscaler stops its policies
 		}
 		return nil, fmt.Errorf("trident-target: scale status of %s: %w", job, err)
@@ -166,29 +165,16 @@ func (p *Plugin) Scale(action sdk.ScalingAction, config map[string]string) error
 // is the only writer of pipeline jobs; the action's decision index (from the trident
 // strategy) makes the request idempotent.
 func (p *Plugin) applyViaPlanner(ctx context.Context, addr, token, job, group string, a sdk.ScalingAction) error {
-	body, _ := json.Marshal(map[string]interface{}{
-		"group": group, "count": a.Count, "reason": a.Reason, "meta": a.Meta,
-	})
-	u := strings.TrimRight(addr, "/") + "/v1/pipelines/" + url.PathEscape(job) + "/apply"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	c, err := client.New(client.Config{Address: addr, Token: token, HTTPClient: p.http})
 	if err != nil {
-		return fmt.Errorf("trident-target: planner request: %w", err)
+		return fmt.Errorf("trident-target: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("X-Trident-Token", token)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("trident-target: POST %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	_, err = c.Apply(ctx, job, client.ApplyRequest{Group: group, Count: a.Count, Reason: a.Reason, Meta: a.Meta})
 	switch {
-	case resp.StatusCode == http.StatusConflict:
-		return sdk.NewTargetScalingNoOpError("trident-target: planner busy with %s: %s", job, strings.TrimSpace(string(b)))
-	case resp.StatusCode/100 != 2:
-		return fmt.Errorf("trident-target: POST %s: HTTP %d: %s", u, resp.StatusCode, strings.TrimSpace(string(b)))
+	case client.IsConflict(err):
+		return sdk.NewTargetScalingNoOpError("trident-target: planner busy with %s: %v", job, err)
+	case err != nil:
+		return fmt.Errorf("trident-target: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,180 @@
+package client
+
+import (
+	"encoding/json"
+
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// Header names of the planner's HTTP API.
+const (
+	// HeaderToken carries the ACL token.
+	HeaderToken = "X-Trident-Token"
+	// HeaderForwarded marks a request forwarded by a follower (prevents forwarding loops).
+	HeaderForwarded = "X-Trident-Forwarded"
+	// HeaderLeader is set on every response to the leader's ID as the answering server knows it.
+	HeaderLeader = "X-Trident-Leader"
+	// HeaderIndex is set on every response to the answering server's last applied raft index.
+	HeaderIndex = "X-Trident-Index"
+)
+
+// StatusResponse is GET /v1/status.
+type StatusResponse struct {
+	ID           string       `json:"id"`
+	State        string       `json:"state"`
+	LeaderID     string       `json:"leader_id"`
+	LeaderRaft   string       `json:"leader_raft_addr"`
+	LeaderHTTP   string       `json:"leader_http_addr"`
+	Term         uint64       `json:"term"`
+	LastIndex    uint64       `json:"last_index"`
+	AppliedIndex uint64       `json:"applied_index"`
+	Peers        []PeerStatus `json:"peers"`
+	Pipelines    int          `json:"pipelines"`
+	Decisions    int          `json:"decisions"`
+}
+
+// PeerStatus is one raft member in StatusResponse.
+type PeerStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	Suffrage string `json:"suffrage"`
+}
+
+// Pipeline is a registered pipeline as GET /v1/pipelines and GET /v1/pipelines/<job> show
+// it (without the job template it was registered from).
+type Pipeline struct {
+	Job             string         `json:"job"`
+	Operators       []fsm.Operator `json:"operators"`
+	RegisteredIndex uint64         `json:"registered_index"`
+}
+
+// PipelineRequest is PUT /v1/pipelines/<job>. With Job (a Nomad job as JSON, as printed by
+// `nomad job run -output`, optionally wrapped in {"Job": ...}) the pipeline is parsed from
+// it; with an empty body the planner reads the registered job from Nomad.
+type PipelineRequest struct {
+	Job json.RawMessage `json:"job,omitempty"`
+}
+
+// RegisterResponse answers PUT /v1/pipelines/<job>.
+type RegisterResponse struct {
+	Job       string         `json:"job"`
+	Index     uint64         `json:"index"`
+	Operators []fsm.Operator `json:"operators"`
+}
+
+// IndexResponse answers writes that only report the raft index that committed them.
+type IndexResponse struct {
+	Index uint64 `json:"index"`
+}
+
+// PlanResponse is GET /v1/plan/<job>: the committed target of the job's latest decision.
+type PlanResponse struct {
+	Job           string `json:"job"`
+	DecisionIndex uint64 `json:"decision_index"`
+	Reason        string `json:"reason"`
+	Source        string `json:"source"`
+	// Status is the actuator's progress on the decision: applying | done | failed.
+	Status     string  `json:"status"`
+	Throughput float64 `json:"throughput"`
+	// Groups maps the operator (the group name in the user's job file) to its target.
+	Groups map[string]PlanGroup `json:"groups"`
+	// FailedDecisionIndex is set when the newest decision failed (Nomad reverted): the
+	// plan shown is then the decision that runs again.
+	FailedDecisionIndex uint64 `json:"failed_decision_index,omitempty"`
+	// PlanError is set when the newest scheduling round found no plan (e.g. the scaling
+	// minimums cannot be packed on the nodes): the plan shown stays in force.
+	PlanError string `json:"plan_error,omitempty"`
+}
+
+// PlanGroup is one operator's committed target.
+type PlanGroup struct {
+	// Count is the total number of instances.
+	Count         int    `json:"count"`
+	Reason        string `json:"reason"`
+	DecisionIndex uint64 `json:"decision_index"`
+	// Nodes maps node name to the instances there by configuration.
+	Nodes           map[string]fsm.Placement `json:"nodes"`
+	Config          string                   `json:"config"`
+	ConfigEpoch     uint64                   `json:"config_epoch"`
+	CandidateConfig string                   `json:"candidate_config,omitempty"`
+	Transitions     int                      `json:"transitions"`
+	// ObservationEpoch is the operator's observation epoch (bumped per committed transition).
+	ObservationEpoch uint64 `json:"observation_epoch"`
+}
+
+// ObservationRequest is one element of POST /v1/observations (a single object or an array).
+type ObservationRequest struct {
+	Job      string  `json:"job"`
+	Operator string  `json:"operator"`
+	Capacity float64 `json:"capacity"`
+	Std      float64 `json:"std,omitempty"`
+	Epoch    uint64  `json:"epoch"`
+	// UnixMilli is the producer's timestamp (optional).
+	UnixMilli int64 `json:"unix_ms,omitempty"`
+	// Backlog is the operator's input backlog in records (optional; the catch-up term).
+	Backlog float64 `json:"backlog,omitempty"`
+}
+
+// ObservationsResponse answers POST /v1/observations.
+type ObservationsResponse struct {
+	Index    uint64 `json:"index"`
+	Accepted int    `json:"accepted"`
+	// Ignored lists the observations of a stale config epoch: committed, but they do not
+	// change the operator's estimate.
+	Ignored []IgnoredObservation `json:"ignored"`
+}
+
+// IgnoredObservation is one element of ObservationsResponse.Ignored.
+type IgnoredObservation struct {
+	// Index is the observation's position in the request.
+	Index  int    `json:"index"`
+	Reason string `json:"reason"`
+}
+
+// CandidateRequest is PUT /v1/candidates/<job>/<operator>.
+type CandidateRequest struct {
+	Config       string  `json:"config"`
+	Capacity     float64 `json:"capacity"`
+	ColdStartSec float64 `json:"cold_start_s"`
+}
+
+// ApplyRequest is POST /v1/pipelines/<job>/apply (sent by the trident-target plugin).
+type ApplyRequest struct {
+	Group  string         `json:"group"`
+	Count  int64          `json:"count"`
+	Reason string         `json:"reason"`
+	Meta   map[string]any `json:"meta"`
+}
+
+// ApplyResponse answers POST /v1/pipelines/<job>/apply.
+type ApplyResponse struct {
+	Job           string `json:"job"`
+	DecisionIndex uint64 `json:"decision_index"`
+	Status        string `json:"status"`
+}
+
+// TransferRequest is POST /v1/leadership/transfer; an empty ID lets raft choose.
+type TransferRequest struct {
+	ID string `json:"id"`
+}
+
+// TransferResponse answers POST /v1/leadership/transfer.
+type TransferResponse struct {
+	LeaderID   string `json:"leader_id"`
+	LeaderHTTP string `json:"leader_http_addr"`
+}
+
+// SnapshotResponse answers POST /v1/snapshot.
+type SnapshotResponse struct {
+	ID    string `json:"id"`
+	Index uint64 `json:"index"`
+	Term  uint64 `json:"term"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error    string `json:"error"`
+	LeaderID string `json:"leader_id,omitempty"`
+	Leader   string `json:"leader_http_addr,omitempty"`
+	Raft     string `json:"leader_raft_addr,omitempty"`
+}
