@@ -28,6 +28,7 @@ func commands() map[string]command {
 		"demo":     {"run the local Nomad demo of the PDF pipeline", runDemo},
 		"operator": {"run one simulated pipeline operator (NATS in/out, Prometheus metrics)", runOperator},
 		"dataset":  {"generate an input dataset with workload regime shifts", runDataset},
+		"pipeline": {"register, list, inspect and delete the planner's pipelines", runPipeline},
 		"version":  {"print the version", runVersion},
 	}
 }

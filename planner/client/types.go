@@ -40,12 +40,16 @@ type PeerStatus struct {
 	Suffrage string `json:"suffrage"`
 }
 
+// Operator is one operator of a registered pipeline, as the planner parsed it from its
+// task group's meta.
+type Operator = fsm.Operator
+
 // Pipeline is a registered pipeline as GET /v1/pipelines and GET /v1/pipelines/<job> show
 // it (without the job template it was registered from).
 type Pipeline struct {
-	Job             string         `json:"job"`
-	Operators       []fsm.Operator `json:"operators"`
-	RegisteredIndex uint64         `json:"registered_index"`
+	Job             string     `json:"job"`
+	Operators       []Operator `json:"operators"`
+	RegisteredIndex uint64     `json:"registered_index"`
 }
 
 // PipelineRequest is PUT /v1/pipelines/<job>. With Job (a Nomad job as JSON, as printed by
@@ -57,9 +61,9 @@ type PipelineRequest struct {
 
 // RegisterResponse answers PUT /v1/pipelines/<job>.
 type RegisterResponse struct {
-	Job       string         `json:"job"`
-	Index     uint64         `json:"index"`
-	Operators []fsm.Operator `json:"operators"`
+	Job       string     `json:"job"`
+	Index     uint64     `json:"index"`
+	Operators []Operator `json:"operators"`
 }
 
 // IndexResponse answers writes that only report the raft index that committed them.

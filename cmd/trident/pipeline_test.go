@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/planner"
+	"github.com/trident-sched/trident/planner/client"
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/planner/nomadact"
+)
+
+// soloPlanner starts one in-process planner server with the Nomad actuator (pointed at an
+// address nothing listens on: registration from a job file needs no Nomad) and a
+// committed one-node inventory; it returns the API address.
+func soloPlanner(t *testing.T, token string) string {
+	t.Helper()
+	cfg := api.DefaultConfig()
+	cfg.Address = "http://" + harness.FreeAddr(t)
+	nc, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	httpAddr := harness.FreeAddr(t)
+	s, err := planner.New(planner.Config{ID: "solo", RaftAddr: harness.FreeAddr(t), HTTPAddr: httpAddr, DataDir: t.TempDir(),
+		Bootstrap: true, Token: token, Logger: log,
+		Loop: &planner.LoopConfig{Interval: time.Hour, Actuator: nomadact.New(nc, nomadact.Options{Logger: log})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	pc, err := client.New(client.Config{Address: httpAddr, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client retries 503 until the single server has elected itself.
+	if _, err := pc.SetInventory(ctx, []fsm.Node{{Name: "n1", CPU: 8, MemoryMB: 16384}}); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + httpAddr
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestPipelineCommands drives register / list / status / delete against a real planner,
+// with the address and token from the environment as the HashiCorp CLIs take them.
+func TestPipelineCommands(t *testing.T) {
+	addr := soloPlanner(t, "tok")
+	t.Setenv(client.EnvAddr, addr)
+	t.Setenv(client.EnvToken, "tok")
+	group := func(name, order string) *api.TaskGroup {
+		return &api.TaskGroup{Name: ptrTo(name), Count: ptrTo(1),
+			Meta: map[string]string{"trident_order": order, "trident_cpu": "0.5", "trident_memory_mb": "256", "trident_config": "mode=a"},
+			Tasks: []*api.Task{{Name: "run", Driver: "raw_exec", Config: map[string]any{"command": "/bin/sleep", "args": []string{"60"}},
+				Resources: &api.Resources{CPU: ptrTo(100), MemoryMB: ptrTo(256)}}}}
+	}
+	job := &api.Job{ID: ptrTo("pdf"), Name: ptrTo("pdf"), Type: ptrTo("service"), Datacenters: []string{"*"},
+		TaskGroups: []*api.TaskGroup{group("parse", "0"), group("ocr", "1")}}
+	raw, _ := json.Marshal(job)
+	file := filepath.Join(t.TempDir(), "pdf.json")
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := runPipeline(context.Background(), args, &out, &errOut)
+		return out.String(), err
+	}
+
+	out, err := run("register", "-file", file, "pdf")
+	if err != nil || !strings.Contains(out, `Pipeline "pdf" registered`) || !strings.Contains(out, "parse") || !strings.Contains(out, "ocr") {
+		t.Fatalf("register: %v\n%s", err, out)
+	}
+	if _, err := run("register", "-file", file, "other"); err == nil || !strings.Contains(err.Error(), "HTTP 422") {
+		// The planner parses the job under the ID it is registered as; a file of
+		// another job is refused, by name.
+		t.Fatalf("register under another ID: %v", err)
+	}
+	out, err = run("list")
+	if err != nil || !strings.Contains(out, "pdf") || !strings.Contains(out, "no decision yet") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, err = run("list", "-json")
+	var rows []struct {
+		Job       string            `json:"job"`
+		Operators []client.Operator `json:"operators"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Job != "pdf" || len(rows[0].Operators) != 2 {
+		t.Fatalf("list -json: %v\n%s", err, out)
+	}
+	out, err = run("status", "pdf")
+	if err != nil || !strings.Contains(out, "Decision       = none yet") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	if _, err := run("status", "nope"); !client.IsNotFound(err) {
+		t.Fatalf("status of an unknown job: %v, want the planner's 404", err)
+	}
+	out, err = run("delete", "pdf")
+	if err != nil || !strings.Contains(out, `Pipeline "pdf" deleted`) {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	if out, err = run("list"); err != nil || !strings.Contains(out, "No pipelines registered") {
+		t.Fatalf("list after delete: %v\n%s", err, out)
+	}
+	t.Setenv(client.EnvToken, "wrong")
+	if _, err := run("list"); err == nil || !strings.Contains(err.Error(), "HTTP 403") {
+		t.Fatalf("wrong token: %v", err)
+	}
+}
+
+// TestPipelineMisuse: subcommands and their arguments are checked before any request.
+func TestPipelineMisuse(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "usage"},
+		{[]string{"frobnicate"}, `unknown subcommand "frobnicate"`},
+		{[]string{"status"}, "want exactly one job ID"},
+		{[]string{"delete", "a", "b"}, "want exactly one job ID"},
+		{[]string{"list", "x"}, "takes flags only"},
+		{[]string{"list", "-address", "ftp://x"}, "is not an http(s) URL"},
+		{[]string{"register", "-file", "/nonexistent.json", "pdf"}, "read -file"},
+	} {
+		err := runPipeline(context.Background(), tc.args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("pipeline %q: err %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
