@@ -1,5 +1,5 @@
 # Nomad Autoscaler agent configuration for Trident. Copy the plugins from
-# bin/autoscaler-plugins into plugin_dir. Every field is documented in README.md.
+# bin/autoscaler-plugins into plugin_dir. Every field is documented in docs/job-spec.md.
 
 log_level  = "INFO"
 plugin_dir = "/opt/nomad-autoscaler/plugins"

@@ -8,7 +8,7 @@
 # Point the autoscaler plugins' planner_addr (jobs/autoscaler.hcl) at any server: followers
 # forward writes to the leader. raw_exec keeps the example dependency-free; on a production
 # cluster run the binary with the exec or docker driver, and add -token, -tls-* and
-# -raft-tls (see README "The planner").
+# -raft-tls (see docs/planner.md).
 
 variable "trident_binary" {
   type        = string
