@@ -173,6 +173,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		resp.Pipelines = len(st.Pipelines)
 		resp.Decisions = len(st.Decisions)
 	})
+	if s.loop != nil {
+		ls := s.loop.Stats()
+		resp.Rounds, resp.Solves = ls.Rounds, ls.Solves
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -305,7 +309,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.loop != nil {
-		s.loop.kick()
+		s.loop.nudge()
 	}
 	writeJSON(w, http.StatusAccepted, client.ApplyResponse{Job: job, DecisionIndex: dec.Index, Status: prog.Status})
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/trident-sched/trident/planner/fsm"
@@ -92,12 +93,17 @@ type LoopConfig struct {
 // Loop is the leader's rescheduling loop (Algorithm 2 of the Trident paper): observe,
 // solve asynchronously, commit the decision to raft, apply the delta.
 type Loop struct {
-	s       *Server
-	cfg     LoopConfig
-	log     *slog.Logger
+	s   *Server
+	cfg LoopConfig
+	log *slog.Logger
+	// kickCh asks for a round that also solves (the input changed); nudgeCh for one that
+	// only advances in-flight decisions. Both are coalesced and debounced (runLeader).
 	kickCh  chan struct{}
-	results chan solveResult
-	solving map[string]bool
+	nudgeCh chan struct{}
+	// rounds and solves count this server's rounds and started solves (LoopStats).
+	rounds, solves atomic.Uint64
+	results        chan solveResult
+	solving        map[string]bool
 	// adopted marks jobs whose re-submitted version was registered again: their next
 	// plan is committed even when it moves nothing, so that a rendered version replaces
 	// the user's unpinned one.
@@ -130,15 +136,41 @@ func newLoop(s *Server, cfg LoopConfig) *Loop {
 	if cfg.MinGain <= 0 {
 		cfg.MinGain = 0.05
 	}
-	return &Loop{s: s, cfg: cfg, log: s.log.With("component", "loop"), kickCh: make(chan struct{}, 1)}
+	return &Loop{s: s, cfg: cfg, log: s.log.With("component", "loop"),
+		kickCh: make(chan struct{}, 1), nudgeCh: make(chan struct{}, 1)}
 }
 
-// kick asks for a round as soon as possible.
-func (l *Loop) kick() {
+// LoopStats counts a server's rescheduling rounds and the solves they started, over every
+// term it led.
+type LoopStats struct {
+	Rounds uint64
+	Solves uint64
+}
+
+// Stats returns the loop's counters.
+func (l *Loop) Stats() LoopStats {
+	return LoopStats{Rounds: l.rounds.Load(), Solves: l.solves.Load()}
+}
+
+// kick asks for a round that solves every pipeline soon: the scheduling input changed
+// (a registration, a candidate).
+func (l *Loop) kick() { signal(l.kickCh) }
+
+// nudge asks for a round that advances in-flight decisions soon, without new solves (an
+// apply request of the target plugin).
+func (l *Loop) nudge() { signal(l.nudgeCh) }
+
+func signal(ch chan struct{}) {
 	select {
-	case l.kickCh <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// debounce is the shortest gap between rounds that kicks and nudges start: a burst of
+// requests (every autoscaler policy applies each evaluation) makes one round.
+func (l *Loop) debounce() time.Duration {
+	return min(time.Second, l.cfg.Interval/4)
 }
 
 // runLeader runs rounds until ctx is done (leadership lost or shutdown).
@@ -153,29 +185,55 @@ func (l *Loop) runLeader(ctx context.Context) {
 	l.log.Info("rescheduling loop started", "interval", l.cfg.Interval)
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
-	l.round(ctx)
+	// One round per interval solves every pipeline. A kick or nudge runs one more round
+	// after at most the debounce gap; a solve's result runs one only when it committed a
+	// decision (to start applying it), so an idle leader idles.
+	var pending <-chan time.Time
+	wantSolve := false
+	last := time.Now()
+	run := func(solve bool) {
+		l.round(ctx, solve)
+		last = time.Now()
+	}
+	schedule := func() {
+		if pending == nil {
+			pending = time.After(max(0, l.debounce()-time.Since(last)))
+		}
+	}
+	run(true)
 	for {
 		select {
 		case <-ctx.Done():
 			l.log.Info("rescheduling loop stopped")
 			return
 		case <-t.C:
-			l.round(ctx)
+			run(true)
+			wantSolve = false
 		case <-l.kickCh:
-			l.round(ctx)
+			wantSolve = true
+			schedule()
+		case <-l.nudgeCh:
+			schedule()
+		case <-pending:
+			pending = nil
+			run(wantSolve)
+			wantSolve = false
 		case r := <-l.results:
 			delete(l.solving, r.job)
-			l.commit(ctx, r)
-			l.round(ctx)
+			if l.commit(ctx, r) {
+				run(false)
+			}
 		}
 	}
 }
 
-// round runs one pass: refresh the inventory, advance in-flight decisions, start solves.
-func (l *Loop) round(ctx context.Context) {
+// round runs one pass: refresh the inventory, advance in-flight decisions and, with solve,
+// start a solve for every pipeline that has no decision in flight.
+func (l *Loop) round(ctx context.Context, solve bool) {
 	if ctx.Err() != nil {
 		return
 	}
+	l.rounds.Add(1)
 	if a := l.cfg.Actuator; a != nil {
 		nodes, err := a.Inventory(ctx)
 		if err != nil {
@@ -199,7 +257,7 @@ func (l *Loop) round(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.pipeline(ctx, job)
+		l.pipeline(ctx, job, solve)
 	}
 }
 
@@ -220,7 +278,7 @@ func (l *Loop) inventoryChanged(nodes []fsm.Node) bool {
 	return changed
 }
 
-func (l *Loop) pipeline(ctx context.Context, job string) {
+func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 	var p *fsm.Pipeline
 	var prog fsm.Progress
 	var dec fsm.Decision
@@ -266,8 +324,8 @@ func (l *Loop) pipeline(ctx context.Context, job string) {
 		}
 		return
 	}
-	if l.solving[job] {
-		return // the previous solve still runs; the committed plan stays in force
+	if !solve || l.solving[job] {
+		return // not a solving round, or the previous solve still runs: the committed plan stays in force
 	}
 	if !l.adoptResubmitted(ctx, job) {
 		return
@@ -283,6 +341,7 @@ func (l *Loop) pipeline(ctx context.Context, job string) {
 		return
 	}
 	l.solving[job] = true
+	l.solves.Add(1)
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
 		defer cancel()
@@ -486,13 +545,14 @@ func (l *Loop) adoptResubmitted(ctx context.Context, job string) bool {
 // errGone marks a pipeline deleted while its round was prepared.
 var errGone = errors.New("deleted")
 
-// commit turns a solve result into a decision and commits it when it is worth acting on.
-func (l *Loop) commit(ctx context.Context, r solveResult) {
+// commit turns a solve result into a decision and commits it when it is worth acting on;
+// it reports whether it committed one.
+func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 	if r.err != nil {
 		if ctx.Err() == nil {
 			l.planError(ctx, r.job, r.err)
 		}
-		return
+		return false
 	}
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
 		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
@@ -526,12 +586,12 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 		cur := supported(r.in, r.in.Current)
 		if r.plan.Throughput <= cur*(1+l.cfg.MinGain) && fits(r.in) && withinBounds(r.in) {
 			l.planError(ctx, r.job, nil) // a plan was found; nothing worth moving
-			return
+			return false
 		}
 	}
 	if reflect.DeepEqual(normalise(d.Operators), normalise(targetsOf(r.in.Current))) && hasDec && !l.adopted[r.job] {
 		l.planError(ctx, r.job, nil)
-		return
+		return false
 	}
 	if d.Planner == "" {
 		d.Planner = newClusterID() // the first decision names the cluster
@@ -539,10 +599,11 @@ func (l *Loop) commit(ctx context.Context, r solveResult) {
 	idx, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpDecide, Decision: &d})
 	if err != nil {
 		l.log.Warn("decision not committed", "job", r.job, "err", err)
-		return
+		return false
 	}
 	delete(l.adopted, r.job)
 	l.log.Info("decision committed", "job", r.job, "index", idx, "source", d.Source, "throughput", d.Throughput, "transitions", transitions, "reason", d.Reason)
+	return true
 }
 
 // planError records in the replicated state why job's round found no plan (err), or that

@@ -31,6 +31,10 @@ type StatusResponse struct {
 	Peers        []PeerStatus `json:"peers"`
 	Pipelines    int          `json:"pipelines"`
 	Decisions    int          `json:"decisions"`
+	// Rounds and Solves count the rescheduling rounds this server ran and the solves they
+	// started while it led (since it started).
+	Rounds uint64 `json:"rounds"`
+	Solves uint64 `json:"solves"`
 }
 
 // PeerStatus is one raft member in StatusResponse.
