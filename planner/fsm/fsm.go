@@ -621,68 +621,82 @@ func applyProgress(st *State, c Command, idx uint64) error {
 	st.Progress[c.Job] = cp
 	switch pr.Status {
 	case StatusDone:
-		dep := map[string]map[string]Placement{}
-		for name, t := range latest.Operators {
-			dep[name] = map[string]Placement{}
-			for n, pl := range t.Nodes {
-				dep[name][n] = pl
-			}
-		}
-		if c.Deployed != nil {
-			dep = c.Deployed
-		}
-		st.Deployed[c.Job] = dep
-		if st.Stable == nil { // state restored from a snapshot that predates the field
-			st.Stable = map[string]uint64{}
-		}
-		st.Stable[c.Job] = latest.Index
-		names := make([]string, 0, len(latest.Operators))
-		for n := range latest.Operators {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			t := latest.Operators[name]
-			r := st.Rollouts[c.Job][name]
-			if t.Transitions > 0 && st.Epochs[c.Job][name] < r.Epoch+1 {
-				// The candidate's first instances run now, exporting epoch r.Epoch+1:
-				// the observation layer starts a new epoch for this operator.
-				if st.Epochs[c.Job] == nil {
-					st.Epochs[c.Job] = map[string]uint64{}
-				}
-				st.Epochs[c.Job][name] = r.Epoch + 1
-				st.Invalidations = pruneOldest(append(st.Invalidations, Invalidation{
-					Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
-					Config: t.CandidateConfig, Decision: latest.Index, Index: idx,
-				}), KeepInvalidations,
-					func(x Invalidation) bool { return x.Job == c.Job }, func(Invalidation) bool { return false })
-			}
-			if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
-				// Every instance runs the candidate: it becomes the current config.
-				r.Config, r.Epoch = r.CandidateConfig, r.Epoch+1
-				r.OnCurrent, r.OnCandidate, r.CandidateConfig = r.OnCandidate, 0, ""
-				delete(st.Candidates[c.Job], name)
-			}
-		}
+		finishRollout(st, c, latest, idx)
 	case StatusFailed:
-		// Nomad reverted to the last stable version, the one the last successful decision
-		// left (recorded in Deployed when it finished; not simply the previous decision,
-		// which may have failed too): its instances run again, and the candidate that
-		// failed is dropped.
-		dep := st.Deployed[c.Job]
-		for name, t := range latest.Operators {
-			r := st.Rollouts[c.Job][name]
-			cur, cand := 0, 0
-			for _, pl := range dep[name] {
-				cur += pl.Current
-				cand += pl.Candidate
-			}
-			r.OnCurrent, r.OnCandidate = cur, cand
-			if t.Transitions > 0 && cand == 0 {
-				r.CandidateConfig = ""
-				delete(st.Candidates[c.Job], name)
-			}
-		}
+		revertRollout(st, c, latest)
 	}
 	return nil
+}
+
+// finishRollout records that the latest decision of c.Job is deployed (as c.Deployed
+// when given, else as decided) and becomes the stable one; it starts a new observation
+// epoch for every operator whose candidate's first instances now run, and makes a
+// candidate that every instance runs the current config.
+func finishRollout(st *State, c Command, latest Decision, idx uint64) {
+	dep := map[string]map[string]Placement{}
+	for name, t := range latest.Operators {
+		dep[name] = map[string]Placement{}
+		for n, pl := range t.Nodes {
+			dep[name][n] = pl
+		}
+	}
+	if c.Deployed != nil {
+		dep = c.Deployed
+	}
+	st.Deployed[c.Job] = dep
+	if st.Stable == nil { // state restored from a snapshot that predates the field
+		st.Stable = map[string]uint64{}
+	}
+	st.Stable[c.Job] = latest.Index
+	names := make([]string, 0, len(latest.Operators))
+	for n := range latest.Operators {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := latest.Operators[name]
+		r := st.Rollouts[c.Job][name]
+		if t.Transitions > 0 && st.Epochs[c.Job][name] < r.Epoch+1 {
+			// The candidate's first instances run now, exporting epoch r.Epoch+1:
+			// the observation layer starts a new epoch for this operator.
+			if st.Epochs[c.Job] == nil {
+				st.Epochs[c.Job] = map[string]uint64{}
+			}
+			st.Epochs[c.Job][name] = r.Epoch + 1
+			st.Invalidations = pruneOldest(append(st.Invalidations, Invalidation{
+				Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
+				Config: t.CandidateConfig, Decision: latest.Index, Index: idx,
+			}), KeepInvalidations,
+				func(x Invalidation) bool { return x.Job == c.Job }, func(Invalidation) bool { return false })
+		}
+		if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
+			// Every instance runs the candidate: it becomes the current config.
+			r.Config, r.Epoch = r.CandidateConfig, r.Epoch+1
+			r.OnCurrent, r.OnCandidate, r.CandidateConfig = r.OnCandidate, 0, ""
+			delete(st.Candidates[c.Job], name)
+		}
+	}
+}
+
+// revertRollout records that the latest decision of c.Job failed: the rollouts' instance
+// counts go back to the last deployment that finished (st.Deployed).
+func revertRollout(st *State, c Command, latest Decision) {
+	// Nomad reverted to the last stable version, the one the last successful decision
+	// left (recorded in Deployed when it finished; not simply the previous decision,
+	// which may have failed too): its instances run again, and the candidate that
+	// failed is dropped.
+	dep := st.Deployed[c.Job]
+	for name, t := range latest.Operators {
+		r := st.Rollouts[c.Job][name]
+		cur, cand := 0, 0
+		for _, pl := range dep[name] {
+			cur += pl.Current
+			cand += pl.Candidate
+		}
+		r.OnCurrent, r.OnCandidate = cur, cand
+		if t.Transitions > 0 && cand == 0 {
+			r.CandidateConfig = ""
+			delete(st.Candidates[c.Job], name)
+		}
+	}
 }
