@@ -192,157 +192,201 @@ func (s snapshot) Persist(sink raft.SnapshotSink) error {
 
 func (snapshot) Release() {}
 
-// apply validates c against st and, only when valid, mutates st.
+// apply validates c against st and, only when valid, mutates st. It dispatches on the
+// command kind to one applyXxx function per command; each returns before its first
+// mutation when the command is invalid.
 func apply(st *State, c Command, idx uint64) error {
 	switch c.Op {
 	case OpRegisterPipeline:
-		p := c.Pipeline
-		if err := ValidatePipeline(p); err != nil {
-			return err
-		}
-		cp := *p
-		cp.RegisteredIndex = idx
-		st.Pipelines[p.Job] = &cp
-		ro := map[string]*Rollout{}
-		old := st.Rollouts[p.Job]
-		for _, o := range p.Operators {
-			if r, ok := old[o.Name]; ok {
-				ro[o.Name] = r
-				continue
-			}
-			ro[o.Name] = &Rollout{Config: o.Config}
-		}
-		st.Rollouts[p.Job] = ro
-		if st.Epochs[p.Job] == nil {
-			st.Epochs[p.Job] = map[string]uint64{}
-		}
-		return nil
+		return applyRegisterPipeline(st, c, idx)
 	case OpDeletePipeline:
-		if _, ok := st.Pipelines[c.Job]; !ok {
-			return fmt.Errorf("pipeline %q is not registered", c.Job)
-		}
-		delete(st.Pipelines, c.Job)
-		delete(st.Rollouts, c.Job)
-		delete(st.Candidates, c.Job)
-		delete(st.Observations, c.Job)
-		delete(st.Deployed, c.Job)
-		delete(st.Progress, c.Job)
-		delete(st.Stable, c.Job)
-		delete(st.PlanErrors, c.Job)
-		// The job's logs go too: a pipeline registered again under the same ID starts
-		// without a latest decision, and jobs that come and go do not grow the state.
-		// Epochs stay, so that a re-registered operator's epochs keep increasing.
-		st.Decisions = slices.DeleteFunc(st.Decisions, func(d Decision) bool { return d.Job == c.Job })
-		st.Invalidations = slices.DeleteFunc(st.Invalidations, func(v Invalidation) bool { return v.Job == c.Job })
-		return nil
+		return applyDeletePipeline(st, c)
 	case OpSetInventory:
-		seen := map[string]bool{}
-		for i, n := range c.Nodes {
-			switch {
-			case n.Name == "":
-				return fmt.Errorf("nodes[%d]: name is empty", i)
-			case seen[n.Name]:
-				return fmt.Errorf("nodes[%d]: duplicate node %q", i, n.Name)
-			case !finite(n.CPU) || n.CPU < 0:
-				return fmt.Errorf("node %q: cpu=%v must be a finite number >= 0", n.Name, n.CPU)
-			case n.MemoryMB < 0 || n.GPUs < 0 || n.GPUMemoryMB < 0:
-				return fmt.Errorf("node %q: memory_mb, gpus and gpu_memory_mb must be >= 0", n.Name)
-			case !finite(n.EgressBps) || n.EgressBps < 0:
-				return fmt.Errorf("node %q: egress_bps=%v must be a finite number >= 0", n.Name, n.EgressBps)
-			}
-			seen[n.Name] = true
-		}
-		st.Nodes = map[string]Node{}
-		for _, n := range c.Nodes {
-			st.Nodes[n.Name] = n
-		}
-		return nil
+		return applySetInventory(st, c)
 	case OpObserve:
-		entries := c.Observations
-		if c.Observation != nil {
-			entries = append([]ObservationEntry{{Job: c.Job, Operator: c.Operator, Observation: *c.Observation}}, entries...)
-		}
-		if len(entries) == 0 {
-			return fmt.Errorf("observation is missing")
-		}
-		for i, e := range entries {
-			if err := CheckObservation(st, e); err != nil {
-				return fmt.Errorf("observations[%d]: %w", i, err)
-			}
-		}
-		for _, e := range entries {
-			o := e.Observation
-			o.Index = idx
-			switch ObservationTarget(st, e) {
-			case TargetCurrent:
-				setIn(st.Observations, e.Job, e.Operator, o)
-			case TargetCandidate:
-				cand := st.Candidates[e.Job][e.Operator]
-				cand.Capacity = o.Capacity
-				st.Candidates[e.Job][e.Operator] = cand
-				// The backlog is the operator's whatever config measured it.
-				if cur, ok := st.Observations[e.Job][e.Operator]; ok {
-					cur.Backlog = o.Backlog
-					setIn(st.Observations, e.Job, e.Operator, cur)
-				}
-			default: // stale or ahead of the config epochs: ignored (reported by the API)
-			}
-		}
-		return nil
+		return applyObserve(st, c, idx)
 	case OpSetCandidate:
-		if err := knownOp(st, c.Job, c.Operator); err != nil {
-			return err
-		}
-		cand := c.Candidate
-		if cand == nil || cand.Config == "" {
-			return fmt.Errorf("operator %q: candidate config is empty", c.Operator)
-		}
-		if !finite(cand.Capacity) || cand.Capacity < 0 {
-			return fmt.Errorf("operator %q: candidate capacity=%v must be a finite number >= 0", c.Operator, cand.Capacity)
-		}
-		if !finite(cand.ColdStartSec) || cand.ColdStartSec < 0 {
-			return fmt.Errorf("operator %q: candidate cold_start_s=%v must be a finite number >= 0", c.Operator, cand.ColdStartSec)
-		}
-		r := st.Rollouts[c.Job][c.Operator]
-		if r.CandidateConfig != "" && r.CandidateConfig != cand.Config {
-			return fmt.Errorf("operator %q: transition to %q still in flight (at most one pending transition per operator)", c.Operator, r.CandidateConfig)
-		}
-		if cand.Config == r.Config {
-			return fmt.Errorf("operator %q: candidate %q equals the current config", c.Operator, cand.Config)
-		}
-		cp := *cand
-		cp.Index = idx
-		setIn(st.Candidates, c.Job, c.Operator, cp)
-		return nil
+		return applySetCandidate(st, c, idx)
 	case OpDropCandidate:
-		if err := knownOp(st, c.Job, c.Operator); err != nil {
-			return err
-		}
-		if r := st.Rollouts[c.Job][c.Operator]; r.OnCandidate > 0 {
-			return fmt.Errorf("operator %q: %d instances already run the candidate; it cannot be dropped", c.Operator, r.OnCandidate)
-		}
-		delete(st.Candidates[c.Job], c.Operator)
-		st.Rollouts[c.Job][c.Operator].CandidateConfig = ""
-		return nil
+		return applyDropCandidate(st, c)
 	case OpDecide:
 		return applyDecision(st, c.Decision, idx)
 	case OpProgress:
 		return applyProgress(st, c, idx)
 	case OpPlanError:
-		if _, ok := st.Pipelines[c.Job]; !ok {
-			return fmt.Errorf("pipeline %q is not registered", c.Job)
-		}
-		if c.PlanError == nil || c.PlanError.Error == "" {
-			delete(st.PlanErrors, c.Job)
-			return nil
-		}
-		pe := *c.PlanError
-		pe.Index = idx
-		st.PlanErrors[c.Job] = pe
-		return nil
+		return applyPlanError(st, c, idx)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
+}
+
+// applyRegisterPipeline registers c.Pipeline (or replaces its registration), keeping the
+// rollouts of operators it already had and starting new operators on their declared config.
+func applyRegisterPipeline(st *State, c Command, idx uint64) error {
+	p := c.Pipeline
+	if err := ValidatePipeline(p); err != nil {
+		return err
+	}
+	cp := *p
+	cp.RegisteredIndex = idx
+	st.Pipelines[p.Job] = &cp
+	ro := map[string]*Rollout{}
+	old := st.Rollouts[p.Job]
+	for _, o := range p.Operators {
+		if r, ok := old[o.Name]; ok {
+			ro[o.Name] = r
+			continue
+		}
+		ro[o.Name] = &Rollout{Config: o.Config}
+	}
+	st.Rollouts[p.Job] = ro
+	if st.Epochs[p.Job] == nil {
+		st.Epochs[p.Job] = map[string]uint64{}
+	}
+	return nil
+}
+
+// applyDeletePipeline removes the registered pipeline c.Job and everything recorded for
+// it except its epochs.
+func applyDeletePipeline(st *State, c Command) error {
+	if _, ok := st.Pipelines[c.Job]; !ok {
+		return fmt.Errorf("pipeline %q is not registered", c.Job)
+	}
+	delete(st.Pipelines, c.Job)
+	delete(st.Rollouts, c.Job)
+	delete(st.Candidates, c.Job)
+	delete(st.Observations, c.Job)
+	delete(st.Deployed, c.Job)
+	delete(st.Progress, c.Job)
+	delete(st.Stable, c.Job)
+	delete(st.PlanErrors, c.Job)
+	// The job's logs go too: a pipeline registered again under the same ID starts
+	// without a latest decision, and jobs that come and go do not grow the state.
+	// Epochs stay, so that a re-registered operator's epochs keep increasing.
+	st.Decisions = slices.DeleteFunc(st.Decisions, func(d Decision) bool { return d.Job == c.Job })
+	st.Invalidations = slices.DeleteFunc(st.Invalidations, func(v Invalidation) bool { return v.Job == c.Job })
+	return nil
+}
+
+// applySetInventory replaces the node inventory with c.Nodes once every node is valid.
+func applySetInventory(st *State, c Command) error {
+	seen := map[string]bool{}
+	for i, n := range c.Nodes {
+		switch {
+		case n.Name == "":
+			return fmt.Errorf("nodes[%d]: name is empty", i)
+		case seen[n.Name]:
+			return fmt.Errorf("nodes[%d]: duplicate node %q", i, n.Name)
+		case !finite(n.CPU) || n.CPU < 0:
+			return fmt.Errorf("node %q: cpu=%v must be a finite number >= 0", n.Name, n.CPU)
+		case n.MemoryMB < 0 || n.GPUs < 0 || n.GPUMemoryMB < 0:
+			return fmt.Errorf("node %q: memory_mb, gpus and gpu_memory_mb must be >= 0", n.Name)
+		case !finite(n.EgressBps) || n.EgressBps < 0:
+			return fmt.Errorf("node %q: egress_bps=%v must be a finite number >= 0", n.Name, n.EgressBps)
+		}
+		seen[n.Name] = true
+	}
+	st.Nodes = map[string]Node{}
+	for _, n := range c.Nodes {
+		st.Nodes[n.Name] = n
+	}
+	return nil
+}
+
+// applyObserve records the single observation and the batch of c atomically: when any
+// entry is invalid none is recorded. Each entry updates what its epoch measures (see
+// ObservationTarget); stale entries are ignored.
+func applyObserve(st *State, c Command, idx uint64) error {
+	entries := c.Observations
+	if c.Observation != nil {
+		entries = append([]ObservationEntry{{Job: c.Job, Operator: c.Operator, Observation: *c.Observation}}, entries...)
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("observation is missing")
+	}
+	for i, e := range entries {
+		if err := CheckObservation(st, e); err != nil {
+			return fmt.Errorf("observations[%d]: %w", i, err)
+		}
+	}
+	for _, e := range entries {
+		o := e.Observation
+		o.Index = idx
+		switch ObservationTarget(st, e) {
+		case TargetCurrent:
+			setIn(st.Observations, e.Job, e.Operator, o)
+		case TargetCandidate:
+			cand := st.Candidates[e.Job][e.Operator]
+			cand.Capacity = o.Capacity
+			st.Candidates[e.Job][e.Operator] = cand
+			// The backlog is the operator's whatever config measured it.
+			if cur, ok := st.Observations[e.Job][e.Operator]; ok {
+				cur.Backlog = o.Backlog
+				setIn(st.Observations, e.Job, e.Operator, cur)
+			}
+		default: // stale or ahead of the config epochs: ignored (reported by the API)
+		}
+	}
+	return nil
+}
+
+// applySetCandidate records c.Candidate as the pending candidate config of operator
+// c.Operator; at most one transition per operator is pending at a time.
+func applySetCandidate(st *State, c Command, idx uint64) error {
+	if err := knownOp(st, c.Job, c.Operator); err != nil {
+		return err
+	}
+	cand := c.Candidate
+	if cand == nil || cand.Config == "" {
+		return fmt.Errorf("operator %q: candidate config is empty", c.Operator)
+	}
+	if !finite(cand.Capacity) || cand.Capacity < 0 {
+		return fmt.Errorf("operator %q: candidate capacity=%v must be a finite number >= 0", c.Operator, cand.Capacity)
+	}
+	if !finite(cand.ColdStartSec) || cand.ColdStartSec < 0 {
+		return fmt.Errorf("operator %q: candidate cold_start_s=%v must be a finite number >= 0", c.Operator, cand.ColdStartSec)
+	}
+	r := st.Rollouts[c.Job][c.Operator]
+	if r.CandidateConfig != "" && r.CandidateConfig != cand.Config {
+		return fmt.Errorf("operator %q: transition to %q still in flight (at most one pending transition per operator)", c.Operator, r.CandidateConfig)
+	}
+	if cand.Config == r.Config {
+		return fmt.Errorf("operator %q: candidate %q equals the current config", c.Operator, cand.Config)
+	}
+	cp := *cand
+	cp.Index = idx
+	setIn(st.Candidates, c.Job, c.Operator, cp)
+	return nil
+}
+
+// applyDropCandidate drops the pending candidate of operator c.Operator, which is
+// allowed only while no instance runs it.
+func applyDropCandidate(st *State, c Command) error {
+	if err := knownOp(st, c.Job, c.Operator); err != nil {
+		return err
+	}
+	if r := st.Rollouts[c.Job][c.Operator]; r.OnCandidate > 0 {
+		return fmt.Errorf("operator %q: %d instances already run the candidate; it cannot be dropped", c.Operator, r.OnCandidate)
+	}
+	delete(st.Candidates[c.Job], c.Operator)
+	st.Rollouts[c.Job][c.Operator].CandidateConfig = ""
+	return nil
+}
+
+// applyPlanError records why the newest planning round of c.Job found no plan, or clears
+// the record when c.PlanError is nil or empty.
+func applyPlanError(st *State, c Command, idx uint64) error {
+	if _, ok := st.Pipelines[c.Job]; !ok {
+		return fmt.Errorf("pipeline %q is not registered", c.Job)
+	}
+	if c.PlanError == nil || c.PlanError.Error == "" {
+		delete(st.PlanErrors, c.Job)
+		return nil
+	}
+	pe := *c.PlanError
+	pe.Index = idx
+	st.PlanErrors[c.Job] = pe
+	return nil
 }
 
 // Observation targets (see ObservationTarget).
@@ -577,68 +621,82 @@ func applyProgress(st *State, c Command, idx uint64) error {
 	st.Progress[c.Job] = cp
 	switch pr.Status {
 	case StatusDone:
-		dep := map[string]map[string]Placement{}
-		for name, t := range latest.Operators {
-			dep[name] = map[string]Placement{}
-			for n, pl := range t.Nodes {
-				dep[name][n] = pl
-			}
-		}
-		if c.Deployed != nil {
-			dep = c.Deployed
-		}
-		st.Deployed[c.Job] = dep
-		if st.Stable == nil { // state restored from a snapshot that predates the field
-			st.Stable = map[string]uint64{}
-		}
-		st.Stable[c.Job] = latest.Index
-		names := make([]string, 0, len(latest.Operators))
-		for n := range latest.Operators {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			t := latest.Operators[name]
-			r := st.Rollouts[c.Job][name]
-			if t.Transitions > 0 && st.Epochs[c.Job][name] < r.Epoch+1 {
-				// The candidate's first instances run now, exporting epoch r.Epoch+1:
-				// the observation layer starts a new epoch for this operator.
-				if st.Epochs[c.Job] == nil {
-					st.Epochs[c.Job] = map[string]uint64{}
-				}
-				st.Epochs[c.Job][name] = r.Epoch + 1
-				st.Invalidations = pruneOldest(append(st.Invalidations, Invalidation{
-					Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
-					Config: t.CandidateConfig, Decision: latest.Index, Index: idx,
-				}), KeepInvalidations,
-					func(x Invalidation) bool { return x.Job == c.Job }, func(Invalidation) bool { return false })
-			}
-			if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
-				// Every instance runs the candidate: it becomes the current config.
-				r.Config, r.Epoch = r.CandidateConfig, r.Epoch+1
-				r.OnCurrent, r.OnCandidate, r.CandidateConfig = r.OnCandidate, 0, ""
-				delete(st.Candidates[c.Job], name)
-			}
-		}
+		finishRollout(st, c, latest, idx)
 	case StatusFailed:
-		// Nomad reverted to the last stable version, the one the last successful decision
-		// left (recorded in Deployed when it finished; not simply the previous decision,
-		// which may have failed too): its instances run again, and the candidate that
-		// failed is dropped.
-		dep := st.Deployed[c.Job]
-		for name, t := range latest.Operators {
-			r := st.Rollouts[c.Job][name]
-			cur, cand := 0, 0
-			for _, pl := range dep[name] {
-				cur += pl.Current
-				cand += pl.Candidate
-			}
-			r.OnCurrent, r.OnCandidate = cur, cand
-			if t.Transitions > 0 && cand == 0 {
-				r.CandidateConfig = ""
-				delete(st.Candidates[c.Job], name)
-			}
-		}
+		revertRollout(st, c, latest)
 	}
 	return nil
+}
+
+// finishRollout records that the latest decision of c.Job is deployed (as c.Deployed
+// when given, else as decided) and becomes the stable one; it starts a new observation
+// epoch for every operator whose candidate's first instances now run, and makes a
+// candidate that every instance runs the current config.
+func finishRollout(st *State, c Command, latest Decision, idx uint64) {
+	dep := map[string]map[string]Placement{}
+	for name, t := range latest.Operators {
+		dep[name] = map[string]Placement{}
+		for n, pl := range t.Nodes {
+			dep[name][n] = pl
+		}
+	}
+	if c.Deployed != nil {
+		dep = c.Deployed
+	}
+	st.Deployed[c.Job] = dep
+	if st.Stable == nil { // state restored from a snapshot that predates the field
+		st.Stable = map[string]uint64{}
+	}
+	st.Stable[c.Job] = latest.Index
+	names := make([]string, 0, len(latest.Operators))
+	for n := range latest.Operators {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := latest.Operators[name]
+		r := st.Rollouts[c.Job][name]
+		if t.Transitions > 0 && st.Epochs[c.Job][name] < r.Epoch+1 {
+			// The candidate's first instances run now, exporting epoch r.Epoch+1:
+			// the observation layer starts a new epoch for this operator.
+			if st.Epochs[c.Job] == nil {
+				st.Epochs[c.Job] = map[string]uint64{}
+			}
+			st.Epochs[c.Job][name] = r.Epoch + 1
+			st.Invalidations = pruneOldest(append(st.Invalidations, Invalidation{
+				Job: c.Job, Operator: name, Epoch: st.Epochs[c.Job][name],
+				Config: t.CandidateConfig, Decision: latest.Index, Index: idx,
+			}), KeepInvalidations,
+				func(x Invalidation) bool { return x.Job == c.Job }, func(Invalidation) bool { return false })
+		}
+		if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
+			// Every instance runs the candidate: it becomes the current config.
+			r.Config, r.Epoch = r.CandidateConfig, r.Epoch+1
+			r.OnCurrent, r.OnCandidate, r.CandidateConfig = r.OnCandidate, 0, ""
+			delete(st.Candidates[c.Job], name)
+		}
+	}
+}
+
+// revertRollout records that the latest decision of c.Job failed: the rollouts' instance
+// counts go back to the last deployment that finished (st.Deployed).
+func revertRollout(st *State, c Command, latest Decision) {
+	// Nomad reverted to the last stable version, the one the last successful decision
+	// left (recorded in Deployed when it finished; not simply the previous decision,
+	// which may have failed too): its instances run again, and the candidate that
+	// failed is dropped.
+	dep := st.Deployed[c.Job]
+	for name, t := range latest.Operators {
+		r := st.Rollouts[c.Job][name]
+		cur, cand := 0, 0
+		for _, pl := range dep[name] {
+			cur += pl.Current
+			cand += pl.Candidate
+		}
+		r.OnCurrent, r.OnCandidate = cur, cand
+		if t.Transitions > 0 && cand == 0 {
+			r.CandidateConfig = ""
+			delete(st.Candidates[c.Job], name)
+		}
+	}
 }
