@@ -20,8 +20,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/internal/localcluster"
-	"github.com/trident-sched/trident/internal/opmetrics"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -168,14 +168,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Binary:          filepath.Join(o.BinDir, "nomad"),
 		DevicePluginDir: filepath.Join(o.BinDir, "nomad-plugins"),
 		Logger:          o.Log,
-		// Every node models 16 cores for the planner (opmetrics.MetaNodeCPUCores): the
+		// Every node models 16 cores for the planner (opcontract.MetaNodeCPUCores): the
 		// clients share this host's few cores, and the operators' Nomad reservations are
 		// scaled down by the job file, but the MILP plans with the operators' modelled needs.
-		ServerClientMeta: map[string]string{opmetrics.MetaNodeCPUCores: "16"},
+		ServerClientMeta: map[string]string{opcontract.MetaNodeCPUCores: "16"},
 		Clients: []localcluster.ClientSpec{
-			{Name: "cpu1", NodeClass: "cpu", Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
-			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
-			{Name: "gpu2", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
+			{Name: "cpu1", NodeClass: "cpu", Meta: map[string]string{opcontract.MetaNodeCPUCores: "16"}},
+			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opcontract.MetaNodeCPUCores: "16"}},
+			{Name: "gpu2", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opcontract.MetaNodeCPUCores: "16"}},
 		},
 	})
 	if err != nil {
@@ -265,7 +265,7 @@ const demoGPUs = 8
 func staticAllocation(job *api.Job, gpus int) string {
 	var accel []*api.TaskGroup
 	for _, g := range job.TaskGroups {
-		if n, _ := strconv.Atoi(g.Meta[opmetrics.MetaGPUs]); n > 0 {
+		if n, _ := strconv.Atoi(g.Meta[opcontract.MetaGPUs]); n > 0 {
 			accel = append(accel, g)
 		}
 	}

@@ -1,8 +1,16 @@
-// Package opmetrics names the Prometheus metrics every pipeline operator instance exposes
-// (the operator metrics contract of DESIGN.md) and the Nomad group meta keys that describe a
-// pipeline. Producers (the operator worker) and consumers (the APM plugin, the planner) share
-// these names so that neither side can drift.
-package opmetrics
+// Package opcontract is the contract between a pipeline operator and Trident, for operator
+// authors to import:
+//
+//   - the Prometheus metrics every operator instance exports on /metrics (the operator
+//     metrics contract of DESIGN.md), with their label names;
+//   - the Nomad group meta keys that describe an operator to the planner, among them the
+//     config an instance runs (MetaConfig), which Nomad hands to the task as the
+//     NOMAD_META_trident_config environment variable.
+//
+// Inside this module the operator worker (sim/worker), the APM plugin and the planner share
+// these names so that neither side can drift. The package depends on the standard library
+// only.
+package opcontract
 
 import (
 	"strconv"

@@ -1,4 +1,4 @@
-package opmetrics
+package opcontract
 
 import (
 	"reflect"
