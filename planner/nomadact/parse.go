@@ -72,11 +72,11 @@ const (
 	// MetaPhase (anchor group meta) is "surge" or "final".
 	MetaPhase = "trident_phase"
 	// MetaOperator (group meta) is the operator a rendered group belongs to.
-	MetaOperator = "trident_operator"
+	MetaOperator = opcontract.MetaOperator
 	// MetaNode (group meta) is the node a rendered group is pinned to.
 	MetaNode = "trident_node"
 	// MetaConfigEpoch (group meta) is the configuration generation of the group.
-	MetaConfigEpoch = "trident_config_epoch"
+	MetaConfigEpoch = opcontract.MetaConfigEpoch
 	// MetaAnchor (group meta) marks an operator's anchor group (count 0, holds the
 	// scaling policy).
 	MetaAnchor = "trident_anchor"
