@@ -17,8 +17,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/e2e/harness"
-	"github.com/trident-sched/trident/internal/opmetrics"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -241,11 +241,11 @@ func TestPipelineUnderTrident(t *testing.T) {
 			return false, "no running ocr-text allocation serving /metrics"
 		}
 		for _, page := range pages {
-			if v, ok := metricValueIn(page, opmetrics.QueueCapacity); !ok || v <= 0 {
-				return false, fmt.Sprintf("%s = %v (exported %v)", opmetrics.QueueCapacity, v, ok)
+			if v, ok := metricValueIn(page, opcontract.QueueCapacity); !ok || v <= 0 {
+				return false, fmt.Sprintf("%s = %v (exported %v)", opcontract.QueueCapacity, v, ok)
 			}
-			if _, ok := metricValueIn(page, opmetrics.OutputBlockedSeconds); !ok {
-				return false, opmetrics.OutputBlockedSeconds + " not exported"
+			if _, ok := metricValueIn(page, opcontract.OutputBlockedSeconds); !ok {
+				return false, opcontract.OutputBlockedSeconds + " not exported"
 			}
 		}
 		return true, ""

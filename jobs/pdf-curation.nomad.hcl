@@ -1,7 +1,7 @@
 # PDF curation pipeline (the Trident paper's document pipeline, simulated): parse -> layout -> segment (documents fan out into ~10 content blocks) -> ocr-text | ocr-table | ocr-formula (LLM-based OCR with continuous batching, one accelerator each) -> aggregate (the sink).
 #
 # One group per operator; each group's meta is the operator's description for Trident (the
-# internal/opmetrics keys: stage order, per-instance resources, output record size,
+# apm/opcontract keys: stage order, per-instance resources, output record size,
 # amplification, workload features, tunable parameter space, current config, cold start) and
 # its scaling block hands the group to the Trident autoscaler plugins. Every instance runs
 # `trident operator` (sim/worker): it pulls from the NATS JetStream subject pdf.<group>, publishes

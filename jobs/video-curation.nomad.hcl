@@ -1,7 +1,7 @@
 # Video curation pipeline (the Trident paper's video pipeline, simulated): decode -> scene-split (videos fan out into clips) -> aesthetic (CLIP scoring filter, batched, accelerator) -> text-detect (CRAFT text filter, batched, accelerator) -> caption (Qwen2.5-VL-like captioning with continuous batching, accelerator; the sink).
 #
 # One group per operator; each group's meta is the operator's description for Trident (the
-# internal/opmetrics keys: stage order, per-instance resources, output record size,
+# apm/opcontract keys: stage order, per-instance resources, output record size,
 # amplification, workload features, tunable parameter space, current config, cold start) and
 # its scaling block hands the group to the Trident autoscaler plugins. Every instance runs
 # `trident operator` (sim/worker): it pulls from the NATS JetStream subject video.<group>, publishes

@@ -1,6 +1,6 @@
 // Package plugin is the trident-apm Nomad Autoscaler APM plugin. It discovers a pipeline
 // operator's allocations through Nomad's service catalog, scrapes their Prometheus
-// metrics (internal/opmetrics), feeds the observation layer, and answers queries of the
+// metrics (apm/opcontract), feeds the observation layer, and answers queries of the
 // form "<metric>/<job>/<group>":
 //
 //	capacity     sustainable records/s of one instance (observation layer)
@@ -32,8 +32,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/trident-sched/trident/apm/feed"
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/internal/hclogslog"
-	"github.com/trident-sched/trident/internal/opmetrics"
 )
 
 // Name is the plugin's name in the autoscaler's `apm` block.
@@ -250,10 +250,10 @@ func groupDeclaration(ctx context.Context, cl *api.Client, job, group string) (f
 		if tg.Name == nil || (*tg.Name != group && tg.Meta["trident_operator"] != group) {
 			continue
 		}
-		d := feed.Declaration{Features: opmetrics.ParseFeatures(tg.Meta[opmetrics.MetaFeatures])}
-		sync, err := opmetrics.ParseSynchronous(tg.Meta[opmetrics.MetaSynchronous])
+		d := feed.Declaration{Features: opcontract.ParseFeatures(tg.Meta[opcontract.MetaFeatures])}
+		sync, err := opcontract.ParseSynchronous(tg.Meta[opcontract.MetaSynchronous])
 		if err != nil {
-			return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opmetrics.MetaSynchronous, tg.Meta[opmetrics.MetaSynchronous])
+			return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opcontract.MetaSynchronous, tg.Meta[opcontract.MetaSynchronous])
 		}
 		d.Synchronous = sync
 		return d, nil

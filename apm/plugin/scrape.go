@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/apm/opcontract"
 )
 
 // InstanceMetrics is one scrape of one operator instance's /metrics endpoint, reduced to
-// the operator metrics contract (internal/opmetrics).
+// the operator metrics contract (apm/opcontract).
 type InstanceMetrics struct {
 	AllocID       string
 	Time          time.Time
@@ -75,22 +75,22 @@ func ParseMetrics(r io.Reader) (InstanceMetrics, error) {
 	}
 	m := InstanceMetrics{FeatureMean: map[string]float64{}, FeatureStd: map[string]float64{}}
 	scalars := map[string]*float64{
-		opmetrics.RecordsIn: &m.RecordsIn, opmetrics.RecordsOut: &m.RecordsOut,
-		opmetrics.BusySeconds: &m.BusySeconds, opmetrics.UsefulSeconds: &m.UsefulSeconds,
-		opmetrics.QueueLength: &m.QueueLength, opmetrics.AccelUtilization: &m.AccelUtil,
-		opmetrics.CPUUtilization: &m.CPUUtil, opmetrics.DeviceMemPeak: &m.DeviceMemPeak,
-		opmetrics.OOMRestarts: &m.OOMRestarts, opmetrics.ConfigEpoch: &m.Epoch,
-		opmetrics.QueueCapacity: &m.QueueCapacity, opmetrics.OutputBlockedSeconds: &m.OutputBlocked,
+		opcontract.RecordsIn: &m.RecordsIn, opcontract.RecordsOut: &m.RecordsOut,
+		opcontract.BusySeconds: &m.BusySeconds, opcontract.UsefulSeconds: &m.UsefulSeconds,
+		opcontract.QueueLength: &m.QueueLength, opcontract.AccelUtilization: &m.AccelUtil,
+		opcontract.CPUUtilization: &m.CPUUtil, opcontract.DeviceMemPeak: &m.DeviceMemPeak,
+		opcontract.OOMRestarts: &m.OOMRestarts, opcontract.ConfigEpoch: &m.Epoch,
+		opcontract.QueueCapacity: &m.QueueCapacity, opcontract.OutputBlockedSeconds: &m.OutputBlocked,
 	}
 	for name, dst := range scalars {
 		f, ok := fams[name]
 		if !ok {
 			continue
 		}
-		if name == opmetrics.AccelUtilization {
+		if name == opcontract.AccelUtilization {
 			m.HasAccelerator = true
 		}
-		if name == opmetrics.OutputBlockedSeconds {
+		if name == opcontract.OutputBlockedSeconds {
 			m.HasOutputBlocked = true
 		}
 		for _, s := range f.GetMetric() {
@@ -101,14 +101,14 @@ func ParseMetrics(r io.Reader) (InstanceMetrics, error) {
 			*dst += v
 		}
 	}
-	if f, ok := fams[opmetrics.WorkloadFeature]; ok {
+	if f, ok := fams[opcontract.WorkloadFeature]; ok {
 		for _, s := range f.GetMetric() {
 			var feat, stat string
 			for _, l := range s.GetLabel() {
 				switch l.GetName() {
-				case opmetrics.LabelFeature:
+				case opcontract.LabelFeature:
 					feat = l.GetValue()
-				case opmetrics.LabelStat:
+				case opcontract.LabelStat:
 					stat = l.GetValue()
 				}
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -135,13 +135,13 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Usage = func() { fmt.Fprint(stderr, operatorUsage); fs.PrintDefaults() }
 	role := fs.String("role", "worker", "worker | nats-server")
 	pipeline := fs.String("pipeline", envOr("", "TRIDENT_PIPELINE"), "pipeline: pdf, pdfmini or video")
-	stage := fs.String("stage", envOr("", "TRIDENT_STAGE", "NOMAD_META_trident_operator", "NOMAD_GROUP_NAME"), "operator name within the pipeline")
+	stage := fs.String("stage", envOr("", "TRIDENT_STAGE", "NOMAD_META_"+opcontract.MetaOperator, "NOMAD_GROUP_NAME"), "operator name within the pipeline")
 	natsURL := fs.String("nats", envOr("nats://127.0.0.1:4222", "TRIDENT_NATS_URL"), "NATS URL")
-	config := fs.String("config", envOr("", "TRIDENT_CONFIG", "NOMAD_META_"+opmetrics.MetaConfig), "config overrides k=v,k=v")
-	epoch := fs.Int64("epoch", int64(env.Int(0, "TRIDENT_CONFIG_EPOCH", "NOMAD_META_trident_config_epoch")), "config epoch exported with the metrics")
+	config := fs.String("config", envOr("", "TRIDENT_CONFIG", "NOMAD_META_"+opcontract.MetaConfig), "config overrides k=v,k=v")
+	epoch := fs.Int64("epoch", int64(env.Int(0, "TRIDENT_CONFIG_EPOCH", "NOMAD_META_"+opcontract.MetaConfigEpoch)), "config epoch exported with the metrics")
 	speed := fs.Float64("speed", env.Float(1, "TRIDENT_SPEED"), "speed-up factor of the simulated service times")
-	cpus := fs.Float64("cpus", env.Float(0, "NOMAD_META_"+opmetrics.MetaCPU), "cores of this instance (0 = the operator's declared need)")
-	devMem := fs.Float64("device-memory-mb", env.Float(0, "TRIDENT_DEVICE_MEMORY_MB", "NOMAD_META_"+opmetrics.MetaGPUMemoryMB), "accelerator memory in MiB (0 = the operator's declared need)")
+	cpus := fs.Float64("cpus", env.Float(0, "NOMAD_META_"+opcontract.MetaCPU), "cores of this instance (0 = the operator's declared need)")
+	devMem := fs.Float64("device-memory-mb", env.Float(0, "TRIDENT_DEVICE_MEMORY_MB", "NOMAD_META_"+opcontract.MetaGPUMemoryMB), "accelerator memory in MiB (0 = the operator's declared need)")
 	defMetrics := envOr("", "NOMAD_ADDR_metrics")
 	if port := os.Getenv("NOMAD_PORT_metrics"); defMetrics == "" && port != "" {
 		defMetrics = "127.0.0.1:" + port

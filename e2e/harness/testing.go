@@ -1,3 +1,8 @@
+// Package harness adapts internal/localcluster to tests: each Start function launches real
+// processes on loopback for one test, fails it (never skips) when they cannot start, and
+// stops them in t.Cleanup, printing their log tails when the test failed. The launchers,
+// their config rendering and the teardown live in internal/localcluster, which the demo
+// uses directly, so that bin/trident does not link the testing package.
 package harness
 
 import (
@@ -5,11 +10,42 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/internal/localcluster"
 )
+
+// The cluster types of internal/localcluster, so tests need only this package.
+type (
+	Nomad             = localcluster.Nomad
+	NomadOptions      = localcluster.NomadOptions
+	ClientSpec        = localcluster.ClientSpec
+	Autoscaler        = localcluster.Autoscaler
+	AutoscalerOptions = localcluster.AutoscalerOptions
+	Planners          = localcluster.Planners
+	PlannerOptions    = localcluster.PlannerOptions
+)
+
+// ToolPath is localcluster.ToolPath: the path of a real nomad, nomad-autoscaler or consul.
+func ToolPath(name string) (string, error) { return localcluster.ToolPath(name) }
+
+// FreePort is localcluster.FreePort: a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) { return localcluster.FreePort() }
+
+// BuildPackages is localcluster.BuildPackages: `go build` main packages of this module
+// into dir.
+func BuildPackages(ctx context.Context, dir string, pkgs ...string) error {
+	return localcluster.BuildPackages(ctx, dir, pkgs...)
+}
+
+// ParseJobFile is localcluster.ParseJobFile: jobs/<file> parsed by the Nomad server.
+func ParseJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) (*api.Job, error) {
+	return localcluster.ParseJobFile(ctx, cl, file, vars)
+}
 
 // StartNomad launches a loopback cluster for a test and stops it in t.Cleanup. It fails
 // the test (never skips) when the nomad binary is missing.
@@ -29,15 +65,13 @@ func StartNomad(t testing.TB, o NomadOptions) *Nomad {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	n, err := Launch(ctx, o)
+	n, err := localcluster.Launch(ctx, o)
 	if err != nil {
 		t.Fatalf("start nomad: %v", err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, a := range n.agents {
-				t.Logf("--- %s log tail ---\n%s", a.name, tailFile(a.logPath, 40))
-			}
+			t.Log(n.Logs(40))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -53,38 +87,38 @@ func StartAutoscaler(t testing.TB, n *Nomad, o AutoscalerOptions) *Autoscaler {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, err := LaunchAutoscaler(ctx, n, o)
+	a, err := localcluster.LaunchAutoscaler(ctx, n, o)
 	if err != nil {
 		t.Fatalf("start nomad-autoscaler: %v", err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("--- nomad-autoscaler log tail ---\n%s", tailFile(a.LogPath, 60))
+			t.Logf("--- nomad-autoscaler log tail ---\n%s", localcluster.TailFile(a.LogPath, 60))
 		}
 		_ = a.Stop()
 	})
 	return a
 }
 
-// BuildPackages builds the given main packages of this module (e.g. "./plugins/trident")
-// into dir with `go build`, so tests always run the plugins of the current source.
-func BuildPackages(ctx context.Context, dir string, pkgs ...string) error {
-	root, err := ModuleRoot()
+// StartPlanners launches a planner cluster for a test and stops it in t.Cleanup.
+func StartPlanners(t testing.TB, o PlannerOptions) *Planners {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p, err := localcluster.LaunchPlanners(ctx, o)
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	for _, p := range pkgs {
-		out := filepath.Join(dir, filepath.Base(p))
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, p)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", p, err, b)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(p.Logs(40))
 		}
-	}
-	return nil
+		p.Stop()
+	})
+	return p
 }
 
 // BuildPlugins builds the autoscaler plugins and the device plugin into two directories
@@ -95,10 +129,10 @@ func BuildPlugins(t testing.TB) (string, string) {
 	as, dev := filepath.Join(base, "autoscaler"), filepath.Join(base, "nomad")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := BuildPackages(ctx, as, "./plugins/trident", "./plugins/trident-apm", "./plugins/trident-target"); err != nil {
+	if err := localcluster.BuildPackages(ctx, as, "./plugins/trident", "./plugins/trident-apm", "./plugins/trident-target"); err != nil {
 		t.Fatal(err)
 	}
-	if err := BuildPackages(ctx, dev, "./plugins/trident-gpu"); err != nil {
+	if err := localcluster.BuildPackages(ctx, dev, "./plugins/trident-gpu"); err != nil {
 		t.Fatal(err)
 	}
 	return as, dev
@@ -116,7 +150,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // FreePort), failing the test when none can be found.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	p, err := FreePort()
+	p, err := localcluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/trident-sched/trident/e2e/harness"
-	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/apm/opcontract"
+	"github.com/trident-sched/trident/internal/localcluster"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -123,7 +123,7 @@ func (o *Options) defaults() error {
 		o.TridentBin = exe
 	}
 	if o.BinDir == "" {
-		root, err := harness.ModuleRoot()
+		root, err := localcluster.ModuleRoot()
 		if err != nil {
 			return fmt.Errorf("locate ./bin: %w (run from the checkout or pass -bin-dir)", err)
 		}
@@ -163,19 +163,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(clusterDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", clusterDir, err)
 	}
-	n, err := harness.Launch(ctx, harness.NomadOptions{
+	n, err := localcluster.Launch(ctx, localcluster.NomadOptions{
 		Dir:             clusterDir,
 		Binary:          filepath.Join(o.BinDir, "nomad"),
 		DevicePluginDir: filepath.Join(o.BinDir, "nomad-plugins"),
 		Logger:          o.Log,
-		// Every node models 16 cores for the planner (opmetrics.MetaNodeCPUCores): the
+		// Every node models 16 cores for the planner (opcontract.MetaNodeCPUCores): the
 		// clients share this host's few cores, and the operators' Nomad reservations are
 		// scaled down by the job file, but the MILP plans with the operators' modelled needs.
-		ServerClientMeta: map[string]string{opmetrics.MetaNodeCPUCores: "16"},
-		Clients: []harness.ClientSpec{
-			{Name: "cpu1", NodeClass: "cpu", Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
-			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
-			{Name: "gpu2", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opmetrics.MetaNodeCPUCores: "16"}},
+		ServerClientMeta: map[string]string{opcontract.MetaNodeCPUCores: "16"},
+		Clients: []localcluster.ClientSpec{
+			{Name: "cpu1", NodeClass: "cpu", Meta: map[string]string{opcontract.MetaNodeCPUCores: "16"}},
+			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opcontract.MetaNodeCPUCores: "16"}},
+			{Name: "gpu2", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opcontract.MetaNodeCPUCores: "16"}},
 		},
 	})
 	if err != nil {
@@ -191,7 +191,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}()
 	fmt.Fprintf(o.Out, "    nomad UI/API at %s  (export NOMAD_ADDR=%s to use the nomad CLI meanwhile)\n", n.Addr, n.Addr)
 
-	natsPort, err := harness.FreePort()
+	natsPort, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func jobFile(pipeline string) string {
 // registerJobFile parses jobs/<file> on the Nomad server with the given variables and
 // registers it.
 func registerJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) error {
-	job, err := harness.ParseJobFile(ctx, cl, file, vars)
+	job, err := localcluster.ParseJobFile(ctx, cl, file, vars)
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ const demoGPUs = 8
 func staticAllocation(job *api.Job, gpus int) string {
 	var accel []*api.TaskGroup
 	for _, g := range job.TaskGroups {
-		if n, _ := strconv.Atoi(g.Meta[opmetrics.MetaGPUs]); n > 0 {
+		if n, _ := strconv.Atoi(g.Meta[opcontract.MetaGPUs]); n > 0 {
 			accel = append(accel, g)
 		}
 	}
@@ -279,7 +279,7 @@ func staticAllocation(job *api.Job, gpus int) string {
 }
 
 // runPhase runs one phase to completion (every expected record at the sink) or timeout.
-func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string) (*Phase, error) {
+func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string) (*Phase, error) {
 	fmt.Fprintf(o.Out, "\n==> phase %q: %d %s\n", phase, o.Docs, inputNoun(o.Pipeline))
 	ph := &Phase{Name: phase}
 	// A clean stream per phase.
@@ -303,7 +303,7 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 		defer stop()
 		planner = leader
 	}
-	job, err := harness.ParseJobFile(ctx, n.API(), jobFile(o.Pipeline), vars)
+	job, err := localcluster.ParseJobFile(ctx, n.API(), jobFile(o.Pipeline), vars)
 	if err != nil {
 		return ph, err
 	}
@@ -351,7 +351,7 @@ func runPhase(ctx context.Context, o Options, n *harness.Nomad, js jetstream.Jet
 }
 
 // watch prints progress every few seconds until all expected records reached the sink.
-func watch(ctx context.Context, o Options, n *harness.Nomad, js jetstream.JetStream, pl *worker.Pipeline, ph *Phase, start time.Time, expected int, planner string) error {
+func watch(ctx context.Context, o Options, n *localcluster.Nomad, js jetstream.JetStream, pl *worker.Pipeline, ph *Phase, start time.Time, expected int, planner string) error {
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	lastT, lastN := 0.0, 0

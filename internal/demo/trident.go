@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/internal/localcluster"
 	"github.com/trident-sched/trident/planner/client"
 )
 
@@ -18,8 +18,8 @@ const plannerCount = 3
 
 // startTrident starts a raft cluster of planners and the autoscaler with Trident's
 // plugins pointed at them. The returned function stops them.
-func startTrident(ctx context.Context, o Options, n *harness.Nomad) (string, func(), error) {
-	ps, err := harness.LaunchPlanners(ctx, harness.PlannerOptions{
+func startTrident(ctx context.Context, o Options, n *localcluster.Nomad) (string, func(), error) {
+	ps, err := localcluster.LaunchPlanners(ctx, localcluster.PlannerOptions{
 		Binary: o.TridentBin, Count: plannerCount, NomadAddr: n.Addr, Dir: filepath.Join(n.Dir, "planners"),
 		Args: []string{"-interval", "5s", "-max-batch", "1", "-catch-up", "60s"}, Logger: o.Log,
 	})
@@ -55,7 +55,7 @@ target "trident-target" {
   }
 }
 `, leader, o.Tune, leader, leader)
-	as, err := harness.LaunchAutoscaler(ctx, n, harness.AutoscalerOptions{
+	as, err := localcluster.LaunchAutoscaler(ctx, n, localcluster.AutoscalerOptions{
 		Binary:             filepath.Join(o.BinDir, "nomad-autoscaler"),
 		PluginDir:          filepath.Join(o.BinDir, "autoscaler-plugins"),
 		Plugins:            plugins,

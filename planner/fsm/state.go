@@ -16,7 +16,7 @@ import (
 	"sort"
 )
 
-// Operator is one pipeline stage, parsed from a Nomad group's meta (internal/opmetrics keys).
+// Operator is one pipeline stage, parsed from a Nomad group's meta (apm/opcontract keys).
 type Operator struct {
 	// Name is the Nomad task group name of the operator in the job template.
 	Name string `json:"name"`
@@ -43,9 +43,9 @@ type Operator struct {
 	// ColdStartSec is seconds from launch to serving.
 	ColdStartSec float64 `json:"cold_start_s"`
 	// Synchronous marks an operator whose capacity is its useful-time rate
-	// (opmetrics.MetaSynchronous).
+	// (opcontract.MetaSynchronous).
 	Synchronous bool `json:"synchronous,omitempty"`
-	// CapacityHint is the declared per-instance capacity (records/s, opmetrics.MetaCapacity;
+	// CapacityHint is the declared per-instance capacity (records/s, opcontract.MetaCapacity;
 	// 0: none): the planner's estimate until the observation layer has one.
 	CapacityHint float64 `json:"capacity_hint,omitempty"`
 	// MinInstances and MaxInstances are the group's scaling policy min and max: the

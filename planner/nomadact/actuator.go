@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/planner"
 	"github.com/trident-sched/trident/planner/fsm"
 )
@@ -183,10 +183,10 @@ func nodeOf(n *api.Node) fsm.Node {
 		out.CPU, out.MemoryMB = math.Floor(cores*100)/100, int(mem)
 		// Node meta can declare the node's modelled size (demos and tests that run several
 		// Nomad clients on one small host model bigger nodes than the host has).
-		if v, err := strconv.ParseFloat(n.Meta[opmetrics.MetaNodeCPUCores], 64); err == nil && v > 0 {
+		if v, err := strconv.ParseFloat(n.Meta[opcontract.MetaNodeCPUCores], 64); err == nil && v > 0 {
 			out.CPU = v
 		}
-		if v, err := strconv.Atoi(n.Meta[opmetrics.MetaNodeMemoryMB]); err == nil && v > 0 {
+		if v, err := strconv.Atoi(n.Meta[opcontract.MetaNodeMemoryMB]); err == nil && v > 0 {
 			out.MemoryMB = v
 		}
 		minMem := -1
@@ -561,7 +561,7 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 				}
 				gen, _ := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
 				if w, ok := ws[*g.Name]; !ok || w.count < *g.Count {
-					ws[*g.Name] = want{g.Meta[MetaNode], g.Meta[opmetrics.MetaConfig], gen, *g.Count}
+					ws[*g.Name] = want{g.Meta[MetaNode], g.Meta[opcontract.MetaConfig], gen, *g.Count}
 				}
 			}
 		}
@@ -585,7 +585,7 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 			}
 			g.Meta[MetaOperator] = op.Name
 			g.Meta[MetaNode] = w.node
-			g.Meta[opmetrics.MetaConfig] = w.config
+			g.Meta[opcontract.MetaConfig] = w.config
 			g.Meta[MetaConfigEpoch] = strconv.FormatUint(w.gen, 10)
 			g.Update = &api.UpdateStrategy{
 				MaxParallel:      ptr(max(1, t.Transitions)),

@@ -56,7 +56,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/configspace"
 )
@@ -72,11 +72,11 @@ const (
 	// MetaPhase (anchor group meta) is "surge" or "final".
 	MetaPhase = "trident_phase"
 	// MetaOperator (group meta) is the operator a rendered group belongs to.
-	MetaOperator = "trident_operator"
+	MetaOperator = opcontract.MetaOperator
 	// MetaNode (group meta) is the node a rendered group is pinned to.
 	MetaNode = "trident_node"
 	// MetaConfigEpoch (group meta) is the configuration generation of the group.
-	MetaConfigEpoch = "trident_config_epoch"
+	MetaConfigEpoch = opcontract.MetaConfigEpoch
 	// MetaAnchor (group meta) marks an operator's anchor group (count 0, holds the
 	// scaling policy).
 	MetaAnchor = "trident_anchor"
@@ -135,7 +135,7 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 		if g == nil || g.Name == nil {
 			continue
 		}
-		if _, ok := g.Meta[opmetrics.MetaOrder]; !ok {
+		if _, ok := g.Meta[opcontract.MetaOrder]; !ok {
 			continue
 		}
 		if c := distinct(g.Constraints); c != "" {
@@ -215,29 +215,29 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 			return nil
 		}
 	}
-	field(opmetrics.MetaOrder, true, intp(&o.Order))
-	field(opmetrics.MetaCPU, true, floatp(&o.CPU))
-	field(opmetrics.MetaMemoryMB, true, intp(&o.MemoryMB))
-	field(opmetrics.MetaGPUs, false, intp(&o.GPUs))
-	field(opmetrics.MetaGPUMemoryMB, false, intp(&o.GPUMemoryMB))
-	field(opmetrics.MetaOutputBytes, false, floatp(&o.OutputBytes))
-	field(opmetrics.MetaAmplification, false, floatp(&o.Amplification))
-	field(opmetrics.MetaColdStartSec, false, floatp(&o.ColdStartSec))
-	field(opmetrics.MetaCapacity, false, floatp(&o.CapacityHint))
-	field(opmetrics.MetaSynchronous, false, func(s string) error {
-		b, e := opmetrics.ParseSynchronous(s)
+	field(opcontract.MetaOrder, true, intp(&o.Order))
+	field(opcontract.MetaCPU, true, floatp(&o.CPU))
+	field(opcontract.MetaMemoryMB, true, intp(&o.MemoryMB))
+	field(opcontract.MetaGPUs, false, intp(&o.GPUs))
+	field(opcontract.MetaGPUMemoryMB, false, intp(&o.GPUMemoryMB))
+	field(opcontract.MetaOutputBytes, false, floatp(&o.OutputBytes))
+	field(opcontract.MetaAmplification, false, floatp(&o.Amplification))
+	field(opcontract.MetaColdStartSec, false, floatp(&o.ColdStartSec))
+	field(opcontract.MetaCapacity, false, floatp(&o.CapacityHint))
+	field(opcontract.MetaSynchronous, false, func(s string) error {
+		b, e := opcontract.ParseSynchronous(s)
 		if e != nil {
 			return fmt.Errorf("not true or false")
 		}
 		o.Synchronous = b
 		return nil
 	})
-	field(opmetrics.MetaFeatures, false, func(s string) error {
-		o.Features = opmetrics.ParseFeatures(s)
+	field(opcontract.MetaFeatures, false, func(s string) error {
+		o.Features = opcontract.ParseFeatures(s)
 		return nil
 	})
 	var space *configspace.Space
-	field(opmetrics.MetaParams, false, func(s string) error {
+	field(opcontract.MetaParams, false, func(s string) error {
 		sp, e := configspace.Parse(s)
 		if e != nil {
 			return e
@@ -248,12 +248,12 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 	if err != nil {
 		return o, err
 	}
-	o.Config = strings.TrimSpace(meta[opmetrics.MetaConfig])
+	o.Config = strings.TrimSpace(meta[opcontract.MetaConfig])
 	if space != nil {
 		if o.Config == "" {
 			o.Config = space.Default().String()
 		} else if c, e := space.ParseConfig(o.Config); e != nil {
-			return o, fmt.Errorf("group %q: meta %s=%q: %w", name, opmetrics.MetaConfig, o.Config, e)
+			return o, fmt.Errorf("group %q: meta %s=%q: %w", name, opcontract.MetaConfig, o.Config, e)
 		} else {
 			o.Config = c.String()
 		}
@@ -274,7 +274,7 @@ func CheckConfig(op fsm.Operator, config string) error {
 	}
 	sp, err := configspace.Parse(op.Params)
 	if err != nil {
-		return fmt.Errorf("operator %q: %s: %w", op.Name, opmetrics.MetaParams, err)
+		return fmt.Errorf("operator %q: %s: %w", op.Name, opcontract.MetaParams, err)
 	}
 	if _, err := sp.ParseConfig(config); err != nil {
 		return fmt.Errorf("operator %q: config %q: %w", op.Name, config, err)

@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/e2e/harness"
-	"github.com/trident-sched/trident/internal/opmetrics"
 )
 
 // fakeProbe is a queueProbe with settable bounds and backlogs that counts its calls.
@@ -240,21 +240,21 @@ func metricValue(s *dto.Metric) float64 {
 // exports its share of the queue bound. Blocked wall time leaves the busy time.
 func TestBackpressureMetricsExport(t *testing.T) {
 	m := NewMetrics("pdf", "ocr-text", 0, nil)
-	if v, ok := gather(t, m, opmetrics.OutputBlockedSeconds); !ok || v != 0 {
-		t.Fatalf("fresh instance: %s = %v (registered %v), want 0", opmetrics.OutputBlockedSeconds, v, ok)
+	if v, ok := gather(t, m, opcontract.OutputBlockedSeconds); !ok || v != 0 {
+		t.Fatalf("fresh instance: %s = %v (registered %v), want 0", opcontract.OutputBlockedSeconds, v, ok)
 	}
-	if _, ok := gather(t, m, opmetrics.QueueCapacity); ok {
-		t.Fatalf("unbounded instance exports %s", opmetrics.QueueCapacity)
+	if _, ok := gather(t, m, opcontract.QueueCapacity); ok {
+		t.Fatalf("unbounded instance exports %s", opcontract.QueueCapacity)
 	}
 	m.QueueCapacity(queueCapShare(2048, 3))
 	m.QueueCapacity(queueCapShare(2048, 4))
 	m.OutputBlocked(1.5)
 	m.OutputBlocked(0.25)
-	if v, ok := gather(t, m, opmetrics.QueueCapacity); !ok || v != 512 {
-		t.Errorf("%s = %v (registered %v), want 2048/4 = 512", opmetrics.QueueCapacity, v, ok)
+	if v, ok := gather(t, m, opcontract.QueueCapacity); !ok || v != 512 {
+		t.Errorf("%s = %v (registered %v), want 2048/4 = 512", opcontract.QueueCapacity, v, ok)
 	}
-	if v, _ := gather(t, m, opmetrics.OutputBlockedSeconds); v != 1.75 {
-		t.Errorf("%s = %v, want 1.75", opmetrics.OutputBlockedSeconds, v)
+	if v, _ := gather(t, m, opcontract.OutputBlockedSeconds); v != 1.75 {
+		t.Errorf("%s = %v, want 1.75", opcontract.OutputBlockedSeconds, v)
 	}
 	if s := queueCapShare(30, 0); s != 30 {
 		t.Errorf("share with no live instance seen = %v, want the whole bound", s)
@@ -405,8 +405,8 @@ func TestBoundedQueueBackpressure(t *testing.T) {
 	// Each aggregate instance exports its share of the bound once both see each other.
 	for _, a := range aggAddrs {
 		eventually(t, 30*time.Second, "aggregate "+a+" to export half the bound", func() (bool, string) {
-			v, ok := scrape(t, a, opmetrics.QueueCapacity)
-			return ok && v == bound/2, fmt.Sprintf("%s = %v (exported %v)", opmetrics.QueueCapacity, v, ok)
+			v, ok := scrape(t, a, opcontract.QueueCapacity)
+			return ok && v == bound/2, fmt.Sprintf("%s = %v (exported %v)", opcontract.QueueCapacity, v, ok)
 		})
 	}
 	rep, err := WaitVerify(ctx, js, p, 100*time.Millisecond)
@@ -423,15 +423,15 @@ func TestBoundedQueueBackpressure(t *testing.T) {
 		t.Errorf("aggregate backlog peaked at %d > bound %d + slack %d", got, bound, slack)
 	}
 	eventually(t, 10*time.Second, "segment's output-blocked time to grow", func() (bool, string) {
-		v, ok := scrape(t, segAddr, opmetrics.OutputBlockedSeconds)
+		v, ok := scrape(t, segAddr, opcontract.OutputBlockedSeconds)
 		return ok && v > 0, fmt.Sprintf("%v (exported %v)", v, ok)
 	})
-	if v, ok := scrape(t, parseAddr, opmetrics.OutputBlockedSeconds); !ok || v != 0 {
-		t.Errorf("parse (unbounded downstream): %s = %v (exported %v), want 0", opmetrics.OutputBlockedSeconds, v, ok)
+	if v, ok := scrape(t, parseAddr, opcontract.OutputBlockedSeconds); !ok || v != 0 {
+		t.Errorf("parse (unbounded downstream): %s = %v (exported %v), want 0", opcontract.OutputBlockedSeconds, v, ok)
 	}
 	for _, a := range []string{parseAddr, segAddr} {
-		if _, ok := scrape(t, a, opmetrics.QueueCapacity); ok {
-			t.Errorf("unbounded stage at %s exports %s", a, opmetrics.QueueCapacity)
+		if _, ok := scrape(t, a, opcontract.QueueCapacity); ok {
+			t.Errorf("unbounded stage at %s exports %s", a, opcontract.QueueCapacity)
 		}
 	}
 }
@@ -496,7 +496,7 @@ func TestBlockedProducerKeepsInputAliveAndStops(t *testing.T) {
 		return info != nil && info.NumAckPending == 1, state
 	})
 	eventually(t, 30*time.Second, "segment's output-blocked time to grow", func() (bool, string) {
-		v, ok := scrape(t, metrics, opmetrics.OutputBlockedSeconds)
+		v, ok := scrape(t, metrics, opcontract.OutputBlockedSeconds)
 		return ok && v > 0, fmt.Sprintf("%v (exported %v)", v, ok)
 	})
 	// A second puller on the segment consumer would get the document if its ack wait expired.
@@ -542,11 +542,11 @@ func TestBlockedProducerKeepsInputAliveAndStops(t *testing.T) {
 	}
 
 	// Blocked again (the blocks fill aggregate), then shut down: Run returns nil promptly.
-	blocked0, _ := scrape(t, metrics, opmetrics.OutputBlockedSeconds)
+	blocked0, _ := scrape(t, metrics, opcontract.OutputBlockedSeconds)
 	publishRecord(t, ctx, js, p, "segment", p.Source(3, 1, 0))
 	eventually(t, 30*time.Second, "segment to block on its second document", func() (bool, string) {
 		info, state := segInfo()
-		v, _ := scrape(t, metrics, opmetrics.OutputBlockedSeconds)
+		v, _ := scrape(t, metrics, opcontract.OutputBlockedSeconds)
 		return info != nil && info.NumAckPending == 1 && v > blocked0, fmt.Sprintf("%s; blocked %v s (was %v)", state, v, blocked0)
 	})
 	stop()

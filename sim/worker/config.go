@@ -5,29 +5,19 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/trident-sched/trident/apm/opcontract"
 )
 
 // Config is an operator's tunable configuration, written "k=v,k=v" (the trident_config group
 // meta and the TRIDENT_CONFIG environment variable).
 type Config map[string]string
 
-// ParseConfig parses "k=v,k=v". Whitespace around keys and values is ignored; an empty string
-// is an empty config.
+// ParseConfig parses "k=v,k=v" (opcontract.ParseConfig). Whitespace around keys and values
+// is ignored; an empty string is an empty config.
 func ParseConfig(s string) (Config, error) {
-	c := Config{}
-	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' }) {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("config %q: entry %q is not k=v", s, part)
-		}
-		c[k] = v
-	}
-	return c, nil
+	c, err := opcontract.ParseConfig(s)
+	return Config(c), err
 }
 
 // String renders the config in canonical (sorted) "k=v,k=v" form.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/e2e/harness"
-	"github.com/trident-sched/trident/internal/opmetrics"
 )
 
 // childEnv carries a child operator's options when the test binary re-executes itself as a
@@ -226,14 +226,14 @@ func TestPipelineSurvivesKillAndRestart(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, name := range []string{opmetrics.RecordsIn, opmetrics.RecordsOut, opmetrics.BusySeconds,
-		opmetrics.UsefulSeconds, opmetrics.QueueLength, opmetrics.AccelUtilization, opmetrics.CPUUtilization,
-		opmetrics.DeviceMemPeak, opmetrics.OOMRestarts, opmetrics.WorkloadFeature, opmetrics.ConfigEpoch} {
+	for _, name := range []string{opcontract.RecordsIn, opcontract.RecordsOut, opcontract.BusySeconds,
+		opcontract.UsefulSeconds, opcontract.QueueLength, opcontract.AccelUtilization, opcontract.CPUUtilization,
+		opcontract.DeviceMemPeak, opcontract.OOMRestarts, opcontract.WorkloadFeature, opcontract.ConfigEpoch} {
 		if !strings.Contains(string(body), name+"{") {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	wantIn := fmt.Sprintf(`%s{epoch="0",operator="parse",pipeline="pdfmini"} %d`, opmetrics.RecordsIn, spec.Docs)
+	wantIn := fmt.Sprintf(`%s{epoch="0",operator="parse",pipeline="pdfmini"} %d`, opcontract.RecordsIn, spec.Docs)
 	if !strings.Contains(string(body), wantIn) {
 		t.Errorf("/metrics lacks %q:\n%s", wantIn, body)
 	}

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/strategy/configspace"
 )
 
 // The example job files describe exactly the operators of the catalog: one group per
-// operator with the opmetrics meta keys equal to the models' values, a metrics service and a
+// operator with the opcontract meta keys equal to the models' values, a metrics service and a
 // scaling policy querying that group.
 func TestJobFilesMatchCatalog(t *testing.T) {
 	for _, p := range []*Pipeline{PDFPipeline(), VideoPipeline()} {
@@ -42,18 +42,18 @@ func TestJobFilesMatchCatalog(t *testing.T) {
 			}
 			f := strconv.FormatFloat
 			want := map[string]string{
-				opmetrics.MetaOrder:         fmt.Sprint(op.Order),
-				opmetrics.MetaCPU:           f(op.CPU, 'f', -1, 64),
-				opmetrics.MetaMemoryMB:      fmt.Sprint(op.MemoryMB),
-				opmetrics.MetaGPUs:          fmt.Sprint(op.GPUs),
-				opmetrics.MetaGPUMemoryMB:   fmt.Sprint(op.GPUMemoryMB),
-				opmetrics.MetaOutputBytes:   f(op.OutputBytes, 'f', -1, 64),
-				opmetrics.MetaAmplification: f(op.Amplification, 'f', -1, 64),
-				opmetrics.MetaFeatures:      strings.Join(op.Features, ","),
-				opmetrics.MetaParams:        op.Params,
-				opmetrics.MetaConfig:        op.Defaults,
-				opmetrics.MetaColdStartSec:  f(op.ColdStartSec, 'f', -1, 64),
-				opmetrics.MetaMetricsPort:   "metrics",
+				opcontract.MetaOrder:         fmt.Sprint(op.Order),
+				opcontract.MetaCPU:           f(op.CPU, 'f', -1, 64),
+				opcontract.MetaMemoryMB:      fmt.Sprint(op.MemoryMB),
+				opcontract.MetaGPUs:          fmt.Sprint(op.GPUs),
+				opcontract.MetaGPUMemoryMB:   fmt.Sprint(op.GPUMemoryMB),
+				opcontract.MetaOutputBytes:   f(op.OutputBytes, 'f', -1, 64),
+				opcontract.MetaAmplification: f(op.Amplification, 'f', -1, 64),
+				opcontract.MetaFeatures:      strings.Join(op.Features, ","),
+				opcontract.MetaParams:        op.Params,
+				opcontract.MetaConfig:        op.Defaults,
+				opcontract.MetaColdStartSec:  f(op.ColdStartSec, 'f', -1, 64),
+				opcontract.MetaMetricsPort:   "metrics",
 			}
 			for k, v := range want {
 				re := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(k) + `\s*=\s*"([^"]*)"`)
@@ -116,7 +116,7 @@ func TestParamsParseWithConfigspace(t *testing.T) {
 	for _, p := range []*Pipeline{PDFPipeline(), VideoPipeline()} {
 		for _, op := range p.Operators {
 			sp, cur, err := configspace.FromMeta(op.Name, map[string]string{
-				opmetrics.MetaParams: op.Params, opmetrics.MetaConfig: op.Defaults})
+				opcontract.MetaParams: op.Params, opcontract.MetaConfig: op.Defaults})
 			if err != nil {
 				t.Errorf("%s/%s: %v", p.Name, op.Name, err)
 				continue

@@ -6,13 +6,14 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/trident-sched/trident/internal/opmetrics"
+	"github.com/trident-sched/trident/apm/opcontract"
 )
 
 // featureWindow is how many recent records the workload feature mean/std cover.
 const featureWindow = 256
 
-// Metrics is one operator instance's implementation of the opmetrics contract.
+// Metrics is one operator instance's implementation of the operator metrics contract
+// (apm/opcontract).
 type Metrics struct {
 	Registry *prometheus.Registry
 
@@ -39,36 +40,36 @@ type Metrics struct {
 
 // NewMetrics registers the contract's series for one operator instance running config epoch.
 func NewMetrics(pipeline, operator string, epoch int64, features []string) *Metrics {
-	cl := prometheus.Labels{opmetrics.LabelPipeline: pipeline, opmetrics.LabelOperator: operator}
+	cl := prometheus.Labels{opcontract.LabelPipeline: pipeline, opcontract.LabelOperator: operator}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		epoch:    strconv.FormatInt(epoch, 10),
-		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: opmetrics.RecordsIn,
-			Help: "Records consumed.", ConstLabels: cl}, []string{opmetrics.LabelEpoch}),
-		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: opmetrics.RecordsOut,
-			Help: "Records produced.", ConstLabels: cl}, []string{opmetrics.LabelEpoch}),
-		busy: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.BusySeconds,
+		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: opcontract.RecordsIn,
+			Help: "Records consumed.", ConstLabels: cl}, []string{opcontract.LabelEpoch}),
+		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: opcontract.RecordsOut,
+			Help: "Records produced.", ConstLabels: cl}, []string{opcontract.LabelEpoch}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{Name: opcontract.BusySeconds,
 			Help: "Wall time with at least one record in service.", ConstLabels: cl}),
-		useful: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.UsefulSeconds,
+		useful: prometheus.NewCounter(prometheus.CounterOpts{Name: opcontract.UsefulSeconds,
 			Help: "Sum of per-record service times (overlapping requests counted each; a CPU stage with k threads counts 1/k of each, i.e. instance-seconds).", ConstLabels: cl}),
-		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.QueueLength,
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: opcontract.QueueLength,
 			Help: "This instance's share of the records waiting in the stage's input queue (undelivered backlog, plus the records in service when the queue is bounded, / live instances).", ConstLabels: cl}),
-		accelUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.AccelUtilization,
+		accelUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opcontract.AccelUtilization,
 			Help: "Accelerator busy fraction over the last second.", ConstLabels: cl}),
-		cpuUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.CPUUtilization,
+		cpuUtil: prometheus.NewGauge(prometheus.GaugeOpts{Name: opcontract.CPUUtilization,
 			Help: "CPU busy fraction of the instance's cores over the last second.", ConstLabels: cl}),
-		memPeak: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.DeviceMemPeak,
+		memPeak: prometheus.NewGauge(prometheus.GaugeOpts{Name: opcontract.DeviceMemPeak,
 			Help: "Peak accelerator memory since start.", ConstLabels: cl}),
-		ooms: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.OOMRestarts,
+		ooms: prometheus.NewCounter(prometheus.CounterOpts{Name: opcontract.OOMRestarts,
 			Help: "Accelerator OOM exits of this allocation.", ConstLabels: cl}),
-		feature: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: opmetrics.WorkloadFeature,
+		feature: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: opcontract.WorkloadFeature,
 			Help: "Workload feature statistics over the last records.", ConstLabels: cl},
-			[]string{opmetrics.LabelFeature, opmetrics.LabelStat}),
-		cfgEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.ConfigEpoch,
+			[]string{opcontract.LabelFeature, opcontract.LabelStat}),
+		cfgEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: opcontract.ConfigEpoch,
 			Help: "Epoch of the config this instance runs.", ConstLabels: cl}),
-		blocked: prometheus.NewCounter(prometheus.CounterOpts{Name: opmetrics.OutputBlockedSeconds,
+		blocked: prometheus.NewCounter(prometheus.CounterOpts{Name: opcontract.OutputBlockedSeconds,
 			Help: "Wall time with at least one completion waiting to publish because a downstream stage's bounded input queue was full.", ConstLabels: cl}),
-		queueCap: prometheus.NewGauge(prometheus.GaugeOpts{Name: opmetrics.QueueCapacity,
+		queueCap: prometheus.NewGauge(prometheus.GaugeOpts{Name: opcontract.QueueCapacity,
 			Help: "This instance's share of the bound of the stage's input queue in records (undelivered + in service; the stage bound / live instances).", ConstLabels: cl}),
 		features: map[string]*ring{},
 	}

@@ -3,7 +3,7 @@
 // consumer (shared by all instances, so they split the work), services them with a behaviour
 // model (model.go), publishes the outputs downstream with idempotent IDs and Msg-Id dedup, acks
 // its inputs only after the outputs are stored (at-least-once), and serves the
-// internal/opmetrics contract on /metrics. The last operators publish to <pipeline>.sink, which
+// operator metrics of apm/opcontract on /metrics. The last operators publish to <pipeline>.sink, which
 // Verify checks against the dataset spec for lost or duplicated records. A stage may bound its
 // input queue (Options.QueueCap): its producers then hold their outputs while it is full
 // (backpressure.go).

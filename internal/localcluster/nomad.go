@@ -1,10 +1,12 @@
-// Package harness starts real Nomad and Nomad Autoscaler processes on loopback for
-// end-to-end tests and the local demo, and tears them down without leaking processes,
-// mounts or directories.
+// Package localcluster starts real Nomad agents, nomad-autoscaler and a raft cluster of
+// `trident planner` processes on loopback, and tears them down without leaking processes,
+// mounts or directories. The local demo (internal/demo) uses it directly; the end-to-end
+// tests use it through e2e/harness, which adds testing.TB wrappers. It must not import
+// the testing package: it is linked into bin/trident (`make lint` checks).
 //
 // Every agent it starts is confined to 127.0.0.1, never checks for updates and skips the
 // cloud metadata fingerprinters (see RECIPES.md).
-package harness
+package localcluster
 
 import (
 	"context"
@@ -406,7 +408,7 @@ func (n *Nomad) waitReady(ctx context.Context, clients []ClientSpec) error {
 		for _, a := range n.agents {
 			select {
 			case <-a.done:
-				return fmt.Errorf("nomad agent %s exited during startup; last log lines:\n%s", a.name, tailFile(a.logPath, 30))
+				return fmt.Errorf("nomad agent %s exited during startup; last log lines:\n%s", a.name, TailFile(a.logPath, 30))
 			default:
 			}
 		}
@@ -614,7 +616,19 @@ func killUnder(dir string) {
 	}
 }
 
-func tailFile(path string, lines int) string {
+// Logs returns the last lines of every agent's log, each under a "--- name log tail ---"
+// header, server first.
+func (n *Nomad) Logs(lines int) string {
+	var b strings.Builder
+	for _, a := range n.agents {
+		fmt.Fprintf(&b, "--- %s log tail ---\n%s\n", a.name, TailFile(a.logPath, lines))
+	}
+	return b.String()
+}
+
+// TailFile returns the last lines of the file at path, or a note saying why it could not
+// be read.
+func TailFile(path string, lines int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
@@ -632,7 +646,7 @@ func waitHTTP(ctx context.Context, url string, p *agentProc) error {
 		if p != nil {
 			select {
 			case <-p.done:
-				return fmt.Errorf("%s exited during startup; last log lines:\n%s", p.name, tailFile(p.logPath, 40))
+				return fmt.Errorf("%s exited during startup; last log lines:\n%s", p.name, TailFile(p.logPath, 40))
 			default:
 			}
 		}

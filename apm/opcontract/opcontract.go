@@ -1,10 +1,19 @@
-// Package opmetrics names the Prometheus metrics every pipeline operator instance exposes
-// (the operator metrics contract of DESIGN.md) and the Nomad group meta keys that describe a
-// pipeline. Producers (the operator worker) and consumers (the APM plugin, the planner) share
-// these names so that neither side can drift.
-package opmetrics
+// Package opcontract is the contract between a pipeline operator and Trident, for operator
+// authors to import:
+//
+//   - the Prometheus metrics every operator instance exports on /metrics (the operator
+//     metrics contract, documented in docs/operator-contract.md), with their label names;
+//   - the Nomad group meta keys that describe an operator to the planner;
+//   - how the planner's configuration reaches an instance: through its group's meta, which
+//     Nomad hands to the task as NOMAD_META_<key> environment variables (ReadInstance).
+//
+// Inside this module the operator worker (sim/worker), the APM plugin and the planner share
+// these names so that neither side can drift. The package depends on the standard library
+// only.
+package opcontract
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -59,6 +68,14 @@ const (
 	// (UsefulSeconds in instance-seconds) is its capacity at any load (paper §4.1).
 	MetaSynchronous = "trident_synchronous"
 	MetaMetricsPort = "trident_metrics_port" // label of the network port serving /metrics
+	// MetaConfigEpoch (uint) is the epoch of MetaConfig. The planner rewrites both when it
+	// moves an operator to another config; an instance exports the epoch as ConfigEpoch and
+	// as LabelEpoch of its records counters.
+	MetaConfigEpoch = "trident_config_epoch"
+	// MetaOperator is the operator a planner-rendered group ("<operator>@<node>.g<epoch>")
+	// belongs to. Groups of the job file as written are named after their operator and
+	// do not carry it.
+	MetaOperator = "trident_operator"
 )
 
 // Node meta keys the planner reads when sizing its inventory. Without them a node's size is
@@ -87,4 +104,68 @@ func ParseSynchronous(v string) (bool, error) {
 		return false, nil
 	}
 	return strconv.ParseBool(v)
+}
+
+// MetaEnvPrefix prefixes a group meta key in the environment Nomad gives the group's tasks.
+const MetaEnvPrefix = "NOMAD_META_"
+
+// MetaEnv is the environment variable holding group meta key inside a task, e.g.
+// MetaEnv(MetaConfig) is "NOMAD_META_trident_config".
+func MetaEnv(key string) string { return MetaEnvPrefix + key }
+
+// Instance is what an operator instance learns from its group's meta at start. The planner
+// changes an operator's config by rewriting the meta of its groups, which starts new
+// allocations, so a running instance never sees its config change.
+type Instance struct {
+	// Operator is the operator name: MetaOperator, else the group name (NOMAD_GROUP_NAME).
+	// It is the value of LabelOperator.
+	Operator string
+	// Config is the configuration to run, parsed from MetaConfig (see ParseConfig); empty
+	// when the meta is absent.
+	Config map[string]string
+	// Epoch is MetaConfigEpoch (0 when absent). Export it as ConfigEpoch and as LabelEpoch
+	// of RecordsIn and RecordsOut so that samples of the previous config can be told apart
+	// during a transition.
+	Epoch uint64
+}
+
+// ReadInstance reads an instance's operator, config and epoch from the task environment;
+// getenv is os.Getenv in an operator.
+func ReadInstance(getenv func(string) string) (Instance, error) {
+	in := Instance{Operator: strings.TrimSpace(getenv(MetaEnv(MetaOperator)))}
+	if in.Operator == "" {
+		in.Operator = strings.TrimSpace(getenv("NOMAD_GROUP_NAME"))
+	}
+	cfg, err := ParseConfig(getenv(MetaEnv(MetaConfig)))
+	if err != nil {
+		return Instance{}, fmt.Errorf("%s: %w", MetaEnv(MetaConfig), err)
+	}
+	in.Config = cfg
+	if v := strings.TrimSpace(getenv(MetaEnv(MetaConfigEpoch))); v != "" {
+		e, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return Instance{}, fmt.Errorf("%s: %w", MetaEnv(MetaConfigEpoch), err)
+		}
+		in.Epoch = e
+	}
+	return in, nil
+}
+
+// ParseConfig parses a MetaConfig value "k=v,k=v" (';' also separates entries). Whitespace
+// around keys and values is ignored; an empty string is an empty config.
+func ParseConfig(s string) (map[string]string, error) {
+	c := map[string]string{}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' }) {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("config %q: entry %q is not k=v", s, part)
+		}
+		c[k] = v
+	}
+	return c, nil
 }

@@ -1,4 +1,4 @@
-package harness
+package localcluster
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -162,7 +161,7 @@ func (p *Planners) Logs(lines int) string {
 	var b strings.Builder
 	for _, pr := range p.procs {
 		if pr != nil {
-			fmt.Fprintf(&b, "--- %s ---\n%s\n", pr.name, tailFile(pr.logPath, lines))
+			fmt.Fprintf(&b, "--- %s ---\n%s\n", pr.name, TailFile(pr.logPath, lines))
 		}
 	}
 	return b.String()
@@ -176,25 +175,4 @@ func (p *Planners) Stop() {
 		}
 	}
 	killUnder(p.Dir)
-}
-
-// StartPlanners launches a planner cluster for a test and stops it in t.Cleanup.
-func StartPlanners(t testing.TB, o PlannerOptions) *Planners {
-	t.Helper()
-	if o.Dir == "" {
-		o.Dir = t.TempDir()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	p, err := LaunchPlanners(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(p.Logs(40))
-		}
-		p.Stop()
-	})
-	return p
 }
