@@ -58,7 +58,7 @@ target "trident-target" {
 }
 `, leader, o.Tune, leader, leader)
 	as, err := harness.LaunchAutoscaler(ctx, n, harness.AutoscalerOptions{
-		Binary:             filepath.Join(o.BinDir, "nomad-autoscaler"),
+		Binary:             o.autoscalerBin,
 		PluginDir:          filepath.Join(o.BinDir, "autoscaler-plugins"),
 		Plugins:            plugins,
 		EvaluationInterval: 10 * time.Second,
