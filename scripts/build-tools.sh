@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # build-tools.sh builds the real nomad, nomad-autoscaler and consul binaries this project
-# tests against, from the Go module proxy, into a cache directory (default: ./bin).
-# A binary is rebuilt only when it is missing or reports a different version.
+# tests against, from the Go module proxy, into a cache directory outside the clone:
+# $TRIDENT_TOOLS_BIN, default ${XDG_CACHE_HOME:-$HOME/.cache}/trident-tools, so that every
+# clone and worktree shares one build. A binary is rebuilt only when it is missing or
+# reports a different version.
 set -euo pipefail
 
-BIN="${TRIDENT_TOOLS_BIN:-$(cd "$(dirname "$0")/.." && pwd)/bin}"
+BIN="${TRIDENT_TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/trident-tools}"
 NOMAD_VERSION=1.11.0
 NOMAD_API_VERSION=v0.0.0-20260907080526-08ef8f3d26da
 AUTOSCALER_VERSION=0.4.7
@@ -29,7 +31,13 @@ moddir() {
 }
 
 have() { # have <binary> <version-substring>
-  [ -x "$BIN/$1" ] && "$BIN/$1" version 2>/dev/null | head -3 | grep -q "$2"
+  # The output is captured before it is matched: piping it into `head | grep -q` let the
+  # binary (or head) die of SIGPIPE when the reader stopped early, which under pipefail
+  # read as "wrong version" and rebuilt consul on every run.
+  local out
+  [ -x "$BIN/$1" ] || return 1
+  out="$("$BIN/$1" version 2>/dev/null)" || return 1
+  [[ "$out" == *"$2"* ]]
 }
 
 build_nomad() {

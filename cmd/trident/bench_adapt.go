@@ -28,7 +28,7 @@ func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.DurationVar(&boCfg.EvalDuration, "eval", boCfg.EvalDuration, "length of one simulated tuning evaluation")
 	fs.DurationVar(&boCfg.SustainedDuration, "sustained", boCfg.SustainedDuration, "run length over which a recommendation's OOM risk is judged")
 	fs.Uint64Var(&clCfg.Seed, "cluster-seed", clCfg.Seed, "seed of the clustering streams")
-	fs.StringVar(&clCfg.Python, "python", clCfg.Python, "python3 with scikit-learn for the offline baselines (empty: skip them)")
+	fs.StringVar(&clCfg.Python, "python", clCfg.Python, "python3 with scikit-learn for the offline baselines (empty, or without scikit-learn: skip them)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,6 +43,17 @@ func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return fmt.Errorf("adapt: %w", err)
 	}
 	log.Info("configuration optimisation done", "seeds", boCfg.Seeds, "elapsed", time.Since(start).Round(time.Millisecond))
+	if clCfg.Python != "" {
+		// The offline K-means/DBSCAN baselines are an optional peer: without python3 and
+		// scikit-learn the benchmark runs without them rather than failing.
+		if err := adaptbench.ProbeOffline(ctx, clCfg.Python); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("adapt: %w", ctx.Err())
+			}
+			fmt.Fprintf(stderr, "bench adapt: peer skipped: offline K-means/DBSCAN baselines need python3 with numpy and scikit-learn (%v); run `make deps` (Debian python3-sklearn) or pass -python\n", err)
+			clCfg.Python = ""
+		}
+	}
 	streams, sklearn, err := adaptbench.RunClustering(ctx, clCfg, adaptbench.DefaultStreams())
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)

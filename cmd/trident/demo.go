@@ -20,7 +20,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	speed := fs.Float64("speed", 20, "speed-up factor of simulated service times")
 	timeout := fs.Duration("phase-timeout", 0, "bound on each phase (default 8m)")
 	out := fs.String("out", "demo-out", "directory for report.txt, throughput.csv, throughput.svg")
-	binDir := fs.String("bin-dir", "", "directory with nomad, nomad-autoscaler and the plugin dirs (default: bin/ of this checkout)")
+	binDir := fs.String("bin-dir", "", "directory with the plugin dirs (default: bin/ of this checkout); nomad and nomad-autoscaler are used from it if there, else from $TRIDENT_TOOLS_BIN or the make tools cache")
 	phases := fs.String("phases", "static,trident", "phases to run, in order")
 	verbose := fs.Bool("v", false, "log diagnostics to stderr")
 	tune := fs.Bool("tune", false, "Trident phase: also tune operator configs live (trident-apm tune = \"true\")")

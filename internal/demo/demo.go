@@ -39,7 +39,9 @@ type Options struct {
 	OutDir string
 	// TridentBin is the trident binary run by the operator tasks and the planners.
 	TridentBin string
-	// BinDir holds nomad, nomad-autoscaler, autoscaler-plugins/ and nomad-plugins/.
+	// BinDir holds autoscaler-plugins/ and nomad-plugins/ (default: bin/ of the checkout),
+	// and may hold nomad and nomad-autoscaler; those not in BinDir are found with
+	// localcluster.ToolPath (the tools cache of `make tools`).
 	BinDir string
 	// Phases to run, in order: "static", "trident" (default both).
 	Phases []string
@@ -49,6 +51,9 @@ type Options struct {
 	// Out receives progress and the report; Log receives diagnostics.
 	Out io.Writer
 	Log *slog.Logger
+
+	// nomadBin and autoscalerBin are the resolved nomad and nomad-autoscaler binaries.
+	nomadBin, autoscalerBin string
 }
 
 // Phase is the measured outcome of one phase.
@@ -129,12 +134,31 @@ func (o *Options) defaults() error {
 		}
 		o.BinDir = filepath.Join(root, "bin")
 	}
-	for _, f := range []string{"nomad", "nomad-autoscaler", "autoscaler-plugins/trident", "autoscaler-plugins/trident-apm", "autoscaler-plugins/trident-target", "nomad-plugins/trident-gpu"} {
+	for _, f := range []string{"autoscaler-plugins/trident", "autoscaler-plugins/trident-apm", "autoscaler-plugins/trident-target", "nomad-plugins/trident-gpu"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, f)); err != nil {
-			return fmt.Errorf("%s missing in %s: run `make tools build` (or `make demo`)", f, o.BinDir)
+			return fmt.Errorf("%s missing in %s: run `make build` (or `make demo`)", f, o.BinDir)
 		}
 	}
+	for _, t := range []struct {
+		name string
+		dst  *string
+	}{{"nomad", &o.nomadBin}, {"nomad-autoscaler", &o.autoscalerBin}} {
+		if p := filepath.Join(o.BinDir, t.name); isFile(p) {
+			*t.dst = p
+			continue
+		}
+		p, err := localcluster.ToolPath(t.name)
+		if err != nil {
+			return fmt.Errorf("%w (or `make demo`)", err)
+		}
+		*t.dst = p
+	}
 	return nil
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // Run executes the demo. Everything it starts is stopped before it returns, including
@@ -165,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	n, err := localcluster.Launch(ctx, localcluster.NomadOptions{
 		Dir:             clusterDir,
-		Binary:          filepath.Join(o.BinDir, "nomad"),
+		Binary:          o.nomadBin,
 		DevicePluginDir: filepath.Join(o.BinDir, "nomad-plugins"),
 		Logger:          o.Log,
 		// Every node models 16 cores for the planner (opcontract.MetaNodeCPUCores): the

@@ -56,7 +56,7 @@ target "trident-target" {
 }
 `, leader, o.Tune, leader, leader)
 	as, err := localcluster.LaunchAutoscaler(ctx, n, localcluster.AutoscalerOptions{
-		Binary:             filepath.Join(o.BinDir, "nomad-autoscaler"),
+		Binary:             o.autoscalerBin,
 		PluginDir:          filepath.Join(o.BinDir, "autoscaler-plugins"),
 		Plugins:            plugins,
 		EvaluationInterval: 10 * time.Second,

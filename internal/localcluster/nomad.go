@@ -99,11 +99,16 @@ type agentProc struct {
 	done    chan struct{}
 }
 
-// ToolPath finds a real tool binary (nomad, nomad-autoscaler, consul): $TRIDENT_TOOLS_BIN,
-// then ./bin of the module root, then $PATH. The error tells how to build it.
+// ToolPath finds a real tool binary (nomad, nomad-autoscaler, consul), looking in order in
+// $TRIDENT_TOOLS_BIN, in the default tools cache that `make tools` (scripts/build-tools.sh)
+// builds into when that variable is unset (DefaultToolsDir), in ./bin of the module root,
+// then on $PATH. The error tells how to build it.
 func ToolPath(name string) (string, error) {
 	var dirs []string
 	if d := os.Getenv("TRIDENT_TOOLS_BIN"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if d, err := DefaultToolsDir(); err == nil {
 		dirs = append(dirs, d)
 	}
 	if root, err := ModuleRoot(); err == nil {
@@ -118,7 +123,21 @@ func ToolPath(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("%s binary not found in $TRIDENT_TOOLS_BIN, ./bin or $PATH: run `make tools` first", name)
+	return "", fmt.Errorf("%s binary not found in %s or $PATH: run `make tools` first", name, strings.Join(dirs, ", "))
+}
+
+// DefaultToolsDir is the tools cache outside the clone that scripts/build-tools.sh and the
+// GNUmakefile use when $TRIDENT_TOOLS_BIN is unset: ${XDG_CACHE_HOME:-$HOME/.cache}/trident-tools.
+func DefaultToolsDir() (string, error) {
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home := os.Getenv("HOME")
+		if home == "" {
+			return "", errors.New("neither $XDG_CACHE_HOME nor $HOME is set")
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "trident-tools"), nil
 }
 
 // ModuleRoot returns the directory holding this module's go.mod, searched upwards from the

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -134,5 +136,36 @@ func TestReportEndsWithOneResultLine(t *testing.T) {
 	}
 	if got.Bench != "adapt" || got.Figures["bo.textocr.constrained_bo.best_rps"] == nil || got.Peers["paper.table6.pdf.oom_unconstrained"] != 14.0 {
 		t.Fatalf("RESULT %+v", got)
+	}
+	// The offline baselines did not run: the peers say so and hold none of their figures.
+	if got.Peers["cluster.offline_baselines"] != "unavailable" {
+		t.Errorf("peers lack cluster.offline_baselines = unavailable: %v", got.Peers)
+	}
+	for k := range got.Peers {
+		if !strings.HasPrefix(k, "paper.") && (strings.Contains(k, "k_means") || strings.Contains(k, "dbscan")) {
+			t.Errorf("peer %s present although the offline baselines were skipped", k)
+		}
+	}
+}
+
+// TestProbeOfflineUnavailable: an interpreter that does not exist, or one without
+// scikit-learn, is reported as such (the bench then skips the offline baselines).
+func TestProbeOfflineUnavailable(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-python3")
+	if err := ProbeOffline(context.Background(), missing); err == nil || !strings.Contains(err.Error(), "no-such-python3") {
+		t.Errorf("missing interpreter: err %v, want one naming it", err)
+	}
+	// A stand-in interpreter that fails the way python3 without scikit-learn does.
+	fake := filepath.Join(t.TempDir(), "python3")
+	script := "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho \"ModuleNotFoundError: No module named 'sklearn'\" >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := ProbeOffline(context.Background(), fake)
+	if want := fake + ": ModuleNotFoundError: No module named 'sklearn'"; err == nil || err.Error() != want {
+		t.Errorf("interpreter without scikit-learn: err %v, want %q", err, want)
+	}
+	if err := ProbeOffline(context.Background(), ""); err == nil {
+		t.Error("empty interpreter: no error")
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os/exec"
+	"strings"
 
 	"github.com/trident-sched/trident/strategy/cluster"
 )
@@ -235,6 +237,27 @@ type offlineResult struct {
 	KMeans    []int   `json:"kmeans"`
 	DBSCAN    []int   `json:"dbscan"`
 	DBSCANEps float64 `json:"dbscan_eps"`
+}
+
+// ProbeOffline reports whether python can run the offline K-means/DBSCAN baselines: it
+// must start and import numpy and scikit-learn. The error says what is missing, e.g.
+// "/usr/bin/python3: ModuleNotFoundError: No module named 'sklearn'" or the exec error of
+// an interpreter that does not exist.
+func ProbeOffline(ctx context.Context, python string) error {
+	if python == "" {
+		return errors.New("no python interpreter configured")
+	}
+	cmd := exec.CommandContext(ctx, python, "-c", "import numpy, sklearn")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+			return fmt.Errorf("%s: %s", python, last)
+		}
+		return err
+	}
+	return nil
 }
 
 // runOffline runs K-means and DBSCAN (scikit-learn) on the streams.

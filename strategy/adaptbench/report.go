@@ -42,7 +42,9 @@ func key(s string) string {
 
 // Report renders the benchmark's tables and RESULT. Trident's own figures (constrained BO,
 // online clustering) go to Figures; baselines measured in the same run and the paper's
-// published figures (prefixed "paper.") go to Peers.
+// published figures (prefixed "paper.") go to Peers. An empty sklearn means the offline
+// clustering baselines were not run: Peers then holds cluster.offline_baselines =
+// "unavailable" instead of their figures.
 func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn string) ([]benchfmt.Table, benchfmt.Result, error) {
 	res := benchfmt.Result{Bench: "adapt", Figures: map[string]any{}, Peers: map[string]any{}}
 	var tables []benchfmt.Table
@@ -111,6 +113,8 @@ func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn 
 			title += "; offline baselines: scikit-learn " + sklearn
 		} else {
 			title += "; offline baselines skipped"
+			// Say so in the RESULT line too: its peers lack the K-means/DBSCAN figures.
+			res.Peers["cluster.offline_baselines"] = "unavailable"
 		}
 		ct := benchfmt.Table{Title: title, Header: []string{"method", "pipeline", "clusters (true)", "transient", "purity", "ARI", "regime shifts"}}
 		for _, s := range streams {
