@@ -523,18 +523,67 @@ func (e *Engine) step(dt float64) *Snapshot {
 	return snap
 }
 
-// processOp runs operator i for one tick.
+// processOp runs operator i for one tick: it counts the instances, serves the input queue,
+// hands the output on, and records the tick's metrics, probe results and device memory
+// (OOM restarts).
 func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *Snapshot) {
 	op := e.ops[i]
-	spec := op.spec
-	m := spec.Model
 	st := &snap.Ops[i]
-	st.QueueCap = spec.QueueCap
-	st.PerNode = make([]int, len(e.cluster.Nodes))
-	st.PerNodeOnTarget = make([]int, len(e.cluster.Nodes))
-	st.Unplaced = op.unplaced
-	st.Config = op.target
-	for _, in := range op.insts {
+	op.census(st, len(e.cluster.Nodes))
+	w := e.startTick(op, st, dt)
+	e.serve(i, w, dt, budget)
+	e.deliver(i, w, arrived, snap)
+	w.head = e.headAttrs(op, w.out)
+	e.recordMetrics(w, dt)
+	cm := w.probeMetrics(dt)
+
+	// Device memory and OOM restarts.
+	if op.spec.Need.Acc > 0 && len(w.gs) > 0 && w.head != nil {
+		e.deviceMemory(op, w.gs, cm, w.head, st, dt)
+	}
+	op.lastStats = *st
+}
+
+// opTick is one operator's work during one tick, shared by the phases of processOp.
+type opTick struct {
+	op *opState
+	st *OpStats
+	// nodes is the cluster size.
+	nodes int
+	// gs are the running groups; cIn and perInst hold, per group, the in-flight requests
+	// per instance and the per-instance rate at the cohort last evaluated by rateAt.
+	gs           []group
+	cIn, perInst []float64
+	// queue0 is the queue length at the start of the tick, noise the tick's service-rate
+	// factor and running the number of running instances.
+	queue0, noise float64
+	running       int
+
+	// Set by serve: the unused part of the tick, the records processed and emitted, the
+	// source records they stand for, the emitted MB, the processed records' summed
+	// features, the output cohorts and whether the output blocked.
+	timeLeft                              float64
+	processed, emitted, srcRecs, outMBsum float64
+	featSum                               []float64
+	out                                   []cohort
+	blocked                               bool
+
+	// head is the attributes of the records worked on (headAttrs after the service);
+	// active is the fraction of the tick the operator dispatched work (set by
+	// recordMetrics).
+	head   Attrs
+	active float64
+}
+
+// census records the operator's queue bound, unplaced instances and target configuration,
+// and counts its instances by state, by node and on the target configuration.
+func (o *opState) census(st *OpStats, nodes int) {
+	st.QueueCap = o.spec.QueueCap
+	st.PerNode = make([]int, nodes)
+	st.PerNodeOnTarget = make([]int, nodes)
+	st.Unplaced = o.unplaced
+	st.Config = o.target
+	for _, in := range o.insts {
 		if in.state != stStopping {
 			st.PerNode[in.node]++
 		}
@@ -546,129 +595,102 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		case stRestarting:
 			st.Restarting++
 		}
-		if in.state != stStopping && in.probe == 0 && in.cfg.Equal(op.target) {
+		if in.state != stStopping && in.probe == 0 && in.cfg.Equal(o.target) {
 			st.OnTarget++
 			st.PerNodeOnTarget[in.node]++
 		}
 	}
-	gs := op.groups()
-	queue0 := op.queueLen()
-	running := st.Running
-	op.runningSec += float64(running) * dt
+}
+
+// startTick groups the running instances, accounts their running time, draws the tick's
+// service noise and sets every group's in-flight requests from the queue at the start.
+func (e *Engine) startTick(op *opState, st *OpStats, dt float64) *opTick {
+	w := &opTick{op: op, st: st, nodes: len(e.cluster.Nodes)}
+	w.gs = op.groups()
+	w.queue0 = op.queueLen()
+	w.running = st.Running
+	op.runningSec += float64(w.running) * dt
 
 	// Noise shared by the operator this tick (service jitter and occasional disturbance).
-	noise := math.Max(0.2, 1+e.cfg.NoiseCV*e.rng.NormFloat64())
+	w.noise = math.Max(0.2, 1+e.cfg.NoiseCV*e.rng.NormFloat64())
 	if e.rng.Float64() < e.cfg.DisturbProb {
-		noise *= 0.3 + 0.4*e.rng.Float64()
+		w.noise *= 0.3 + 0.4*e.rng.Float64()
 	}
 
-	// Routing shares toward the next operator: locality first.
+	// Per-group rates at the head cohort determine shares; serve recomputes the total
+	// rate per cohort.
+	w.perInst = make([]float64, len(w.gs))
+	w.cIn = make([]float64, len(w.gs))
+	for gi, g := range w.gs {
+		w.cIn[gi] = inFlightPer(op.spec, g.cfg, w.queue0, w.running)
+	}
+	return w
+}
+
+// rateAt returns the operator's total rate on records with attributes a and its rate per
+// node; it leaves every group's per-instance rate in perInst.
+func (w *opTick) rateAt(a Attrs) (total float64, nodeRate []float64) {
+	m := w.op.spec.Model
+	nodeRate = make([]float64, w.nodes)
+	for gi, g := range w.gs {
+		r := m.Rate(a, g.cfg, w.cIn[gi]) * w.noise
+		w.perInst[gi] = r
+		nodeRate[g.node] += float64(g.n) * r
+		total += float64(g.n) * r
+	}
+	return total, nodeRate
+}
+
+// serve processes operator i's queue, head cohort first, for the tick: each cohort at the
+// groups' rate, limited by the egress budget of nodes whose output leaves the node
+// (locality first) and by the free space of the next operator's queue.
+func (e *Engine) serve(i int, w *opTick, dt float64, budget []float64) {
+	op := w.op
+	spec := op.spec
+	m := spec.Model
 	last := i == len(e.ops)-1
-	var crossFrac []float64 // per node: fraction of this node's output leaving the node
-	var next *opState
-	if !last {
-		next = e.ops[i+1]
-	}
-
-	// Per-group rates at the head cohort determine shares; the loop below recomputes the
-	// total rate per cohort.
-	perInst := make([]float64, len(gs))
-	cIn := make([]float64, len(gs))
-	for gi, g := range gs {
-		cIn[gi] = inFlightPer(spec, g.cfg, queue0, running)
-	}
-	rateAt := func(a Attrs) (total float64, nodeRate []float64) {
-		nodeRate = make([]float64, len(e.cluster.Nodes))
-		for gi, g := range gs {
-			r := m.Rate(a, g.cfg, cIn[gi]) * noise
-			perInst[gi] = r
-			nodeRate[g.node] += float64(g.n) * r
-			total += float64(g.n) * r
-		}
-		return total, nodeRate
-	}
-
-	if len(op.queue) > 0 && len(gs) > 0 {
-		_, nodeRate0 := rateAt(op.queue[0].attrs)
-		if !last {
-			crossFrac = e.crossFractions(nodeRate0, next)
-		}
-	}
-
-	space := math.Inf(1)
-	if !last {
-		space = next.spec.QueueCap - next.queueLen()
-		if space < 0 {
-			space = 0
-		}
-	}
-	timeLeft := dt
-	var processed, emitted, srcRecs, outMBsum float64
-	featSum := make([]float64, len(spec.FeatureNames))
-	nodeProcessed := make([]float64, len(e.cluster.Nodes))
-	var out []cohort
-	blocked := false
-	for len(op.queue) > 0 && timeLeft > 1e-9 && len(gs) > 0 {
+	crossFrac, space := e.route(i, w)
+	w.timeLeft = dt
+	w.featSum = make([]float64, len(spec.FeatureNames))
+	for len(op.queue) > 0 && w.timeLeft > 1e-9 && len(w.gs) > 0 {
 		c := &op.queue[0]
-		total, nodeRate := rateAt(c.attrs)
+		total, nodeRate := w.rateAt(c.attrs)
 		if total <= 0 {
 			break
 		}
 		amp := m.Amplification(c.attrs)
 		outMB := m.OutMB(c.attrs)
-		// Egress limit: node n can ship budget_n MB cross-node.
 		eff := total
 		if !last && crossFrac != nil && outMB > 0 {
-			eff = 0
-			for n, r := range nodeRate {
-				if r <= 0 {
-					continue
-				}
-				lim := r
-				if cf := crossFrac[n]; cf > 0 {
-					bw := budget[n] / (cf * amp * outMB * timeLeft)
-					lim = math.Min(r, bw)
-				}
-				eff += lim
-			}
+			eff = egressLimitedRate(nodeRate, crossFrac, budget, amp, outMB, w.timeLeft)
 		}
-		x := math.Min(c.amount, eff*timeLeft)
+		x := math.Min(c.amount, eff*w.timeLeft)
 		if amp > 0 && !last {
 			x = math.Min(x, space/amp)
 		}
 		if x <= 1e-12 {
-			blocked = !last && space <= 1e-9
+			w.blocked = !last && space <= 1e-9
 			break
 		}
 		if !last && amp > 0 && x >= space/amp-1e-9 && x < c.amount-1e-9 {
-			blocked = true
+			w.blocked = true
 		}
-		timeLeft -= x / eff
-		// Attribute processed work to nodes and ship bytes.
-		for n, r := range nodeRate {
-			if r <= 0 {
-				continue
-			}
-			xn := x * r / total
-			nodeProcessed[n] += xn
-			if !last && crossFrac != nil {
-				mb := xn * crossFrac[n] * amp * outMB
-				budget[n] = math.Max(0, budget[n]-mb)
-				e.egress[n] += mb
-			}
+		w.timeLeft -= x / eff
+		if !last && crossFrac != nil {
+			e.ship(x, total, nodeRate, crossFrac, budget, amp, outMB)
 		}
-		processed += x
-		srcRecs += x * c.srcPer
+		w.processed += x
+		w.srcRecs += x * c.srcPer
 		for k, f := range m.Features(c.attrs) {
-			featSum[k] += f * x
+			w.featSum[k] += f * x
 		}
 		o := x * amp
-		emitted += o
-		outMBsum += o * outMB
+		w.emitted += o
+		w.outMBsum += o * outMB
 		if !last {
 			space -= o
 			if o > 0 {
-				out = append(out, cohort{amount: o, attrs: c.attrs, srcPer: c.srcPer / amp})
+				w.out = append(w.out, cohort{amount: o, attrs: c.attrs, srcPer: c.srcPer / amp})
 			}
 		}
 		op.lastAttrs = c.attrs
@@ -677,45 +699,135 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 			op.queue = op.queue[1:]
 		}
 	}
-	if last {
-		e.completed += srcRecs
-		snap.Completed += srcRecs
-	} else {
-		for _, c := range out {
-			next.push(c)
+}
+
+// route returns, toward the next operator, the fraction of each node's output that leaves
+// the node given the nodes' rates at the head cohort (nil for the last operator or when
+// nothing runs or waits), and the free space of the next operator's queue (+Inf for the
+// last operator).
+func (e *Engine) route(i int, w *opTick) (crossFrac []float64, space float64) {
+	op := w.op
+	// Routing shares toward the next operator: locality first.
+	last := i == len(e.ops)-1
+	var next *opState
+	if !last {
+		next = e.ops[i+1]
+	}
+	if len(op.queue) > 0 && len(w.gs) > 0 {
+		_, nodeRate0 := w.rateAt(op.queue[0].attrs)
+		if !last {
+			crossFrac = e.crossFractions(nodeRate0, next)
 		}
-		arrived[i+1] += emitted
 	}
 
-	// Metrics.
-	st.Queue = op.queueLen()
-	st.Processed = processed
-	st.Emitted = emitted
-	st.SrcRecords = srcRecs
-	if emitted > 0 {
-		st.OutMB = outMBsum / emitted
-	}
-	if processed > 0 {
-		for k := range featSum {
-			featSum[k] /= processed
+	space = math.Inf(1)
+	if !last {
+		space = next.spec.QueueCap - next.queueLen()
+		if space < 0 {
+			space = 0
 		}
-		st.Features = featSum
-	} else if len(op.queue) > 0 {
-		st.Features = m.Features(op.queue[0].attrs)
-	} else {
-		st.Features = append([]float64(nil), op.lastStats.Features...)
 	}
+	return crossFrac, space
+}
+
+// egressLimitedRate is the rate at which a cohort can be processed for the timeLeft
+// seconds left in the tick when node n can ship only budget[n] MB cross-node: each node's
+// rate is capped so that the part of its output leaving the node fits its budget.
+func egressLimitedRate(nodeRate, crossFrac, budget []float64, amp, outMB, timeLeft float64) float64 {
+	eff := 0.0
+	for n, r := range nodeRate {
+		if r <= 0 {
+			continue
+		}
+		lim := r
+		if cf := crossFrac[n]; cf > 0 {
+			bw := budget[n] / (cf * amp * outMB * timeLeft)
+			lim = math.Min(r, bw)
+		}
+		eff += lim
+	}
+	return eff
+}
+
+// ship attributes x processed records to the nodes in proportion to their rates and
+// charges the MB of their output that leaves each node to its egress budget.
+func (e *Engine) ship(x, total float64, nodeRate, crossFrac, budget []float64, amp, outMB float64) {
+	for n, r := range nodeRate {
+		if r <= 0 {
+			continue
+		}
+		xn := x * r / total
+		mb := xn * crossFrac[n] * amp * outMB
+		budget[n] = math.Max(0, budget[n]-mb)
+		e.egress[n] += mb
+	}
+}
+
+// deliver hands the tick's output on: the last operator's records complete, the others'
+// join the next operator's queue.
+func (e *Engine) deliver(i int, w *opTick, arrived []float64, snap *Snapshot) {
+	if i == len(e.ops)-1 {
+		e.completed += w.srcRecs
+		snap.Completed += w.srcRecs
+		return
+	}
+	for _, c := range w.out {
+		e.ops[i+1].push(c)
+	}
+	arrived[i+1] += w.emitted
+}
+
+// recordMetrics fills the operator's metrics of the tick (queue, work done, features,
+// blocked time and the running instances' utilisation) and adds the work and busy time to
+// the run totals.
+func (e *Engine) recordMetrics(w *opTick, dt float64) {
+	op, st := w.op, w.st
+	st.Queue = op.queueLen()
+	st.Processed = w.processed
+	st.Emitted = w.emitted
+	st.SrcRecords = w.srcRecs
+	if w.emitted > 0 {
+		st.OutMB = w.outMBsum / w.emitted
+	}
+	st.Features = w.features()
 	// A backpressured operator stops dispatching once its output is blocked: its devices
 	// idle for the rest of the tick.
-	active := 1.0
-	if blocked {
-		active = (dt - timeLeft) / dt
-		st.BlockedSec = timeLeft
+	w.active = 1.0
+	if w.blocked {
+		w.active = (dt - w.timeLeft) / dt
+		st.BlockedSec = w.timeLeft
 	}
+	busy := w.utilisation(dt)
+	op.processed += w.processed
+	op.busy += busy
+}
+
+// features returns the mean features of the records processed in the tick, else those of
+// the queue head, else the last tick's.
+func (w *opTick) features() []float64 {
+	op := w.op
+	if w.processed > 0 {
+		for k := range w.featSum {
+			w.featSum[k] /= w.processed
+		}
+		return w.featSum
+	}
+	if len(op.queue) > 0 {
+		return op.spec.Model.Features(op.queue[0].attrs)
+	}
+	return append([]float64(nil), op.lastStats.Features...)
+}
+
+// utilisation fills the running instances' busy and useful time, in-flight requests,
+// occupancy and utilisation over the tick, and returns the busy time.
+func (w *opTick) utilisation(dt float64) float64 {
+	spec, st, gs := w.op.spec, w.st, w.gs
+	m := spec.Model
+	running, processed, active := w.running, w.processed, w.active
 	var capSum float64
 	var busy float64
 	for gi, g := range gs {
-		capSum += float64(g.n) * perInst[gi]
+		capSum += float64(g.n) * w.perInst[gi]
 	}
 	if running > 0 {
 		if spec.Async {
@@ -723,16 +835,16 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 			// the batch fill (running batch / admission limit), as device telemetry of a
 			// batching engine reports it.
 			var u, occ float64
-			a := e.headAttrs(op, out)
+			a := w.head
 			for gi, g := range gs {
-				u += float64(g.n) * math.Min(1, cIn[gi])
-				st.InFlight += float64(g.n) * cIn[gi] * active
+				u += float64(g.n) * math.Min(1, w.cIn[gi])
+				st.InFlight += float64(g.n) * w.cIn[gi] * active
 				if a != nil {
-					occ += float64(g.n) * occupancy(m, spec, a, g.cfg, cIn[gi])
+					occ += float64(g.n) * occupancy(m, spec, a, g.cfg, w.cIn[gi])
 				}
-				if perInst[gi] > 0 {
+				if w.perInst[gi] > 0 {
 					// Little's law: a record stays c/r seconds in service.
-					st.UsefulSec += processed * float64(g.n) * perInst[gi] / math.Max(capSum, 1e-12) * cIn[gi] / perInst[gi]
+					st.UsefulSec += processed * float64(g.n) * w.perInst[gi] / math.Max(capSum, 1e-12) * w.cIn[gi] / w.perInst[gi]
 				}
 			}
 			busy = u * dt * active
@@ -748,12 +860,18 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 			st.Occupancy = st.Util
 		}
 	}
-	op.processed += processed
-	op.busy += busy
+	return busy
+}
 
-	// Probe metrics: probes are dispatched first, in slot order, so each runs at its own
-	// admission limit whenever the queue still holds that much work after the probes
-	// before it (an evaluation under sustained load).
+// probeMetrics fills the metrics of the operator's probe slots and returns every group's
+// in-flight records for the device-memory model (probes hold their own).
+//
+// Probes are dispatched first, in slot order, so each runs at its own admission limit
+// whenever the queue still holds that much work after the probes before it (an
+// evaluation under sustained load).
+func (w *opTick) probeMetrics(dt float64) []float64 {
+	op, st, gs := w.op, w.st, w.gs
+	spec := op.spec
 	for _, in := range op.insts {
 		if in.probe > 0 && in.state != stStopping {
 			st.Probes = growProbes(st.Probes, in.probe)
@@ -766,16 +884,13 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 		}
 	}
 	sort.Slice(probeGroups, func(a, b int) bool { return gs[probeGroups[a]].probe < gs[probeGroups[b]].probe })
-	// cm is every group's in-flight records for the device-memory model: probes hold
-	// their own.
-	cm := append([]float64(nil), cIn...)
-	left := queue0
-	head := e.headAttrs(op, out)
+	cm := append([]float64(nil), w.cIn...)
+	left := w.queue0
 	for _, gi := range probeGroups {
 		g := gs[gi]
 		ps := &st.Probes[g.probe-1]
 		ps.Running = true
-		if head == nil {
+		if w.head == nil {
 			continue
 		}
 		c := 1.0
@@ -783,20 +898,15 @@ func (e *Engine) processOp(i int, dt float64, budget, arrived []float64, snap *S
 			c = math.Min(spec.inFlightLimit(g.cfg), left)
 			cm[gi] = c
 		}
-		r := m.Rate(head, g.cfg, c) * noise
-		ps.Processed = math.Min(r*dt*active, left)
-		ps.BusySec = dt * active
+		r := spec.Model.Rate(w.head, g.cfg, c) * w.noise
+		ps.Processed = math.Min(r*dt*w.active, left)
+		ps.BusySec = dt * w.active
 		if left <= 0 {
 			ps.BusySec = 0
 		}
 		left -= ps.Processed
 	}
-
-	// Device memory and OOM restarts.
-	if spec.Need.Acc > 0 && len(gs) > 0 && head != nil {
-		e.deviceMemory(op, gs, cm, head, st, dt)
-	}
-	op.lastStats = *st
+	return cm
 }
 
 // growProbes extends ps to at least slot entries.

@@ -62,12 +62,65 @@ type model struct {
 }
 
 // buildModel writes the complete model of Sec. 6 (Eqs. 10-26) in the per-node
-// local/export/import network form; see doc.go for the variable and row map.
+// local/export/import network form; see doc.go for the variable and row map. The columns
+// come first, then the rows family by family; the order of both is part of the model.
 func buildModel(q *prep, opts Options) *model {
-	p := q.p
-	N, M := q.N, q.M
+	b := &builder{model: &model{q: q}}
+	b.objectiveCols(opts)
+	for i := range q.p.Operators {
+		b.operatorCols(i)
+	}
+	b.networkCols()
+	for i := range q.p.Operators {
+		b.capacityRows(i)
+		b.transitionRows(i)
+		b.launchRows(i)
+	}
+	b.poolRows()
+	if b.network {
+		b.egressRows()
+	}
+	if !opts.NoBound {
+		b.aggregateRows()
+	}
+	if !opts.NoSymmetryBreaking {
+		b.symmetryRows()
+	}
+	return b.model
+}
+
+// builder holds what buildModel's steps share: the model being built, the network
+// columns' data and the entries of the row being written.
+type builder struct {
+	*model
+	// flowF[i] is the bytes per unit of T crossing boundary i -> i+1; network reports that
+	// some boundary carries traffic (and so that the l and e columns exist).
+	flowF   []float64
+	network bool
+	idx     []int
+	val     []float64
+}
+
+// put adds the entry v of column j to the current row; j < 0 (an absent column) is skipped.
+func (b *builder) put(j int, v float64) {
+	if j >= 0 {
+		b.idx = append(b.idx, j)
+		b.val = append(b.val, v)
+	}
+}
+
+// row adds the current row as name with bounds lo..up and starts the next one.
+func (b *builder) row(name string, lo, up float64) {
+	b.addRow(name, lo, up, b.idx, b.val)
+	b.idx, b.val = b.idx[:0], b.val[:0]
+}
+
+// objectiveCols adds the throughput T (bounded by the aggregate bound unless
+// opts.NoBound) and the peak egress B, and sizes the per-operator column maps.
+func (b *builder) objectiveCols(opts Options) {
+	q, m := b.q, b.model
+	N := q.N
 	inf := math.Inf(1)
-	m := &model{q: q}
 	Tup := inf
 	if !opts.NoBound {
 		Tup = q.Tub
@@ -75,45 +128,60 @@ func buildModel(q *prep, opts Options) *model {
 	m.T = m.addCol("T", 1, 0, Tup, false)
 	m.B = m.addCol("B", -q.alpha*q.bref, 0, inf, false) // in units of bref
 	m.x, m.P, m.d, m.w, m.l, m.u = make([][]int, N), make([]int, N), make([][]int, N), make([][]int, N), make([][]int, N), make([][]int, N)
+}
+
+// operatorCols adds operator i's columns: instances x_in with their launch and termination
+// costs, parallelism P_i, and per node the transitions d_in (when a transition raises
+// capacity), the processed share w_in and the launches u_in (where instances run now).
+func (b *builder) operatorCols(i int) {
+	q, m := b.q, b.model
+	M := q.M
+	o := q.p.Operators[i]
 	beta := q.beta
-	for i, o := range p.Operators {
-		m.x[i], m.d[i], m.w[i], m.l[i], m.u[i] = make([]int, M), make([]int, M), make([]int, M), make([]int, M), make([]int, M)
-		tot := 0
-		for n := range M {
-			// launches are charged through x directly when nothing runs there now
-			c := -beta * o.LaunchSec
-			if q.cur[i][n] > 0 {
-				c = beta * o.TerminateSec // cost (L+Tm)u - Tm x + Tm cur, see u below
-				m.offset -= beta * o.TerminateSec * float64(q.cur[i][n])
-			}
-			m.x[i][n] = m.addCol(fmt.Sprintf("x_%d_%d", i, n), c, float64(q.K[i][n]), float64(q.ub[i][n]), true)
-			tot += q.ub[i][n]
+	m.x[i], m.d[i], m.w[i], m.l[i], m.u[i] = make([]int, M), make([]int, M), make([]int, M), make([]int, M), make([]int, M)
+	tot := 0
+	for n := range M {
+		// launches are charged through x directly when nothing runs there now
+		c := -beta * o.LaunchSec
+		if q.cur[i][n] > 0 {
+			c = beta * o.TerminateSec // cost (L+Tm)u - Tm x + Tm cur, see u below
+			m.offset -= beta * o.TerminateSec * float64(q.cur[i][n])
 		}
-		m.P[i] = m.addCol(fmt.Sprintf("P_%d", i), 0, float64(max(q.Ki[i], o.MinInstances)), float64(min(tot, q.lim[i])), true)
-		useD := q.transitionable(i) && q.muT[i] > q.mu[i]
-		for n := range M {
-			m.d[i][n], m.l[i][n], m.u[i][n] = -1, -1, -1
-			if useD && q.ub[i][n] > q.K[i][n] {
-				up := min(q.dmax[i], q.ub[i][n]-q.K[i][n])
-				m.d[i][n] = m.addCol(fmt.Sprintf("d_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0, float64(up), true)
-			}
-			wup := q.nodeCap(i, n, q.ub[i][n], 0) / o.Amplification
-			if useD {
-				wup = math.Max(wup, q.nodeCap(i, n, q.ub[i][n], min(q.dmax[i], q.ub[i][n]-q.K[i][n]))/o.Amplification)
-			}
-			m.w[i][n] = m.addCol(fmt.Sprintf("w_%d_%d", i, n), 0, 0, wup, false)
-			if q.cur[i][n] > 0 {
-				m.u[i][n] = m.addCol(fmt.Sprintf("u_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0,
-					float64(max(0, q.ub[i][n]-q.cur[i][n])), false)
-			}
+		m.x[i][n] = m.addCol(fmt.Sprintf("x_%d_%d", i, n), c, float64(q.K[i][n]), float64(q.ub[i][n]), true)
+		tot += q.ub[i][n]
+	}
+	m.P[i] = m.addCol(fmt.Sprintf("P_%d", i), 0, float64(max(q.Ki[i], o.MinInstances)), float64(min(tot, q.lim[i])), true)
+	useD := q.transitionable(i) && q.muT[i] > q.mu[i]
+	for n := range M {
+		m.d[i][n], m.l[i][n], m.u[i][n] = -1, -1, -1
+		if useD && q.ub[i][n] > q.K[i][n] {
+			up := min(q.dmax[i], q.ub[i][n]-q.K[i][n])
+			m.d[i][n] = m.addCol(fmt.Sprintf("d_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0, float64(up), true)
+		}
+		wup := q.nodeCap(i, n, q.ub[i][n], 0) / o.Amplification
+		if useD {
+			wup = math.Max(wup, q.nodeCap(i, n, q.ub[i][n], min(q.dmax[i], q.ub[i][n]-q.K[i][n]))/o.Amplification)
+		}
+		m.w[i][n] = m.addCol(fmt.Sprintf("w_%d_%d", i, n), 0, 0, wup, false)
+		if q.cur[i][n] > 0 {
+			m.u[i][n] = m.addCol(fmt.Sprintf("u_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0,
+				float64(max(0, q.ub[i][n]-q.cur[i][n])), false)
 		}
 	}
-	flowF := make([]float64, N) // bytes per unit of T crossing boundary i -> i+1
-	network := false
+}
+
+// networkCols sets flowF and, when some boundary carries traffic, adds the local parts
+// l_in of every such boundary and the node egress columns e_n.
+func (b *builder) networkCols() {
+	q, m := b.q, b.model
+	p := q.p
+	N, M := q.N, q.M
+	inf := math.Inf(1)
+	b.flowF = make([]float64, N) // bytes per unit of T crossing boundary i -> i+1
 	for i := 0; i+1 < N; i++ {
-		flowF[i] = p.Operators[i+1].Amplification * p.Operators[i].OutputBytes
-		if flowF[i] > 0 {
-			network = true
+		b.flowF[i] = p.Operators[i+1].Amplification * p.Operators[i].OutputBytes
+		if b.flowF[i] > 0 {
+			b.network = true
 			for n := range M {
 				m.l[i][n] = m.addCol(fmt.Sprintf("l_%d_%d", i, n), 0, 0, inf, false)
 			}
@@ -122,76 +190,92 @@ func buildModel(q *prep, opts Options) *model {
 	m.e = make([]int, M)
 	for n, nd := range p.Nodes {
 		m.e[n] = -1
-		if network {
+		if b.network {
 			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, nd.EgressBps/q.bref, false)
 		}
 	}
+}
 
-	var idx []int
-	var val []float64
-	row := func(name string, lo, up float64) {
-		m.addRow(name, lo, up, idx, val)
-		idx, val = idx[:0], val[:0]
+// capacityRows adds operator i's placement row (Eq. 14), its aggregate throughput cut and
+// per-node capacity rows (Eqs. 12-13) and its flow conservation row (Eqs. 18-19).
+func (b *builder) capacityRows(i int) {
+	q, m := b.q, b.model
+	M := q.M
+	o := q.p.Operators[i]
+	inf := math.Inf(1)
+	// (14) placement consistency
+	for n := range M {
+		b.put(m.x[i][n], 1)
 	}
-	put := func(j int, v float64) {
-		if j >= 0 {
-			idx = append(idx, j)
-			val = append(val, v)
+	b.put(m.P[i], -1)
+	b.row(fmt.Sprintf("place_%d", i), 0, 0)
+	// (13) aggregate throughput constraint (implied by the per-node rows; kept as a cut)
+	b.put(m.T, o.Amplification)
+	b.put(m.P[i], -q.mu[i])
+	for n := range M {
+		b.put(m.d[i][n], -(q.muT[i] - q.mu[i]))
+	}
+	b.row(fmt.Sprintf("tput_%d", i), -inf, (q.muC[i]-q.mu[i])*float64(q.Ki[i]))
+	// (13) per node, (18)-(19) conservation: sum_n w_in = T
+	for n := range M {
+		b.put(m.w[i][n], o.Amplification)
+		b.put(m.x[i][n], -q.mu[i])
+		b.put(m.d[i][n], -(q.muT[i] - q.mu[i]))
+		b.row(fmt.Sprintf("cap_%d_%d", i, n), -inf, (q.muC[i]-q.mu[i])*float64(q.K[i][n]))
+	}
+	for n := range M {
+		b.put(m.w[i][n], 1)
+	}
+	b.put(m.T, -1)
+	b.row(fmt.Sprintf("flow_%d", i), 0, 0)
+}
+
+// transitionRows adds, when operator i has transition columns, its batch-size row
+// (Eqs. 24-25) and per node the rows keeping the staying instances non-negative (Eq. 26).
+func (b *builder) transitionRows(i int) {
+	q, m := b.q, b.model
+	M := q.M
+	inf := math.Inf(1)
+	// (24)-(25) batch size, (26) staying instances non-negative
+	any := false
+	for n := range M {
+		if m.d[i][n] >= 0 {
+			b.put(m.d[i][n], 1)
+			any = true
 		}
 	}
-	for i, o := range p.Operators {
-		// (14) placement consistency
-		for n := range M {
-			put(m.x[i][n], 1)
-		}
-		put(m.P[i], -1)
-		row(fmt.Sprintf("place_%d", i), 0, 0)
-		// (13) aggregate throughput constraint (implied by the per-node rows; kept as a cut)
-		put(m.T, o.Amplification)
-		put(m.P[i], -q.mu[i])
-		for n := range M {
-			put(m.d[i][n], -(q.muT[i] - q.mu[i]))
-		}
-		row(fmt.Sprintf("tput_%d", i), -inf, (q.muC[i]-q.mu[i])*float64(q.Ki[i]))
-		// (13) per node, (18)-(19) conservation: sum_n w_in = T
-		for n := range M {
-			put(m.w[i][n], o.Amplification)
-			put(m.x[i][n], -q.mu[i])
-			put(m.d[i][n], -(q.muT[i] - q.mu[i]))
-			row(fmt.Sprintf("cap_%d_%d", i, n), -inf, (q.muC[i]-q.mu[i])*float64(q.K[i][n]))
-		}
-		for n := range M {
-			put(m.w[i][n], 1)
-		}
-		put(m.T, -1)
-		row(fmt.Sprintf("flow_%d", i), 0, 0)
-		// (24)-(25) batch size, (26) staying instances non-negative
-		any := false
+	if any {
+		b.row(fmt.Sprintf("batch_%d", i), -inf, float64(q.dmax[i]))
 		for n := range M {
 			if m.d[i][n] >= 0 {
-				put(m.d[i][n], 1)
-				any = true
-			}
-		}
-		if any {
-			row(fmt.Sprintf("batch_%d", i), -inf, float64(q.dmax[i]))
-			for n := range M {
-				if m.d[i][n] >= 0 {
-					put(m.d[i][n], 1)
-					put(m.x[i][n], -1)
-					row(fmt.Sprintf("stay_%d_%d", i, n), -inf, -float64(q.K[i][n]))
-				}
-			}
-		}
-		// (21) Delta+ >= x - cur where something runs now
-		for n := range M {
-			if m.u[i][n] >= 0 {
-				put(m.u[i][n], 1)
-				put(m.x[i][n], -1)
-				row(fmt.Sprintf("mig_%d_%d", i, n), -float64(q.cur[i][n]), inf)
+				b.put(m.d[i][n], 1)
+				b.put(m.x[i][n], -1)
+				b.row(fmt.Sprintf("stay_%d_%d", i, n), -inf, -float64(q.K[i][n]))
 			}
 		}
 	}
+}
+
+// launchRows adds operator i's launch rows (Eq. 21) on the nodes where it runs now.
+func (b *builder) launchRows(i int) {
+	q, m := b.q, b.model
+	inf := math.Inf(1)
+	// (21) Delta+ >= x - cur where something runs now
+	for n := range q.M {
+		if m.u[i][n] >= 0 {
+			b.put(m.u[i][n], 1)
+			b.put(m.x[i][n], -1)
+			b.row(fmt.Sprintf("mig_%d_%d", i, n), -float64(q.cur[i][n]), inf)
+		}
+	}
+}
+
+// poolRows adds every node's CPU, memory and (when some operator needs them) accelerator
+// rows (Eqs. 15-17).
+func (b *builder) poolRows() {
+	q, m := b.q, b.model
+	p := q.p
+	inf := math.Inf(1)
 	// (15)-(17) node resource pools (memory rows in GiB for better scaling)
 	for n, nd := range p.Nodes {
 		for r, res := range []string{"cpu", "mem", "gpu"} {
@@ -200,65 +284,79 @@ func buildModel(q *prep, opts Options) *model {
 			}
 			capR := []float64{nd.CPU, nd.MemMB / 1024, float64(nd.GPUs)}[r]
 			for i, o := range p.Operators {
-				put(m.x[i][n], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
+				b.put(m.x[i][n], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
 			}
-			row(fmt.Sprintf("%s_%d", res, n), -inf, capR)
+			b.row(fmt.Sprintf("%s_%d", res, n), -inf, capR)
 		}
 	}
+}
+
+// egressRows adds per node the local-part rows of every boundary with traffic and the
+// egress and peak-egress rows (Eq. 20).
+func (b *builder) egressRows() {
+	q, m := b.q, b.model
+	N, M := q.N, q.M
+	inf := math.Inf(1)
 	// (20) egress in local/export/import form
-	if network {
-		for n := range M {
-			for i := 0; i+1 < N; i++ {
-				if m.l[i][n] < 0 {
-					continue
-				}
-				put(m.l[i][n], 1)
-				put(m.w[i][n], -1)
-				row(fmt.Sprintf("lout_%d_%d", i, n), -inf, 0)
-				put(m.l[i][n], 1)
-				put(m.w[i+1][n], -1)
-				row(fmt.Sprintf("lin_%d_%d", i, n), -inf, 0)
-			}
-			for i := 0; i+1 < N; i++ {
-				if m.l[i][n] >= 0 {
-					put(m.w[i][n], flowF[i]/q.bref)
-					put(m.l[i][n], -flowF[i]/q.bref)
-				}
-			}
-			put(m.e[n], -1)
-			row(fmt.Sprintf("egress_%d", n), -inf, 0)
-			put(m.e[n], 1)
-			put(m.B, -1)
-			row(fmt.Sprintf("peak_%d", n), -inf, 0)
-		}
-	}
-	if !opts.NoBound {
-		// aggregate pools: valid, redundant for the LP, give the MIP knapsack structure on P
-		C, Mm, G := q.poolC, q.poolM, float64(q.poolG)
-		for r, res := range []string{"cpu", "mem", "gpu"} {
-			if r == 2 && !q.gpu {
+	for n := range M {
+		for i := 0; i+1 < N; i++ {
+			if m.l[i][n] < 0 {
 				continue
 			}
-			for i, o := range p.Operators {
-				put(m.P[i], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
-			}
-			row("agg_"+res, -inf, []float64{C, Mm / 1024, G}[r])
+			b.put(m.l[i][n], 1)
+			b.put(m.w[i][n], -1)
+			b.row(fmt.Sprintf("lout_%d_%d", i, n), -inf, 0)
+			b.put(m.l[i][n], 1)
+			b.put(m.w[i+1][n], -1)
+			b.row(fmt.Sprintf("lin_%d_%d", i, n), -inf, 0)
 		}
-	}
-	if !opts.NoSymmetryBreaking {
-		m.classes = q.identicalClasses()
-		key := q.loadKey()
-		for c, cls := range m.classes {
-			for k := 0; k+1 < len(cls); k++ {
-				for i := range N {
-					put(m.x[i][cls[k]], key[i])
-					put(m.x[i][cls[k+1]], -key[i])
-				}
-				row(fmt.Sprintf("sym_%d_%d", c, k), 0, inf)
+		for i := 0; i+1 < N; i++ {
+			if m.l[i][n] >= 0 {
+				b.put(m.w[i][n], b.flowF[i]/q.bref)
+				b.put(m.l[i][n], -b.flowF[i]/q.bref)
 			}
 		}
+		b.put(m.e[n], -1)
+		b.row(fmt.Sprintf("egress_%d", n), -inf, 0)
+		b.put(m.e[n], 1)
+		b.put(m.B, -1)
+		b.row(fmt.Sprintf("peak_%d", n), -inf, 0)
 	}
-	return m
+}
+
+// aggregateRows adds the cluster-wide pool rows on the parallelisms P_i.
+func (b *builder) aggregateRows() {
+	q, m := b.q, b.model
+	inf := math.Inf(1)
+	// aggregate pools: valid, redundant for the LP, give the MIP knapsack structure on P
+	C, Mm, G := q.poolC, q.poolM, float64(q.poolG)
+	for r, res := range []string{"cpu", "mem", "gpu"} {
+		if r == 2 && !q.gpu {
+			continue
+		}
+		for i, o := range q.p.Operators {
+			b.put(m.P[i], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
+		}
+		b.row("agg_"+res, -inf, []float64{C, Mm / 1024, G}[r])
+	}
+}
+
+// symmetryRows sets the identical-node classes and orders the nodes of each class by
+// their load (loadKey).
+func (b *builder) symmetryRows() {
+	q, m := b.q, b.model
+	inf := math.Inf(1)
+	m.classes = q.identicalClasses()
+	key := q.loadKey()
+	for c, cls := range m.classes {
+		for k := 0; k+1 < len(cls); k++ {
+			for i := range q.N {
+				b.put(m.x[i][cls[k]], key[i])
+				b.put(m.x[i][cls[k+1]], -key[i])
+			}
+			b.row(fmt.Sprintf("sym_%d_%d", c, k), 0, inf)
+		}
+	}
 }
 
 // loadKey is the positive per-operator weight of the symmetry-breaking order: an instance's
