@@ -27,24 +27,98 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/state", s.auth(s.handleState))
 	mux.HandleFunc("GET /v1/pipelines", s.auth(s.handlePipelines))
 	mux.HandleFunc("GET /v1/pipelines/{job}", s.auth(s.handlePipeline))
-	mux.HandleFunc("PUT /v1/pipelines/{job}", s.auth(s.write(s.handlePutPipeline)))
-	mux.HandleFunc("DELETE /v1/pipelines/{job}", s.auth(s.write(s.handleDeletePipeline)))
-	mux.HandleFunc("POST /v1/pipelines/{job}/apply", s.auth(s.write(s.handleApply)))
+	mux.HandleFunc("PUT /v1/pipelines/{job}", s.auth(limit(MaxPipelineBody, s.write(s.handlePutPipeline))))
+	mux.HandleFunc("DELETE /v1/pipelines/{job}", s.auth(limit(MaxSmallBody, s.write(s.handleDeletePipeline))))
+	mux.HandleFunc("POST /v1/pipelines/{job}/apply", s.auth(limit(MaxSmallBody, s.write(s.handleApply))))
 	mux.HandleFunc("GET /v1/plan/{job}", s.auth(s.handlePlan))
-	mux.HandleFunc("POST /v1/observations", s.auth(s.write(s.handleObservations)))
-	mux.HandleFunc("PUT /v1/candidates/{job}/{op}", s.auth(s.write(s.handlePutCandidate)))
-	mux.HandleFunc("DELETE /v1/candidates/{job}/{op}", s.auth(s.write(s.handleDropCandidate)))
+	mux.HandleFunc("POST /v1/observations", s.auth(limit(MaxObservationsBody, s.write(s.handleObservations))))
+	mux.HandleFunc("PUT /v1/candidates/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handlePutCandidate))))
+	mux.HandleFunc("DELETE /v1/candidates/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handleDropCandidate))))
 	mux.HandleFunc("GET /v1/decisions", s.auth(s.handleDecisions))
 	mux.HandleFunc("GET /v1/inventory", s.auth(s.handleInventory))
-	mux.HandleFunc("PUT /v1/inventory", s.auth(s.write(s.handlePutInventory)))
-	mux.HandleFunc("POST /v1/leadership/transfer", s.auth(s.write(s.handleTransfer)))
-	mux.HandleFunc("POST /v1/snapshot", s.auth(s.handleSnapshot))
+	mux.HandleFunc("PUT /v1/inventory", s.auth(limit(MaxInventoryBody, s.write(s.handlePutInventory))))
+	mux.HandleFunc("POST /v1/leadership/transfer", s.auth(limit(MaxSmallBody, s.write(s.handleTransfer))))
+	mux.HandleFunc("POST /v1/snapshot", s.auth(limit(MaxSmallBody, s.handleSnapshot)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _, _ := s.Leader()
 		w.Header().Set(client.HeaderLeader, id)
 		w.Header().Set(client.HeaderIndex, strconv.FormatUint(s.raft.AppliedIndex(), 10))
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// Request body limits per route. A body above its route's limit is answered 413 without
+// being read when its Content-Length says so, else as soon as the limit is crossed.
+const (
+	// MaxPipelineBody bounds PUT /v1/pipelines/<job>: a Nomad job as JSON. A pipeline of
+	// the maximum operator count with typical tasks is a few hundred KiB.
+	MaxPipelineBody = 4 << 20
+	// MaxObservationsBody bounds POST /v1/observations (about 5,000 observations).
+	MaxObservationsBody = 1 << 20
+	// MaxInventoryBody bounds PUT /v1/inventory (about 20,000 nodes).
+	MaxInventoryBody = 4 << 20
+	// MaxSmallBody bounds every other write: candidates, apply, delete, leadership
+	// transfer, snapshot.
+	MaxSmallBody = 64 << 10
+)
+
+// limit answers 413 for a body above max bytes and caps what h can read at max.
+func limit(max int64, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body of %d bytes exceeds the %d-byte limit of %s %s", r.ContentLength, max, r.Method, r.Pattern))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		h(w, r)
+	}
+}
+
+// readBody reads the (limited) request body; on failure it answers 413 or 400 and
+// reports false.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body exceeds the %d-byte limit of %s %s", mbe.Limit, r.Method, r.Pattern))
+		return nil, false
+	case err != nil:
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+		return nil, false
+	}
+	return b, true
+}
+
+// decodeStrict decodes exactly one JSON value into v: unknown fields and anything after
+// the value are refused.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode request body: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("decode request body: unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// decodeBody reads the request body and decodes it strictly into v; on failure it answers
+// 413 or 400 and reports false. An empty body is an error unless allowEmpty.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) bool {
+	b, ok := readBody(w, r)
+	if !ok {
+		return false
+	}
+	if allowEmpty && len(bytes.TrimSpace(b)) == 0 {
+		return true
+	}
+	if err := decodeStrict(b, v); err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return false
+	}
+	return true
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
@@ -86,9 +160,8 @@ func (s *Server) write(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	u := strings.TrimRight(leader, "/") + r.URL.RequestURI()
@@ -145,15 +218,6 @@ func (s *Server) propose(w http.ResponseWriter, r *http.Request, cmd fsm.Command
 		return 0, false
 	}
 	return idx, true
-}
-
-func decodeStrict(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("decode request body: %w", err)
-	}
-	return nil
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -227,18 +291,8 @@ func (s *Server) handlePipeline(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handlePutPipeline(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
 	var req client.PipelineRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+	if !decodeBody(w, r, &req, true) {
 		return
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			writeErr(w, http.StatusBadRequest, fmt.Errorf("decode request body: %w", err))
-			return
-		}
 	}
 	if s.loop == nil || s.loop.cfg.Actuator == nil {
 		writeErr(w, http.StatusNotImplemented, errors.New("this planner has no actuator to parse pipelines"))
@@ -273,7 +327,31 @@ func (s *Server) checkFits(p *fsm.Pipeline) error {
 	return sched.CheckResources(p.Operators, nodes)
 }
 
+// found answers 404 and reports false when job (and op, when not empty) is not registered.
+func (s *Server) found(w http.ResponseWriter, job, op string) bool {
+	var err error
+	s.fsm.Read(func(st *fsm.State) {
+		p, ok := st.Pipelines[job]
+		switch {
+		case !ok:
+			err = fmt.Errorf("pipeline %q is not registered", job)
+		case op != "":
+			if _, ok := p.Operator(op); !ok {
+				err = fmt.Errorf("pipeline %q has no operator %q", job, op)
+			}
+		}
+	})
+	if err != nil {
+		writeErr(w, http.StatusNotFound, err)
+		return false
+	}
+	return true
+}
+
 func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request) {
+	if !s.found(w, r.PathValue("job"), "") {
+		return
+	}
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpDeletePipeline, Job: r.PathValue("job")})
 	if ok {
 		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
@@ -283,8 +361,7 @@ func (s *Server) handleDeletePipeline(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	job := r.PathValue("job")
 	var req client.ApplyRequest
-	if err := decodeStrict(r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, err)
+	if !decodeBody(w, r, &req, false) {
 		return
 	}
 	var prog fsm.Progress
@@ -376,19 +453,19 @@ func planResponse(st *fsm.State, d fsm.Decision) *client.PlanResponse {
 }
 
 func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err))
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	var reqs []client.ObservationRequest
+	var err error
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		var one client.ObservationRequest
-		err = json.Unmarshal(trimmed, &one)
+		err = decodeStrict(trimmed, &one)
 		reqs = []client.ObservationRequest{one}
 	} else {
-		err = json.Unmarshal(trimmed, &reqs)
+		err = decodeStrict(trimmed, &reqs)
 	}
 	if err != nil {
 		// JSON has no NaN: a producer that prints NaN fails here, by name.
@@ -441,8 +518,7 @@ func checkObservation(o client.ObservationRequest) error {
 
 func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
 	var req client.CandidateRequest
-	if err := decodeStrict(r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, err)
+	if !decodeBody(w, r, &req, false) || !s.found(w, r.PathValue("job"), r.PathValue("op")) {
 		return
 	}
 	if s.loop != nil && s.loop.cfg.Actuator != nil {
@@ -468,6 +544,9 @@ func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDropCandidate(w http.ResponseWriter, r *http.Request) {
+	if !s.found(w, r.PathValue("job"), r.PathValue("op")) {
+		return
+	}
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpDropCandidate, Job: r.PathValue("job"), Operator: r.PathValue("op")})
 	if ok {
 		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
@@ -509,8 +588,7 @@ func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handlePutInventory(w http.ResponseWriter, r *http.Request) {
 	var nodes []fsm.Node
-	if err := decodeStrict(r, &nodes); err != nil {
-		writeErr(w, http.StatusBadRequest, err)
+	if !decodeBody(w, r, &nodes, false) {
 		return
 	}
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetInventory, Nodes: nodes})
@@ -521,11 +599,8 @@ func (s *Server) handlePutInventory(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleTransfer(w http.ResponseWriter, r *http.Request) {
 	var req client.TransferRequest
-	if r.ContentLength != 0 {
-		if err := decodeStrict(r, &req); err != nil && !errors.Is(err, io.EOF) {
-			writeErr(w, http.StatusBadRequest, err)
-			return
-		}
+	if !decodeBody(w, r, &req, true) {
+		return
 	}
 	if err := s.TransferLeadership(req.ID); err != nil {
 		writeErr(w, http.StatusConflict, err)

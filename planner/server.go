@@ -358,10 +358,14 @@ func (s *Server) leadership(ctx context.Context) {
 }
 
 // Propose commits cmd through raft on the leader and returns its index. A command that the
-// FSM rejects returns an error wrapping fsm.ErrRejected.
+// FSM rejects returns an error wrapping fsm.ErrRejected; one the current state already
+// rejects is refused before raft, so it leaves no log entry.
 func (s *Server) Propose(ctx context.Context, cmd fsm.Command) (uint64, error) {
 	if !s.IsLeader() {
 		return 0, ErrNotLeader
+	}
+	if err := s.fsm.Check(cmd); err != nil {
+		return 0, err
 	}
 	b, err := cmd.Encode()
 	if err != nil {

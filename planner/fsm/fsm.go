@@ -124,6 +124,19 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return Result{Index: l.Index}
 }
 
+// Check reports why c would be rejected if it were applied to the state now, or nil; it
+// changes nothing. The planner checks every command before proposing it, so that a refused
+// write leaves no raft entry; Apply runs the same check against the state it applies to
+// (which may have moved on meanwhile). The error is wrapped in ErrRejected.
+func (f *FSM) Check(c Command) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if err := check(f.st, c); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrRejected, c.Op, err)
+	}
+	return nil
+}
+
 // Snapshot implements raft.FSM: the state is serialised under the read lock.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
@@ -196,6 +209,9 @@ func (snapshot) Release() {}
 // command kind to one applyXxx function per command; each returns before its first
 // mutation when the command is invalid.
 func apply(st *State, c Command, idx uint64) error {
+	if err := check(st, c); err != nil {
+		return err
+	}
 	switch c.Op {
 	case OpRegisterPipeline:
 		return applyRegisterPipeline(st, c, idx)
@@ -220,13 +236,42 @@ func apply(st *State, c Command, idx uint64) error {
 	}
 }
 
+// check validates c against st without changing it: every rule a command must pass before
+// its applyXxx function mutates the state.
+func check(st *State, c Command) error {
+	switch c.Op {
+	case OpRegisterPipeline:
+		return ValidatePipeline(c.Pipeline)
+	case OpDeletePipeline, OpPlanError:
+		return registered(st, c.Job)
+	case OpSetInventory:
+		return checkInventory(c.Nodes)
+	case OpObserve:
+		return checkObserve(st, c)
+	case OpSetCandidate:
+		return checkCandidate(st, c)
+	case OpDropCandidate:
+		return checkDropCandidate(st, c)
+	case OpDecide:
+		return CheckDecision(st, c.Decision)
+	case OpProgress:
+		return checkProgress(st, c)
+	default:
+		return fmt.Errorf("unknown command %q", c.Op)
+	}
+}
+
+func registered(st *State, job string) error {
+	if _, ok := st.Pipelines[job]; !ok {
+		return fmt.Errorf("pipeline %q is not registered", job)
+	}
+	return nil
+}
+
 // applyRegisterPipeline registers c.Pipeline (or replaces its registration), keeping the
 // rollouts of operators it already had and starting new operators on their declared config.
 func applyRegisterPipeline(st *State, c Command, idx uint64) error {
 	p := c.Pipeline
-	if err := ValidatePipeline(p); err != nil {
-		return err
-	}
 	cp := *p
 	cp.RegisteredIndex = idx
 	st.Pipelines[p.Job] = &cp
@@ -249,9 +294,6 @@ func applyRegisterPipeline(st *State, c Command, idx uint64) error {
 // applyDeletePipeline removes the registered pipeline c.Job and everything recorded for
 // it except its epochs.
 func applyDeletePipeline(st *State, c Command) error {
-	if _, ok := st.Pipelines[c.Job]; !ok {
-		return fmt.Errorf("pipeline %q is not registered", c.Job)
-	}
 	delete(st.Pipelines, c.Job)
 	delete(st.Rollouts, c.Job)
 	delete(st.Candidates, c.Job)
@@ -268,10 +310,10 @@ func applyDeletePipeline(st *State, c Command) error {
 	return nil
 }
 
-// applySetInventory replaces the node inventory with c.Nodes once every node is valid.
-func applySetInventory(st *State, c Command) error {
+// checkInventory validates every node of an inventory.
+func checkInventory(nodes []Node) error {
 	seen := map[string]bool{}
-	for i, n := range c.Nodes {
+	for i, n := range nodes {
 		switch {
 		case n.Name == "":
 			return fmt.Errorf("nodes[%d]: name is empty", i)
@@ -286,6 +328,11 @@ func applySetInventory(st *State, c Command) error {
 		}
 		seen[n.Name] = true
 	}
+	return nil
+}
+
+// applySetInventory replaces the node inventory with c.Nodes.
+func applySetInventory(st *State, c Command) error {
 	st.Nodes = map[string]Node{}
 	for _, n := range c.Nodes {
 		st.Nodes[n.Name] = n
@@ -293,14 +340,17 @@ func applySetInventory(st *State, c Command) error {
 	return nil
 }
 
-// applyObserve records the single observation and the batch of c atomically: when any
-// entry is invalid none is recorded. Each entry updates what its epoch measures (see
-// ObservationTarget); stale entries are ignored.
-func applyObserve(st *State, c Command, idx uint64) error {
-	entries := c.Observations
+// observeEntries is the single observation of c followed by its batch.
+func observeEntries(c Command) []ObservationEntry {
 	if c.Observation != nil {
-		entries = append([]ObservationEntry{{Job: c.Job, Operator: c.Operator, Observation: *c.Observation}}, entries...)
+		return append([]ObservationEntry{{Job: c.Job, Operator: c.Operator, Observation: *c.Observation}}, c.Observations...)
 	}
+	return c.Observations
+}
+
+// checkObserve validates every observation of c: one invalid entry rejects them all.
+func checkObserve(st *State, c Command) error {
+	entries := observeEntries(c)
 	if len(entries) == 0 {
 		return fmt.Errorf("observation is missing")
 	}
@@ -309,7 +359,13 @@ func applyObserve(st *State, c Command, idx uint64) error {
 			return fmt.Errorf("observations[%d]: %w", i, err)
 		}
 	}
-	for _, e := range entries {
+	return nil
+}
+
+// applyObserve records the single observation and the batch of c atomically. Each entry
+// updates what its epoch measures (see ObservationTarget); stale entries are ignored.
+func applyObserve(st *State, c Command, idx uint64) error {
+	for _, e := range observeEntries(c) {
 		o := e.Observation
 		o.Index = idx
 		switch ObservationTarget(st, e) {
@@ -330,9 +386,9 @@ func applyObserve(st *State, c Command, idx uint64) error {
 	return nil
 }
 
-// applySetCandidate records c.Candidate as the pending candidate config of operator
-// c.Operator; at most one transition per operator is pending at a time.
-func applySetCandidate(st *State, c Command, idx uint64) error {
+// checkCandidate validates c.Candidate for operator c.Operator: at most one transition per
+// operator is pending at a time.
+func checkCandidate(st *State, c Command) error {
 	if err := knownOp(st, c.Job, c.Operator); err != nil {
 		return err
 	}
@@ -353,21 +409,32 @@ func applySetCandidate(st *State, c Command, idx uint64) error {
 	if cand.Config == r.Config {
 		return fmt.Errorf("operator %q: candidate %q equals the current config", c.Operator, cand.Config)
 	}
-	cp := *cand
+	return nil
+}
+
+// applySetCandidate records c.Candidate as the pending candidate config of operator
+// c.Operator.
+func applySetCandidate(st *State, c Command, idx uint64) error {
+	cp := *c.Candidate
 	cp.Index = idx
 	setIn(st.Candidates, c.Job, c.Operator, cp)
 	return nil
 }
 
-// applyDropCandidate drops the pending candidate of operator c.Operator, which is
-// allowed only while no instance runs it.
-func applyDropCandidate(st *State, c Command) error {
+// checkDropCandidate allows dropping operator c.Operator's candidate only while no
+// instance runs it.
+func checkDropCandidate(st *State, c Command) error {
 	if err := knownOp(st, c.Job, c.Operator); err != nil {
 		return err
 	}
 	if r := st.Rollouts[c.Job][c.Operator]; r.OnCandidate > 0 {
 		return fmt.Errorf("operator %q: %d instances already run the candidate; it cannot be dropped", c.Operator, r.OnCandidate)
 	}
+	return nil
+}
+
+// applyDropCandidate drops the pending candidate of operator c.Operator.
+func applyDropCandidate(st *State, c Command) error {
 	delete(st.Candidates[c.Job], c.Operator)
 	st.Rollouts[c.Job][c.Operator].CandidateConfig = ""
 	return nil
@@ -376,9 +443,6 @@ func applyDropCandidate(st *State, c Command) error {
 // applyPlanError records why the newest planning round of c.Job found no plan, or clears
 // the record when c.PlanError is nil or empty.
 func applyPlanError(st *State, c Command, idx uint64) error {
-	if _, ok := st.Pipelines[c.Job]; !ok {
-		return fmt.Errorf("pipeline %q is not registered", c.Job)
-	}
 	if c.PlanError == nil || c.PlanError.Error == "" {
 		delete(st.PlanErrors, c.Job)
 		return nil
@@ -514,9 +578,6 @@ func CheckDecision(st *State, d *Decision) error {
 }
 
 func applyDecision(st *State, d *Decision, idx uint64) error {
-	if err := CheckDecision(st, d); err != nil {
-		return err
-	}
 	delete(st.PlanErrors, d.Job) // a round found a plan
 	cp := *d
 	cp.Index = idx
@@ -592,13 +653,15 @@ func pruneOldest[T any](xs []T, keep int, mine, pinned func(T) bool) []T {
 	return out
 }
 
-func applyProgress(st *State, c Command, idx uint64) error {
+// checkProgress validates a progress report: for the job's latest decision, with a known
+// status, not contradicting an outcome already recorded (a duplicate report is valid).
+func checkProgress(st *State, c Command) error {
 	pr := c.Progress
 	if pr == nil {
 		return fmt.Errorf("progress is missing")
 	}
-	if _, ok := st.Pipelines[c.Job]; !ok {
-		return fmt.Errorf("pipeline %q is not registered", c.Job)
+	if err := registered(st, c.Job); err != nil {
+		return err
 	}
 	latest, ok := st.LatestDecision(c.Job)
 	if !ok || latest.Index != pr.Decision {
@@ -609,12 +672,19 @@ func applyProgress(st *State, c Command, idx uint64) error {
 	default:
 		return fmt.Errorf("progress status %q is not applying|done|failed", pr.Status)
 	}
-	prev := st.Progress[c.Job]
-	if prev.Decision == pr.Decision && prev.Status != StatusApplying {
-		if prev.Status == pr.Status {
-			return nil // duplicate report: idempotent
-		}
+	if prev := st.Progress[c.Job]; prev.Decision == pr.Decision && prev.Status != StatusApplying && prev.Status != pr.Status {
 		return fmt.Errorf("decision %d of %q already finished as %s", pr.Decision, c.Job, prev.Status)
+	}
+	return nil
+}
+
+// applyProgress records a progress report and, for an outcome, finishes or reverts the
+// rollout; a duplicate report changes nothing.
+func applyProgress(st *State, c Command, idx uint64) error {
+	pr := c.Progress
+	latest, _ := st.LatestDecision(c.Job)
+	if prev := st.Progress[c.Job]; prev.Decision == pr.Decision && prev.Status != StatusApplying && prev.Status == pr.Status {
+		return nil // duplicate report: idempotent
 	}
 	cp := *pr
 	cp.Index = idx
@@ -656,6 +726,9 @@ func finishRollout(st *State, c Command, latest Decision, idx uint64) {
 	for _, name := range names {
 		t := latest.Operators[name]
 		r := st.Rollouts[c.Job][name]
+		if r == nil {
+			continue // the operator left the pipeline (re-registered) after the decision
+		}
 		if t.Transitions > 0 && st.Epochs[c.Job][name] < r.Epoch+1 {
 			// The candidate's first instances run now, exporting epoch r.Epoch+1:
 			// the observation layer starts a new epoch for this operator.
@@ -688,6 +761,9 @@ func revertRollout(st *State, c Command, latest Decision) {
 	dep := st.Deployed[c.Job]
 	for name, t := range latest.Operators {
 		r := st.Rollouts[c.Job][name]
+		if r == nil {
+			continue // the operator left the pipeline (re-registered) after the decision
+		}
 		cur, cand := 0, 0
 		for _, pl := range dep[name] {
 			cur += pl.Current

@@ -356,3 +356,59 @@ func TestClusterIDFromTheFirstDecision(t *testing.T) {
 	check(a.f)
 	check(restored(t, a.f))
 }
+
+// TestProgressAfterAnOperatorLeft: a pipeline re-registered without one of its operators
+// while a decision for the old shape is in flight (a user ran a new job file) takes that
+// decision's outcome without a panic; Apply used to dereference the removed operator's
+// rollout and crash every replica replaying the entry.
+func TestProgressAfterAnOperatorLeft(t *testing.T) {
+	for _, status := range []string{StatusDone, StatusFailed} {
+		a := &applier{t: t, f: New(nil)}
+		a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+		a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=16", Capacity: 2}})
+		a.must(Command{Op: OpDecide, Decision: decision(1, "batch=16")})
+		dec := a.idx
+		smaller := pipe()
+		smaller.Operators = smaller.Operators[:1] // embed is gone
+		a.must(Command{Op: OpRegisterPipeline, Pipeline: smaller})
+		a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: dec, Status: status}})
+		var got string
+		a.f.Read(func(s *State) { got = s.Progress["pdf"].Status })
+		if got != status {
+			t.Fatalf("%s: progress recorded as %q", status, got)
+		}
+	}
+}
+
+// TestCheckMatchesApply: Check refuses exactly what Apply refuses, and changes nothing.
+func TestCheckMatchesApply(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	before := stateJSON(t, a.f)
+	for _, c := range []Command{
+		{Op: OpDeletePipeline, Job: "nope"},
+		{Op: OpSetCandidate, Job: "pdf", Operator: "nope", Candidate: &Candidate{Config: "x=1"}},
+		{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=8"}}, // the current config
+		{Op: OpObserve, Observations: []ObservationEntry{{Job: "pdf", Operator: "parse", Observation: Observation{Capacity: 1}}, {Job: "pdf", Operator: "x"}}},
+		{Op: OpSetInventory, Nodes: []Node{{Name: "a", CPU: 1}, {Name: "a", CPU: 2}}},
+		{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: 99, Status: StatusDone}},
+		{Op: "bogus"},
+	} {
+		err := a.f.Check(c)
+		if !errors.Is(err, ErrRejected) {
+			t.Errorf("Check(%s) = %v, want a rejection", c.Op, err)
+		}
+		if aerr := a.do(c); aerr == nil || aerr.Error() != err.Error() {
+			t.Errorf("Apply(%s) = %v, Check said %v", c.Op, aerr, err)
+		}
+	}
+	if after := stateJSON(t, a.f); after != before {
+		t.Fatalf("rejected commands changed the state")
+	}
+	if err := a.f.Check(Command{Op: OpDeletePipeline, Job: "pdf"}); err != nil {
+		t.Fatalf("a valid command: %v", err)
+	}
+	if after := stateJSON(t, a.f); after != before {
+		t.Fatalf("Check changed the state")
+	}
+}
