@@ -143,3 +143,40 @@ func TestPipelineMisuse(t *testing.T) {
 		}
 	}
 }
+
+// TestSecret: tokens come from the flag, else a file, else the environment, so that they
+// need not appear in the process list; a flag and a file together, or an empty file, are
+// refused by name.
+func TestSecret(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tok")
+	if err := os.WriteFile(file, []byte("  from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TRIDENT_TOKEN", "from-env")
+	for _, tc := range []struct {
+		flag, file, want, err string
+	}{
+		{flag: "from-flag", want: "from-flag"},
+		{file: file, want: "from-file"},
+		{want: "from-env"},
+		{flag: "x", file: file, err: "-token and -token-file are exclusive"},
+		{file: empty, err: "is empty"},
+		{file: filepath.Join(dir, "missing"), err: "-token-file: open"},
+	} {
+		got, err := secret("token", tc.flag, tc.file, "TRIDENT_TOKEN")
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%+v: err %v, want %q", tc, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%+v: %q, %v", tc, got, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -33,8 +34,10 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	peers := fs.String("peers", "", "static raft peers id=raft_addr[@http_url],... (including this server)")
 	bootstrap := fs.Bool("bootstrap", false, "bootstrap the cluster from -peers if the data dir is empty")
 	nomadAddr := fs.String("nomad-addr", "", "Nomad HTTP address; empty runs without an actuator (decisions are committed only)")
-	nomadToken := fs.String("nomad-token", "", "Nomad ACL token")
-	token := fs.String("token", "", "ACL token required in X-Trident-Token")
+	nomadToken := fs.String("nomad-token", "", "Nomad ACL token (visible to local users in ps: prefer -nomad-token-file or $NOMAD_TOKEN)")
+	nomadTokenFile := fs.String("nomad-token-file", "", "file holding the Nomad ACL token")
+	token := fs.String("token", "", "ACL token required in X-Trident-Token (visible to local users in ps: prefer -token-file or $TRIDENT_TOKEN)")
+	tokenFile := fs.String("token-file", "", "file holding the ACL token required in X-Trident-Token")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate for the HTTP API")
 	tlsKey := fs.String("tls-key", "", "TLS key for the HTTP API")
 	tlsCA := fs.String("tls-ca", "", "CA bundle to verify the leader when forwarding (and raft peers with -raft-tls)")
@@ -62,6 +65,13 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	nomadService := fs.String("nomad-service", "", "with -nomad-addr and empty -peers: discover the planner servers in this Nomad (native) service; each instance tags raft_id=, raft_addr=, http_addr= (see jobs/planner.nomad.hcl)")
 	bootstrapExpect := fs.Int("bootstrap-expect", 3, "with -consul-addr or -nomad-service: servers to wait for before bootstrapping")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var err error
+	if *token, err = secret("token", *token, *tokenFile, "TRIDENT_TOKEN"); err != nil {
+		return err
+	}
+	if *nomadToken, err = secret("nomad-token", *nomadToken, *nomadTokenFile, "NOMAD_TOKEN"); err != nil {
 		return err
 	}
 	switch *scheduler {
@@ -192,4 +202,28 @@ func discoverPeers(ctx context.Context, log *slog.Logger, catalog, service strin
 	}
 	log.Info("discovered planner peers", "catalog", catalog, "peers", len(ps))
 	return ps, nil
+}
+
+// secret returns a token from its flag -name, else from the file of -name-file (surrounding
+// whitespace trimmed), else from the environment variable env; setting both the flag and
+// the file is an error, and so is an empty file.
+func secret(name, flagValue, file, env string) (string, error) {
+	switch {
+	case flagValue != "" && file != "":
+		return "", fmt.Errorf("-%s and -%s-file are exclusive", name, name)
+	case flagValue != "":
+		return flagValue, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("-%s-file: %w", name, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("-%s-file %s is empty", name, file)
+		}
+		return v, nil
+	default:
+		return os.Getenv(env), nil
+	}
 }
