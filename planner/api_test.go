@@ -35,8 +35,9 @@ func rawDo(t *testing.T, method, url, token string, body io.Reader, length int64
 
 // hardened starts one planner with a registered, applied pipeline "pdf" and returns it
 // with its API address.
-func hardened(t *testing.T) (*testCluster, string) {
-	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
+func hardened(t testing.TB) (*testCluster, string) {
+	live := testPipeline()
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, live: &live, nodes: []fsm.Node{
 		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
 	}}
 	c := newTestCluster(t, 1, func(int) *LoopConfig {

@@ -22,7 +22,7 @@ import (
 
 // testCluster is n in-process planner servers with real TCP raft transports on loopback.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	peers   []Peer
 	dirs    []string
 	servers []*Server
@@ -36,11 +36,11 @@ type testCluster struct {
 	tls *pkiFiles
 }
 
-func newTestCluster(t *testing.T, n int, loop func(i int) *LoopConfig) *testCluster {
+func newTestCluster(t testing.TB, n int, loop func(i int) *LoopConfig) *testCluster {
 	return newTestClusterOpts(t, n, loop, false)
 }
 
-func newTestClusterOpts(t *testing.T, n int, loop func(i int) *LoopConfig, cuttable bool) *testCluster {
+func newTestClusterOpts(t testing.TB, n int, loop func(i int) *LoopConfig, cuttable bool) *testCluster {
 	c := &testCluster{t: t, loop: loop, token: "s3cret"}
 	if cuttable {
 		c.layers = make([]*cutLayer, n)

@@ -136,7 +136,7 @@ func testPipeline() fsm.Pipeline {
 	}}
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -569,7 +569,7 @@ func TestLoopAdoptsAResubmittedJob(t *testing.T) {
 
 // registerApplied registers pipeline p as job "pdf" through addr and waits until its first
 // decision is applied.
-func registerApplied(t *testing.T, c *testCluster, addr string, p fsm.Pipeline) client.PlanResponse {
+func registerApplied(t testing.TB, c *testCluster, addr string, p fsm.Pipeline) client.PlanResponse {
 	t.Helper()
 	raw, _ := json.Marshal(p)
 	if code, body := c.do(http.MethodPut, addr+"/v1/pipelines/pdf", map[string]json.RawMessage{"job": raw}); code != 200 {
