@@ -241,6 +241,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		ls := s.loop.Stats()
 		resp.Rounds, resp.Solves = ls.Rounds, ls.Solves
 	}
+	if s.cfg.NomadRequests != nil {
+		resp.NomadRequests = s.cfg.NomadRequests()
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 

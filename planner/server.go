@@ -94,6 +94,9 @@ type Config struct {
 	StreamLayer raft.StreamLayer
 	// Loop configures the leader's rescheduling loop; nil disables it (API-only server).
 	Loop *LoopConfig
+	// NomadRequests, when set, reports how many requests the planner sent to Nomad so far
+	// (GET /v1/status shows it).
+	NomadRequests func() uint64
 	// Logger receives server logs (default: slog.Default()).
 	Logger *slog.Logger
 	// RaftLogOutput receives raft's own log (default: io.Discard).

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	consul "github.com/hashicorp/consul/api"
@@ -130,9 +132,19 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		*bootstrap = true
 	}
 	var nomadClient *api.Client
+	var calls *countingTransport
 	if *nomadAddr != "" {
 		cfg := api.DefaultConfig()
 		cfg.Address, cfg.SecretID = *nomadAddr, *nomadToken
+		// Nomad's own HTTP client setup (TLS from NOMAD_CACERT & co.), with every
+		// request counted.
+		hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		if err := api.ConfigureTLS(hc, cfg.TLSConfig); err != nil {
+			return fmt.Errorf("nomad client TLS: %w", err)
+		}
+		calls = &countingTransport{next: hc.Transport}
+		hc.Transport = calls
+		cfg.HttpClient = hc
 		if nomadClient, err = api.NewClient(cfg); err != nil {
 			return fmt.Errorf("nomad client: %w", err)
 		}
@@ -170,7 +182,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		ID: *id, RaftAddr: *bind, RaftAdvertise: *advertise, HTTPAddr: *httpAddr, DataDir: *dataDir,
 		Peers: ps, Bootstrap: *bootstrap, Token: *token, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, RaftTLS: *raftTLS,
 		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
-		Loop: lc, Logger: log, RaftLogOutput: stderr,
+		Loop: lc, Logger: log, RaftLogOutput: stderr, NomadRequests: calls.count,
 	})
 	if err != nil {
 		return err
@@ -226,4 +238,24 @@ func secret(name, flagValue, file, env string) (string, error) {
 	default:
 		return os.Getenv(env), nil
 	}
+}
+
+// countingTransport counts the requests sent to Nomad (GET /v1/status shows the count).
+type countingTransport struct {
+	next http.RoundTripper
+	n    atomic.Uint64
+}
+
+// count returns the requests sent so far (0 for a planner without Nomad).
+func (c *countingTransport) count() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.n.Load()
+}
+
+// RoundTrip implements http.RoundTripper.
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
 }

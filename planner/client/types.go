@@ -35,6 +35,8 @@ type StatusResponse struct {
 	// started while it led (since it started).
 	Rounds uint64 `json:"rounds"`
 	Solves uint64 `json:"solves"`
+	// NomadRequests counts the requests this server sent to Nomad since it started.
+	NomadRequests uint64 `json:"nomad_requests"`
 }
 
 // PeerStatus is one raft member in StatusResponse.
