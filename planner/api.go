@@ -301,22 +301,41 @@ func (s *Server) handlePutPipeline(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotImplemented, errors.New("this planner has no actuator to parse pipelines"))
 		return
 	}
-	p, err := s.loop.cfg.Actuator.Pipeline(r.Context(), job, req.Job)
+	p, idx, err := s.register(r.Context(), job, req.Job)
 	if err != nil {
-		writeErr(w, http.StatusUnprocessableEntity, err)
+		writeErr(w, proposeStatus(err), err)
 		return
 	}
-	if err := s.checkFits(p); err != nil {
-		writeErr(w, http.StatusUnprocessableEntity, err)
-		return
-	}
-	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpRegisterPipeline, Pipeline: p})
-	if !ok {
-		return
-	}
-	s.loop.kick()
 	writeJSON(w, http.StatusOK, client.RegisterResponse{Job: job, Index: idx, Operators: p.Operators})
 }
+
+// register parses job (Nomad job JSON, or nil to read it from Nomad), checks that it fits
+// the inventory and commits it: the one registration path of the API and of
+// auto-registration. A pipeline refused by the parser or the inventory is ErrRejected.
+func (s *Server) register(ctx context.Context, job string, raw json.RawMessage) (*fsm.Pipeline, uint64, error) {
+	p, err := s.loop.cfg.Actuator.Pipeline(ctx, job, raw)
+	if err != nil {
+		return nil, 0, refused{err}
+	}
+	if err := s.checkFits(p); err != nil {
+		return nil, 0, refused{err}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	idx, err := s.Propose(pctx, fsm.Command{Op: fsm.OpRegisterPipeline, Pipeline: p})
+	if err != nil {
+		return nil, 0, err
+	}
+	s.loop.kick()
+	return p, idx, nil
+}
+
+// refused is a pipeline the parser or the inventory refused: it is fsm.ErrRejected (422)
+// and reads as its cause alone.
+type refused struct{ err error }
+
+func (r refused) Error() string   { return r.err.Error() }
+func (r refused) Unwrap() []error { return []error{r.err, fsm.ErrRejected} }
 
 // checkFits rejects a pipeline with an operator no node of the known inventory can host,
 // or whose minimum instances together exceed it.

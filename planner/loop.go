@@ -47,6 +47,18 @@ type ResubmitDetector interface {
 	Resubmitted(ctx context.Context, job string) (bool, error)
 }
 
+// JobRef names a Nomad job and the modify index of its registered version.
+type JobRef struct {
+	ID          string
+	ModifyIndex uint64
+}
+
+// PipelineFinder is an optional Actuator extension used with LoopConfig.AutoRegister: it
+// lists the running jobs that mark themselves as pipelines (job meta trident_pipeline).
+type PipelineFinder interface {
+	PipelineJobs(ctx context.Context) ([]JobRef, error)
+}
+
 // Estimator supplies capacity estimates (records/s per instance on the current config).
 type Estimator interface {
 	// Capacities returns an estimate per operator name; missing operators use the loop's
@@ -85,6 +97,9 @@ type LoopConfig struct {
 	MinGain float64
 	// MaxBatch caps transitions per operator and round (0 = no cap).
 	MaxBatch int
+	// AutoRegister makes the leader register, every interval, the running jobs the
+	// Actuator's PipelineFinder reports that are not registered yet (off by default).
+	AutoRegister bool
 	// CatchUpSec, when positive, sizes operators to also process their published backlog
 	// within this many seconds (sched.PlanInput.CatchUpSec; 0 = steady state only).
 	CatchUpSec float64
@@ -104,6 +119,9 @@ type Loop struct {
 	rounds, solves atomic.Uint64
 	results        chan solveResult
 	solving        map[string]bool
+	// refused remembers, per job, the modify index of a version auto-registration could
+	// not register, so that its reason is logged once per version, not every round.
+	refused map[string]uint64
 	// adopted marks jobs whose re-submitted version was registered again: their next
 	// plan is committed even when it moves nothing, so that a rendered version replaces
 	// the user's unpinned one.
@@ -178,6 +196,7 @@ func (l *Loop) runLeader(ctx context.Context) {
 	l.results = make(chan solveResult, 16)
 	l.solving = map[string]bool{}
 	l.adopted = map[string]bool{}
+	l.refused = map[string]uint64{}
 	// Make sure every committed entry is applied before acting on the state.
 	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
@@ -246,6 +265,9 @@ func (l *Loop) round(ctx context.Context, solve bool) {
 			}
 		}
 	}
+	if solve && l.cfg.AutoRegister {
+		l.autoRegister(ctx)
+	}
 	var jobs []string
 	l.s.fsm.Read(func(st *fsm.State) {
 		for j := range st.Pipelines {
@@ -258,6 +280,36 @@ func (l *Loop) round(ctx context.Context, solve bool) {
 			return
 		}
 		l.pipeline(ctx, job, solve)
+	}
+}
+
+// autoRegister registers the running jobs marked as pipelines that are not registered yet.
+// A job whose version cannot be registered (its meta does not parse, it does not fit) is
+// logged once per version and tried again when the job changes.
+func (l *Loop) autoRegister(ctx context.Context) {
+	f, ok := l.cfg.Actuator.(PipelineFinder)
+	if !ok {
+		return
+	}
+	refs, err := f.PipelineJobs(ctx)
+	if err != nil {
+		l.log.Warn("auto-register: cannot list the jobs marked as pipelines", "err", err)
+		return
+	}
+	for _, ref := range refs {
+		var known bool
+		l.s.fsm.Read(func(st *fsm.State) { _, known = st.Pipelines[ref.ID] })
+		if known || l.refused[ref.ID] == ref.ModifyIndex {
+			continue
+		}
+		p, idx, err := l.s.register(ctx, ref.ID, nil)
+		if err != nil {
+			l.refused[ref.ID] = ref.ModifyIndex
+			l.log.Warn("auto-register: job marked as a pipeline not registered", "job", ref.ID, "err", err)
+			continue
+		}
+		delete(l.refused, ref.ID)
+		l.log.Info("auto-registered pipeline", "job", ref.ID, "index", idx, "operators", len(p.Operators))
 	}
 }
 

@@ -626,3 +626,77 @@ func TestIdleLeaderIdles(t *testing.T) {
 		t.Fatalf("20 apply requests cost %d rounds in one interval; want at most 4", extra)
 	}
 }
+
+// finder is a fakeCluster that marks jobs as pipelines (PipelineFinder).
+type finder struct {
+	*fakeCluster
+	mu   sync.Mutex
+	refs []JobRef
+	// bad jobs fail to parse; parses counts Pipeline calls per job.
+	bad    map[string]bool
+	parses map[string]int
+}
+
+func (f *finder) PipelineJobs(ctx context.Context) ([]JobRef, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]JobRef(nil), f.refs...), nil
+}
+
+func (f *finder) Pipeline(ctx context.Context, job string, raw json.RawMessage) (*fsm.Pipeline, error) {
+	f.mu.Lock()
+	f.parses[job]++
+	bad := f.bad[job]
+	f.mu.Unlock()
+	if bad {
+		return nil, errors.New(`group "x": meta trident_cpu="lots": not a number`)
+	}
+	return f.fakeCluster.Pipeline(ctx, job, raw)
+}
+
+// TestAutoRegister: with AutoRegister the leader registers the jobs marked as pipelines
+// (and plans them); a job that does not parse is tried once per version, not every
+// round; without AutoRegister nothing is registered.
+func TestAutoRegister(t *testing.T) {
+	live := testPipeline()
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, live: &live, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+	}}
+	f := &finder{fakeCluster: fc, refs: []JobRef{{ID: "pdf", ModifyIndex: 7}, {ID: "broken", ModifyIndex: 3}},
+		bad: map[string]bool{"broken": true}, parses: map[string]int{}}
+	for _, on := range []bool{false, true} {
+		c := newTestCluster(t, 1, func(int) *LoopConfig {
+			return &LoopConfig{Interval: 50 * time.Millisecond, Actuator: f, AutoRegister: on, SolveTimeout: 10 * time.Second}
+		})
+		li, _ := c.leader(10 * time.Second)
+		addr := c.peers[li].HTTPAddr
+		if !on {
+			time.Sleep(500 * time.Millisecond) // ten rounds
+			if code, _ := c.do(http.MethodGet, addr+"/v1/pipelines/pdf", nil); code != http.StatusNotFound {
+				t.Fatalf("auto-registration off: pipeline pdf answered HTTP %d", code)
+			}
+			continue
+		}
+		waitFor(t, "pdf auto-registered and planned", 10*time.Second, func() bool {
+			code, body := c.do(http.MethodGet, addr+"/v1/plan/pdf", nil)
+			var plan client.PlanResponse
+			return code == 200 && json.Unmarshal(body, &plan) == nil && plan.Status == fsm.StatusDone
+		})
+		time.Sleep(500 * time.Millisecond) // ten more rounds
+		f.mu.Lock()
+		broken := f.parses["broken"]
+		f.refs[1].ModifyIndex = 4 // the user fixes nothing but runs a new version
+		f.mu.Unlock()
+		if broken != 1 {
+			t.Fatalf("an unparsable job was parsed %d times over many rounds; want once per version", broken)
+		}
+		waitFor(t, "the new version tried once", 5*time.Second, func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.parses["broken"] == 2
+		})
+		if code, _ := c.do(http.MethodGet, addr+"/v1/pipelines/broken", nil); code != http.StatusNotFound {
+			t.Fatalf("an unparsable job was registered (HTTP %d)", code)
+		}
+	}
+}

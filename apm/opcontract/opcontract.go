@@ -78,6 +78,10 @@ const (
 	MetaOperator = "trident_operator"
 )
 
+// MetaPipeline is the job-level meta key that marks a job as a pipeline for planners run
+// with -auto-register: "true" (any value strconv.ParseBool reads as true) registers it.
+const MetaPipeline = "trident_pipeline"
+
 // Node meta keys the planner reads when sizing its inventory. Without them a node's size is
 // its fingerprinted cores and memory.
 const (

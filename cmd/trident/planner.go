@@ -61,6 +61,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	datacenters := fs.String("datacenters", "", "comma-separated: plan only on nodes of these datacenters (the pipeline jobs' datacenters)")
 	progressDeadline := fs.Duration("progress-deadline", 0, "Nomad update.progress_deadline of planner-written groups (0: healthy-deadline + 1m)")
 	applyTimeout := fs.Duration("apply-timeout", 0, "fail a submitted job version (and its decision) that has not converged within this time, e.g. a group pinned to a node that cannot place it (0: twice the progress deadline)")
+	autoRegister := fs.Bool("auto-register", false, "register every running Nomad job whose job meta has trident_pipeline = \"true\" (with -nomad-addr)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	consulAddr := fs.String("consul-addr", "", "Consul HTTP address for peer discovery (used when -peers is empty)")
 	consulService := fs.String("consul-service", "trident-planner", "Consul service name of the planner servers")
@@ -162,7 +163,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		*bootstrap = true
 	}
-	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds()}
+	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds(),
+		AutoRegister: *autoRegister}
 	switch *scheduler {
 	case "milp":
 		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}, Options: milp.Options{TimeLimit: *solveTimeout}}

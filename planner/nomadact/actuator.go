@@ -349,6 +349,26 @@ func isNotFound(err error) bool {
 	return strings.Contains(err.Error(), "Unexpected response code: 404")
 }
 
+// PipelineJobs implements planner.PipelineFinder: the running jobs of the namespace whose
+// job meta trident_pipeline (opcontract.MetaPipeline) is true, with their modify index.
+func (a *Actuator) PipelineJobs(ctx context.Context) ([]planner.JobRef, error) {
+	stubs, _, err := a.c.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, a.q(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	var out []planner.JobRef
+	for _, j := range stubs {
+		if j.Stop || j.Status == "dead" {
+			continue
+		}
+		if on, err := strconv.ParseBool(j.Meta[opcontract.MetaPipeline]); err == nil && on {
+			out = append(out, planner.JobRef{ID: j.ID, ModifyIndex: j.JobModifyIndex})
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out, nil
+}
+
 // Resubmitted implements planner.ResubmitDetector: the job runs a version the planner did
 // not render (no anchor carries its decision meta), so a user ran the job file again.
 func (a *Actuator) Resubmitted(ctx context.Context, jobID string) (bool, error) {

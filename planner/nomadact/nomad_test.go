@@ -152,6 +152,19 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	if got := runningByGroup(t, n.API(), "pipe"); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after decision 100 running %v, want %v", got, want)
 	}
+	// Auto-registration lists the job marked trident_pipeline=true (rendered versions keep
+	// the job meta), not one marked false.
+	other := testJob("not-a-pipeline")
+	other.Meta["trident_pipeline"] = "false"
+	if _, _, err := n.API().Jobs().Register(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	if refs, err := a.PipelineJobs(ctx); err != nil || len(refs) != 1 || refs[0].ID != "pipe" || refs[0].ModifyIndex == 0 {
+		t.Fatalf("pipeline jobs: %+v %v", refs, err)
+	}
+	if _, _, err := n.API().Jobs().Deregister("not-a-pipeline", true, nil); err != nil {
+		t.Fatal(err)
+	}
 	// The GPU allocation holds one nvidia/gpu device.
 	allocs, _, _ := n.API().Jobs().Allocations("pipe", false, nil)
 	for _, st := range allocs {

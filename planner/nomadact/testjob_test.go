@@ -35,6 +35,7 @@ func testJob(id string) *api.Job {
 	delayed := &api.RestartPolicy{Attempts: ptr(3), Interval: ptr(10 * time.Minute), Delay: ptr(time.Second), Mode: ptr("delay")}
 	return &api.Job{
 		ID: ptr(id), Name: ptr(id), Type: ptr("service"), Datacenters: []string{"*"},
+		Meta: map[string]string{"trident_pipeline": "true"},
 		TaskGroups: []*api.TaskGroup{
 			group("src", map[string]string{
 				"trident_order": "0", "trident_cpu": "0.25", "trident_memory_mb": "64",
