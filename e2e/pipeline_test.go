@@ -1,12 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,6 +19,8 @@ import (
 
 	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/internal/localcluster"
+	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -65,32 +67,32 @@ func pipelineJob(t *testing.T, cl *api.Client, tridentBin, natsURL string) *api.
 	return job
 }
 
-// plannerCall does one JSON request against the planner.
-func plannerCall(t *testing.T, method, url string, in, out any) int {
+// plannerCall does one JSON request against the planner through the planner client (with
+// its bounded retries); it answers 200 for every 2xx, else the status (0: no answer).
+func plannerCall(t *testing.T, method, u string, in, out any) int {
 	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, url, body)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	pu, err := url.Parse(u)
 	if err != nil {
-		t.Logf("%s %s: %v", method, url, err)
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	pc, err := client.New(client.Config{Address: pu.Scheme + "://" + pu.Host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = pc.Do(ctx, method, pu.RequestURI(), in, out)
+	var se *client.StatusError
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.As(err, &se):
+		t.Logf("%v", err)
+		return se.Code
+	default:
+		t.Logf("%s %s: %v", method, u, err)
 		return 0
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("decode %s: %v: %s", url, err, b)
-		}
-	}
-	if resp.StatusCode/100 != 2 {
-		t.Logf("%s %s: HTTP %d: %s", method, url, resp.StatusCode, b)
-	}
-	return resp.StatusCode
 }
 
 type planGroup struct {
@@ -120,9 +122,9 @@ type stack struct {
 }
 
 // startStack starts Nomad (cpu1, cpu2, gpu1 with 4 fake GPUs), NATS, three planners and the
-// autoscaler with the three Trident plugins (apmExtra is added to trident-apm's config),
+// autoscaler with the three Trident plugins (apmExtra are extra trident-apm config keys),
 // registers the 4-operator pipeline job with Nomad and the planner.
-func startStack(t *testing.T, ctx context.Context, apmExtra string) *stack {
+func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *stack {
 	t.Helper()
 	asDir, devDir := harness.BuildPlugins(t)
 	binDir := t.TempDir()
@@ -162,27 +164,8 @@ func startStack(t *testing.T, ctx context.Context, apmExtra string) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	as := harness.StartAutoscaler(t, n, harness.AutoscalerOptions{PluginDir: asDir, EvaluationInterval: 3 * time.Second, Plugins: fmt.Sprintf(`
-apm "trident-apm" {
-  driver = "trident-apm"
-  config = {
-    planner_addr  = %q
-    feed_interval = "2s"
-%s  }
-}
-strategy "trident" {
-  driver = "trident"
-  config = {
-    planner_addr = %q
-  }
-}
-target "trident-target" {
-  driver = "trident-target"
-  config = {
-    planner_addr = %q
-  }
-}
-`, leader, apmExtra, leader, leader)})
+	as := harness.StartAutoscaler(t, n, harness.AutoscalerOptions{PluginDir: asDir, EvaluationInterval: 3 * time.Second,
+		Plugins: localcluster.TridentPlugins(leader, apmExtra)})
 
 	job := pipelineJob(t, cl, tridentBin, natsURL)
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
@@ -204,7 +187,7 @@ func TestPipelineUnderTrident(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	s := startStack(t, ctx, "")
+	s := startStack(t, ctx, nil)
 	n, cl, nomadBin, natsURL, leader, as, job := s.n, s.cl, s.nomadBin, s.natsURL, s.leader, s.as, s.job
 
 	// Load: a dataset large enough to keep every stage busy during the test.

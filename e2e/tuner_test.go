@@ -24,7 +24,7 @@ func TestLiveTunerFromRealMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	s := startStack(t, ctx, "    tune          = \"true\"\n")
+	s := startStack(t, ctx, map[string]string{"tune": "true"})
 
 	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
 	if err != nil {

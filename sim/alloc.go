@@ -167,21 +167,8 @@ func Balance(c Cluster, p *Pipeline, d []float64) []int {
 // whole pipeline. It returns nil if the counts do not fit.
 func PlaceStriped(c Cluster, need []Resources, n []int) [][]int {
 	nN := len(c.Nodes)
-	free := make([]Resources, nN)
-	for i := range free {
-		free[i] = c.Nodes[i].Cap
-	}
-	order := make([]int, len(n))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		na, nb := need[order[a]], need[order[b]]
-		if na.Acc != nb.Acc {
-			return na.Acc > nb.Acc
-		}
-		return na.CPU > nb.CPU
-	})
+	free := c.capacities()
+	order := largestFirst(need)
 	out := make([][]int, len(n))
 	start := 0
 	for _, i := range order {
@@ -287,23 +274,10 @@ func Resize(c Cluster, free []Resources, need Resources, cur []int, target int, 
 // PlaceDefault places counts n operator by operator, in pipeline order, with a cluster
 // scheduler's policy (no pipeline awareness). It returns nil if they do not fit.
 func PlaceDefault(c Cluster, need []Resources, n []int, pol PlacePolicy) [][]int {
-	free := make([]Resources, len(c.Nodes))
-	for i := range free {
-		free[i] = c.Nodes[i].Cap
-	}
+	free := c.capacities()
 	// Accelerator operators first, then by decreasing CPU request (pipeline order among
 	// equals), so fragmentation cannot strand the large requests.
-	order := make([]int, len(n))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		na, nb := need[order[a]], need[order[b]]
-		if na.Acc != nb.Acc {
-			return na.Acc > nb.Acc
-		}
-		return na.CPU > nb.CPU
-	})
+	order := largestFirst(need)
 	out := make([][]int, len(n))
 	{
 		for _, i := range order {
@@ -339,6 +313,32 @@ func FreeAfter(c Cluster, p *Pipeline, perNode [][]int) []Resources {
 		for n, k := range perNode[i] {
 			free[n] = free[n].Sub(p.Ops[i].Need.Scale(k))
 		}
+	}
+	return free
+}
+
+// largestFirst orders operator indexes accelerator operators first, then by decreasing CPU
+// need, pipeline order among equals.
+func largestFirst(need []Resources) []int {
+	order := make([]int, len(need))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		na, nb := need[order[a]], need[order[b]]
+		if na.Acc != nb.Acc {
+			return na.Acc > nb.Acc
+		}
+		return na.CPU > nb.CPU
+	})
+	return order
+}
+
+// capacities returns a copy of every node's capacity, in node order.
+func (c Cluster) capacities() []Resources {
+	free := make([]Resources, len(c.Nodes))
+	for i := range free {
+		free[i] = c.Nodes[i].Cap
 	}
 	return free
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,28 +34,7 @@ func startTrident(ctx context.Context, o Options, n *localcluster.Nomad) (string
 	}
 	fmt.Fprintf(o.Out, "    planner raft cluster of %d up; leader answers at %s (logs in %s)\n", plannerCount, leader, ps.Dir)
 	stop := ps.Stop
-	plugins := fmt.Sprintf(`
-apm "trident-apm" {
-  driver = "trident-apm"
-  config = {
-    planner_addr  = %q
-    feed_interval = "2s"
-    tune          = "%t"
-  }
-}
-strategy "trident" {
-  driver = "trident"
-  config = {
-    planner_addr = %q
-  }
-}
-target "trident-target" {
-  driver = "trident-target"
-  config = {
-    planner_addr = %q
-  }
-}
-`, leader, o.Tune, leader, leader)
+	plugins := localcluster.TridentPlugins(leader, map[string]string{"tune": strconv.FormatBool(o.Tune)})
 	as, err := localcluster.LaunchAutoscaler(ctx, n, localcluster.AutoscalerOptions{
 		Binary:             o.autoscalerBin,
 		PluginDir:          filepath.Join(o.BinDir, "autoscaler-plugins"),

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,4 +104,35 @@ func (a *Autoscaler) Stop() error {
 		killUnder(a.dir) // plugins the agent left behind
 	})
 	return err
+}
+
+// TridentPlugins renders the autoscaler agent's plugin blocks for Trident's three plugins
+// (trident-apm, trident, trident-target) pointed at the planner at plannerAddr; apm holds
+// extra trident-apm config keys (e.g. "tune": "true"), rendered in key order.
+func TridentPlugins(plannerAddr string, apm map[string]string) string {
+	var extra strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(apm)) {
+		fmt.Fprintf(&extra, "    %s = %q\n", k, apm[k])
+	}
+	return fmt.Sprintf(`
+apm "trident-apm" {
+  driver = "trident-apm"
+  config = {
+    planner_addr  = %q
+    feed_interval = "2s"
+%s  }
+}
+strategy "trident" {
+  driver = "trident"
+  config = {
+    planner_addr = %q
+  }
+}
+target "trident-target" {
+  driver = "trident-target"
+  config = {
+    planner_addr = %q
+  }
+}
+`, plannerAddr, extra.String(), plannerAddr, plannerAddr)
 }

@@ -3,9 +3,10 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
@@ -22,13 +23,8 @@ func ParseJobFile(ctx context.Context, cl *api.Client, file string, vars map[str
 	if err != nil {
 		return nil, fmt.Errorf("read job file: %w", err)
 	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var vb strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		fmt.Fprintf(&vb, "%s = %q\n", k, vars[k])
 	}
 	job, err := cl.Jobs().ParseHCLOpts(&api.JobsParseRequest{JobHCL: string(b), Variables: vb.String(), Canonicalize: true})

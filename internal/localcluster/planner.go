@@ -2,7 +2,6 @@ package localcluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/trident-sched/trident/planner/client"
 )
 
 // PlannerOptions configures a raft cluster of `trident planner` processes on loopback.
@@ -117,17 +118,12 @@ func (p *Planners) Leader(ctx context.Context) (string, error) {
 				default:
 				}
 			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a+"/v1/status", nil)
-			resp, err := hc.Do(req)
+			// One attempt per server and poll: the loop is the retry.
+			pc, err := client.New(client.Config{Address: a, HTTPClient: hc, Retries: -1})
 			if err != nil {
-				continue
+				return "", err
 			}
-			var st struct {
-				State string `json:"state"`
-			}
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if err == nil && st.State == "Leader" {
+			if st, err := pc.Status(ctx); err == nil && st.State == "Leader" {
 				return a, nil
 			}
 		}
