@@ -338,7 +338,7 @@ func unplaced(dep *api.Deployment) string {
 		return ""
 	}
 	sort.Strings(names)
-	return "no allocation placed for group " + strings.Join(names, ", ")
+	return "no allocation placed for group " + fsm.ShortList(names, 5)
 }
 
 func isNotFound(err error) bool {
