@@ -523,6 +523,9 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 	tpl := map[string]*api.TaskGroup{}
 	var groups []*api.TaskGroup
 	for _, g := range job.TaskGroups {
+		if g == nil || g.Name == nil {
+			return nil, fmt.Errorf("job template of %q has a group without a name", p.Job)
+		}
 		if _, ok := p.Operator(*g.Name); ok {
 			tpl[*g.Name] = g
 			continue

@@ -1,6 +1,7 @@
 package nomadact
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -34,6 +35,10 @@ func TestParseJobRefusesGroupsNamedLikeRenderedGroups(t *testing.T) {
 		{func(j *api.Job) {
 			j.TaskGroups = append(j.TaskGroups, &api.TaskGroup{Name: ptr("gpu"), Tasks: j.TaskGroups[0].Tasks})
 		}, `job "pipe": groups 2 and 3 are both named "gpu"`},
+		// Found by FuzzParsePipeline: an unnamed group was skipped by the parser and crashed
+		// the renderer (nil name).
+		{func(j *api.Job) { j.TaskGroups = append(j.TaskGroups, &api.TaskGroup{}) }, `job "pipe": group 3 has no name`},
+		{func(j *api.Job) { j.TaskGroups = append(j.TaskGroups, nil) }, `job "pipe": group 3 has no name`},
 		{func(j *api.Job) { j.TaskGroups[0].Meta[MetaOperator] = "gpu" }, `job "pipe": group "src": meta trident_operator is written by the planner; remove it from the job file`},
 		{func(j *api.Job) { j.TaskGroups[1].Meta[MetaNode] = "c1" }, `group "gpu": meta trident_node is written by the planner`},
 	}
@@ -194,5 +199,21 @@ func TestParseJobKeepsEqualOrders(t *testing.T) {
 	}
 	if p.Operators[1].Name != "gpu" || p.Operators[2].Name != "gpu2" || p.Operators[1].Order != p.Operators[2].Order {
 		t.Fatalf("operators %+v", p.Operators)
+	}
+}
+
+// TestRenderRefusesUnnamedTemplateGroups: a template registered before the parser refused
+// unnamed groups is an error for the renderer, not a nil dereference in the leader.
+func TestRenderRefusesUnnamedTemplateGroups(t *testing.T) {
+	job := testJob("pipe")
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.TaskGroups = append(job.TaskGroups, &api.TaskGroup{})
+	p.Template, _ = json.Marshal(job)
+	d := fsm.Decision{Index: 1, Job: "pipe", Operators: map[string]fsm.OpTarget{}}
+	if _, err := Render(p, d, PhaseFinal, nil, New(nil, Options{}).o); err == nil || !strings.Contains(err.Error(), "has a group without a name") {
+		t.Fatalf("error %v", err)
 	}
 }

@@ -146,8 +146,9 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 	ops := 0
 	seen := map[string]int{}
 	for i, g := range job.TaskGroups {
-		if g == nil || g.Name == nil {
-			continue
+		if g == nil || g.Name == nil || *g.Name == "" {
+			// Nomad refuses the job ("missing name"), and the renderer cannot keep it.
+			return nil, fmt.Errorf("job %q: group %d has no name", id, i+1)
 		}
 		name := *g.Name
 		if j, ok := seen[name]; ok {
@@ -172,9 +173,6 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 		return nil, fmt.Errorf("job %q: %d operator groups (groups with meta %s): want at most %d", id, ops, opmetrics.MetaOrder, fsm.MaxOperators)
 	}
 	for _, g := range job.TaskGroups {
-		if g == nil || g.Name == nil {
-			continue
-		}
 		if _, ok := g.Meta[opmetrics.MetaOrder]; !ok {
 			continue
 		}
