@@ -14,6 +14,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Operator is one pipeline stage, parsed from a Nomad group's meta (apm/opcontract keys).
@@ -310,44 +314,282 @@ func (s *State) Decision(idx uint64) (Decision, bool) {
 	return Decision{}, false
 }
 
-// ValidateOperator checks an operator's fields and names the first bad one.
-func ValidateOperator(o Operator) error {
+// Ranges of the operator fields, i.e. of the trident_* group meta keys (docs/job-spec.md
+// lists them). ValidateOperator and ValidatePipeline enforce them, so the job parser, the
+// API and the FSM refuse the same values. Each bound is well beyond what a real GPU data
+// pipeline needs, and together they keep the scheduling MILP (strategy/milp, fed by
+// planner/sched) numerically sane: without them values that parse yield plans of
+// throughput 0 (a product of amplifications that overflows, a capacity HiGHS refuses) or
+// Nomad versions that can never be registered.
+const (
+	// MaxNameBytes bounds operator (task group) names and job IDs: a default Nomad service
+	// "<job>-<group>" is a 63-character DNS label, so real names are far shorter; the
+	// bound keeps names (and the errors quoting them) small.
+	MaxNameBytes = 128
+	// MaxOperators bounds the operator groups of one pipeline. Real curation pipelines have
+	// 5-30 stages; the MILP has operators x nodes integer columns and must solve within
+	// its time limit, and every job version holds up to two groups per operator and node.
+	MaxOperators = 256
+	// MaxMetaValueBytes bounds every trident_* meta value of an operator group (checked by
+	// the parser) and the params and config strings kept here. The longest real value,
+	// trident_params, is ~150 bytes; meta is copied into every rendered group and into the
+	// environment of every instance (NOMAD_META_*).
+	MaxMetaValueBytes = 4096
+	// MaxOrder bounds trident_order. It is only compared; the bound keeps it a small number
+	// and leaves room for spaced numbering (10, 20, ...).
+	MaxOrder = 1_000_000
+	// MinCPU and MaxCPU bound trident_cpu (cores per instance). 0.01 is the planner's
+	// granularity: node sizes are floored to 0.01 cores (Nomad's cpu is MHz; nomadact
+	// converts fingerprinted cores), and less makes the MILP pack thousands of instances
+	// per node. The largest hosts have 384-768 hardware threads; an instance runs on one.
+	MinCPU = 0.01
+	MaxCPU = 1024
+	// MaxMemoryMB bounds trident_memory_mb (host memory per instance, at least 1): 4 TiB,
+	// twice the 2 TiB of the largest 8-GPU servers.
+	MaxMemoryMB = 4 << 20
+	// MaxGPUs bounds trident_gpus (accelerators per instance): hosts have 8-16; an
+	// instance cannot span hosts.
+	MaxGPUs = 64
+	// MaxGPUMemoryMB bounds trident_gpu_memory_mb: 1 TiB, over three times the largest
+	// accelerators' 192-288 GB.
+	MaxGPUMemoryMB = 1 << 20
+	// MaxOutputBytes bounds trident_output_bytes (mean bytes per output record): 64 GiB,
+	// an hour of 4K video at 100 Mbit/s is 45 GB; larger blobs travel by reference.
+	MaxOutputBytes = 64 << 30
+	// MinAmplification and MaxAmplification bound trident_amplification (output records
+	// per input record): a document fans out into ~10 blocks, a video into ~25 clips, a
+	// corpus shard into 1e3-1e4 documents; filters keep down to 1e-3.
+	MinAmplification = 1e-6
+	MaxAmplification = 1e6
+	// MinPipelineAmplification and MaxPipelineAmplification bound the product of
+	// trident_amplification along the pipeline after every operator (the records an
+	// operator emits per pipeline input record). The scheduler multiplies them
+	// (sched.PlanInput.Amplifications) into the MILP's coefficients: 1e200 per operator
+	// overflowed to +Inf, which the MILP refuses every round, and products of 1e12 or
+	// 1e-12 planned throughput 0.
+	MinPipelineAmplification = 1e-9
+	MaxPipelineAmplification = 1e9
+	// MaxColdStartSec bounds trident_cold_start_s: loading the largest models takes
+	// minutes; a day is far beyond.
+	MaxColdStartSec = 86400
+	// MinCapacity and MaxCapacity bound trident_capacity (records/s of one instance) when
+	// it is set (0: unset): from one record per ~3 hours to a million records/s. HiGHS
+	// refuses the model for a capacity of 1e300.
+	MinCapacity = 1e-4
+	MaxCapacity = 1e6
+	// MaxCostSpread bounds how much the operators of a pipeline differ in instance-seconds
+	// per pipeline input record: the records an operator receives per pipeline input record
+	// (the product of trident_amplification before it) over its capacity (trident_capacity,
+	// or the planner's default of 1 record/s when unset). The MILP's heuristic gives an
+	// operator ceil(records/s it must serve / capacity - 1e-9) instances (HiGHS rounds
+	// within its integrality tolerance alike): when the cheapest operator needs less than
+	// 1e-9 of an instance at the throughput the most expensive one allows, it gets none and
+	// the planned throughput is 0 (probed: a spread of 1e12 plans 0). 1e8
+	// leaves a factor of 10 for a most expensive operator that gets a single instance; real
+	// pipelines differ 1e2-1e3-fold (parse 0.1 s, OCR 10 s per document), web-scale ones
+	// up to ~1e6-fold.
+	MaxCostSpread = 1e8
+	// MaxBytesPerRecord bounds the bytes an operator emits per pipeline input record (the
+	// records it emits per pipeline input record times trident_output_bytes): a long 4K
+	// video cut into clips is ~1e10 bytes. The MILP's egress rows (Eq. 20) carry this
+	// number: at 1e15 HiGHS's solutions failed the solution checker (the planner fell back
+	// to the greedy heuristic).
+	MaxBytesPerRecord = 1e12
+	// MaxFeatures bounds the trident_features list: each feature is one input dimension
+	// of the capacity model; real operators report 1-4.
+	MaxFeatures = 64
+)
+
+// Short returns s cut to at most 64 bytes (see Clip): for quoting user input in errors,
+// which must stay short.
+func Short(s string) string { return Clip(s, 64) }
+
+// Clip returns s cut to at most n bytes on a rune boundary, with "..." appended when it
+// was longer.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
+
+// ShortList joins items with ", ", keeping the first n and summarising the rest as "and
+// K more": an error listing problems must stay short whatever the input's size.
+func ShortList(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
+
+// ValidateJobID checks a pipeline's job ID: non-empty, at most MaxNameBytes, printable.
+func ValidateJobID(id string) error {
+	if err := checkName(id); err != nil {
+		return fmt.Errorf("pipeline: job ID %q: %w", Short(id), err)
+	}
+	return nil
+}
+
+// ValidateOperatorName checks an operator's (task group's) name. Besides the rules of job
+// IDs, it refuses '@' (the actuator renders an operator's instances as groups named
+// "<op>@<node>.g<generation>", so a name with '@' can collide with a rendered group and
+// Nomad then refuses every job version: "redefines task group"), '/' (the trident-apm
+// query "<metric>/<job>/<group>" and the planner API path /v1/candidates/<job>/<op> split
+// on it) and the path segments "." and "..".
+func ValidateOperatorName(name string) error {
+	err := checkName(name)
 	switch {
-	case o.Name == "":
-		return fmt.Errorf("operator: name is empty")
-	case o.Order < 0:
-		return fmt.Errorf("operator %q: trident_order=%d must be >= 0", o.Name, o.Order)
-	case !finite(o.CPU) || o.CPU <= 0:
-		return fmt.Errorf("operator %q: trident_cpu=%v must be a positive number", o.Name, o.CPU)
-	case o.MemoryMB <= 0:
-		return fmt.Errorf("operator %q: trident_memory_mb=%d must be positive", o.Name, o.MemoryMB)
-	case o.GPUs < 0:
-		return fmt.Errorf("operator %q: trident_gpus=%d must be >= 0", o.Name, o.GPUs)
-	case o.GPUMemoryMB < 0:
-		return fmt.Errorf("operator %q: trident_gpu_memory_mb=%d must be >= 0", o.Name, o.GPUMemoryMB)
-	case !finite(o.OutputBytes) || o.OutputBytes < 0:
-		return fmt.Errorf("operator %q: trident_output_bytes=%v must be a finite number >= 0", o.Name, o.OutputBytes)
-	case !finite(o.Amplification) || o.Amplification <= 0:
-		return fmt.Errorf("operator %q: trident_amplification=%v must be a positive number", o.Name, o.Amplification)
-	case !finite(o.ColdStartSec) || o.ColdStartSec < 0:
-		return fmt.Errorf("operator %q: trident_cold_start_s=%v must be a finite number >= 0", o.Name, o.ColdStartSec)
-	case !finite(o.CapacityHint) || o.CapacityHint < 0:
-		return fmt.Errorf("operator %q: trident_capacity=%v must be a finite number >= 0", o.Name, o.CapacityHint)
-	case o.MinInstances < 0 || o.MaxInstances < 0 || (o.MaxInstances > 0 && o.MinInstances > o.MaxInstances):
+	case err != nil:
+	case strings.ContainsRune(name, '@'):
+		err = fmt.Errorf("contains '@', which is reserved for the groups the planner renders (<op>@<node>.g<generation>)")
+	case strings.ContainsRune(name, '/'):
+		err = fmt.Errorf("contains '/', which separates the parts of trident-apm queries and planner API paths")
+	case name == "." || name == "..":
+		err = fmt.Errorf("is a path segment, which planner API paths cannot address")
+	}
+	if err != nil {
+		return fmt.Errorf("operator %q: name %w", Short(name), err)
+	}
+	return nil
+}
+
+func checkName(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("is empty")
+	case len(s) > MaxNameBytes:
+		return fmt.Errorf("is %d bytes long: want at most %d", len(s), MaxNameBytes)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("is not valid UTF-8")
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("contains the non-printable character %q", r)
+		}
+	}
+	return nil
+}
+
+// num formats a bound or a value for an error, in its shortest form: 1024, 4194304, 0.01,
+// 1e6, 1e-9.
+func num(v float64) string {
+	g := strconv.FormatFloat(v, 'g', -1, 64)
+	if i := strings.IndexByte(g, 'e'); i >= 0 {
+		exp := strings.TrimPrefix(g[i+1:], "+")
+		neg := strings.HasPrefix(exp, "-")
+		exp = strings.TrimLeft(strings.TrimPrefix(exp, "-"), "0")
+		if neg {
+			exp = "-" + exp
+		}
+		g = g[:i+1] + exp
+	}
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		if f := strconv.FormatFloat(v, 'f', -1, 64); len(f) <= len(g) {
+			return f
+		}
+	}
+	return g
+}
+
+// approx is num of v rounded to 6 significant digits, for computed quantities.
+func approx(v float64) string {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	if err != nil {
+		return num(v)
+	}
+	return num(r)
+}
+
+// inRange reports whether lo <= v <= hi (false for NaN).
+func inRange(v, lo, hi float64) bool { return v >= lo && v <= hi }
+
+// ValidateOperator checks an operator's fields against their ranges (see MaxCPU and the
+// other bounds) and names the first bad one: the operator, the meta key, the value and
+// the allowed range.
+func ValidateOperator(o Operator) error {
+	if err := ValidateOperatorName(o.Name); err != nil {
+		return err
+	}
+	bad := func(key, value, want string) error {
+		return fmt.Errorf("operator %q: %s=%s is out of range: want %s", o.Name, key, value, want)
+	}
+	f := func(key string, v, lo, hi float64, what string) error {
+		if inRange(v, lo, hi) {
+			return nil
+		}
+		return bad(key, num(v), fmt.Sprintf("%s in [%s, %s]", what, num(lo), num(hi)))
+	}
+	n := func(key string, v, lo, hi int, what string) error {
+		if v >= lo && v <= hi {
+			return nil
+		}
+		return bad(key, strconv.Itoa(v), fmt.Sprintf("%s in [%d, %d]", what, lo, hi))
+	}
+	for _, err := range []error{
+		n("trident_order", o.Order, 0, MaxOrder, "an integer"),
+		f("trident_cpu", o.CPU, MinCPU, MaxCPU, "cores per instance"),
+		n("trident_memory_mb", o.MemoryMB, 1, MaxMemoryMB, "MB per instance"),
+		n("trident_gpus", o.GPUs, 0, MaxGPUs, "accelerators per instance"),
+		n("trident_gpu_memory_mb", o.GPUMemoryMB, 0, MaxGPUMemoryMB, "MB per accelerator"),
+		f("trident_output_bytes", o.OutputBytes, 0, MaxOutputBytes, "bytes per record"),
+		f("trident_amplification", o.Amplification, MinAmplification, MaxAmplification, "output records per input record"),
+		f("trident_cold_start_s", o.ColdStartSec, 0, MaxColdStartSec, "seconds"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if o.CapacityHint != 0 && !inRange(o.CapacityHint, MinCapacity, MaxCapacity) {
+		return bad("trident_capacity", num(o.CapacityHint), fmt.Sprintf("0 (unset) or records/s in [%s, %s]", num(MinCapacity), num(MaxCapacity)))
+	}
+	if len(o.Features) > MaxFeatures {
+		return bad("trident_features", fmt.Sprintf("<%d names>", len(o.Features)), fmt.Sprintf("at most %d names", MaxFeatures))
+	}
+	for _, ft := range o.Features {
+		if err := checkName(ft); err != nil {
+			return fmt.Errorf("operator %q: trident_features: feature %q %w", o.Name, Short(ft), err)
+		}
+	}
+	if len(o.Params) > MaxMetaValueBytes {
+		return bad("trident_params", fmt.Sprintf("<%d bytes>", len(o.Params)), fmt.Sprintf("at most %d bytes", MaxMetaValueBytes))
+	}
+	if len(o.Config) > MaxMetaValueBytes {
+		return bad("trident_config", fmt.Sprintf("<%d bytes>", len(o.Config)), fmt.Sprintf("at most %d bytes", MaxMetaValueBytes))
+	}
+	if o.MinInstances < 0 || o.MaxInstances < 0 || (o.MaxInstances > 0 && o.MinInstances > o.MaxInstances) {
 		return fmt.Errorf("operator %q: scaling min=%d max=%d: want 0 <= min <= max", o.Name, o.MinInstances, o.MaxInstances)
 	}
 	return nil
 }
 
-// ValidatePipeline checks a pipeline definition.
+// ValidatePipeline checks a pipeline definition: its job ID, the number of operators,
+// every operator (ValidateOperator), unique names, the order, and the ranges that depend
+// on the whole pipeline (MaxPipelineAmplification, MaxBytesPerRecord, MaxCostSpread).
 func ValidatePipeline(p *Pipeline) error {
 	if p == nil || p.Job == "" {
 		return fmt.Errorf("pipeline: job is empty")
 	}
+	if err := ValidateJobID(p.Job); err != nil {
+		return err
+	}
 	if len(p.Operators) == 0 {
 		return fmt.Errorf("pipeline %q: no operator groups (no group meta has trident_order)", p.Job)
 	}
+	if len(p.Operators) > MaxOperators {
+		return fmt.Errorf("pipeline %q: %d operator groups (groups with meta trident_order): want at most %d", p.Job, len(p.Operators), MaxOperators)
+	}
+	// The products are compared with a relative tolerance, so that e.g. 1e-3 x 1e-3 x 1e-3
+	// is not refused for rounding below 1e-9.
+	const tol = 1 + 1e-9
 	seen := map[string]bool{}
+	amp := 1.0 // records entering operator i per pipeline input record
+	// instance-seconds per pipeline input record of the cheapest and the dearest operator
+	var cheap, dear float64
+	var cheapOp, dearOp string
 	for i, o := range p.Operators {
 		if err := ValidateOperator(o); err != nil {
 			return fmt.Errorf("pipeline %q: %w", p.Job, err)
@@ -359,6 +601,34 @@ func ValidatePipeline(p *Pipeline) error {
 		if i > 0 && p.Operators[i-1].Order > o.Order {
 			return fmt.Errorf("pipeline %q: operators not sorted by trident_order at %q", p.Job, o.Name)
 		}
+		capacity := o.CapacityHint
+		if capacity == 0 {
+			capacity = 1 // the planner's default
+		}
+		cost := amp / capacity
+		if i == 0 || cost < cheap {
+			cheap, cheapOp = cost, o.Name
+		}
+		if i == 0 || cost > dear {
+			dear, dearOp = cost, o.Name
+		}
+		amp *= o.Amplification
+		if !inRange(amp, MinPipelineAmplification/tol, MaxPipelineAmplification*tol) {
+			return fmt.Errorf("pipeline %q: operator %q: trident_amplification=%s brings the product of trident_amplification along the pipeline "+
+				"(records per pipeline input record) to %s: want it in [%s, %s] after every operator",
+				p.Job, o.Name, num(o.Amplification), approx(amp), num(MinPipelineAmplification), num(MaxPipelineAmplification))
+		}
+		if b := amp * o.OutputBytes; b > MaxBytesPerRecord*tol {
+			return fmt.Errorf("pipeline %q: operator %q: trident_output_bytes=%s for the %s records it emits per pipeline input record "+
+				"(the product of trident_amplification up to it) is %s bytes per pipeline input record: want at most %s",
+				p.Job, o.Name, num(o.OutputBytes), approx(amp), approx(b), num(MaxBytesPerRecord))
+		}
+	}
+	if dear > cheap*MaxCostSpread*tol {
+		return fmt.Errorf("pipeline %q: operators %q and %q differ %s-fold in instance-seconds per pipeline input record (%s and %s: "+
+			"the records they receive per pipeline input record, the product of trident_amplification before them, over trident_capacity "+
+			"or the planner's default of 1 record/s): want at most %s-fold (declare trident_capacity where it is missing)",
+			p.Job, dearOp, cheapOp, approx(dear/cheap), approx(dear), approx(cheap), num(MaxCostSpread))
 	}
 	return nil
 }

@@ -338,7 +338,7 @@ func unplaced(dep *api.Deployment) string {
 		return ""
 	}
 	sort.Strings(names)
-	return "no allocation placed for group " + strings.Join(names, ", ")
+	return "no allocation placed for group " + fsm.ShortList(names, 5)
 }
 
 func isNotFound(err error) bool {
@@ -543,6 +543,9 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 	tpl := map[string]*api.TaskGroup{}
 	var groups []*api.TaskGroup
 	for _, g := range job.TaskGroups {
+		if g == nil || g.Name == nil {
+			return nil, fmt.Errorf("job template of %q has a group without a name", p.Job)
+		}
 		if _, ok := p.Operator(*g.Name); ok {
 			tpl[*g.Name] = g
 			continue

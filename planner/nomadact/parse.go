@@ -117,13 +117,23 @@ func DecodeJob(raw []byte) (*api.Job, error) {
 	return &j, nil
 }
 
+// plannerMeta are the group meta keys the actuator writes (see "Meta keys the actuator
+// writes"). A job file must not set them: the actuator recognises its rendered groups and
+// anchors by them (a user group with trident_operator would be taken for a rendered group
+// of that operator and duplicated under its own name).
+var plannerMeta = []string{MetaDecision, MetaPhase, MetaOperator, MetaNode, MetaAnchor, MetaScalingMin, MetaPlanner}
+
 // ParseJob reads the pipeline from job's group meta: every group whose meta has
-// trident_order is an operator. Errors name the group and meta key.
+// trident_order is an operator. Errors name the group and meta key; values must be within
+// the ranges of fsm.ValidateOperator and fsm.ValidatePipeline.
 func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 	if job == nil || job.ID == nil || *job.ID == "" {
 		return nil, fmt.Errorf("job has no ID")
 	}
 	id := *job.ID
+	if err := fsm.ValidateJobID(id); err != nil {
+		return nil, err
+	}
 	if rendered(job) {
 		return nil, fmt.Errorf("job %q: was rendered by the planner (meta %s is set); register the original job file instead", id, MetaDecision)
 	}
@@ -131,10 +141,38 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 	if c := distinct(job.Constraints); c != "" {
 		return nil, fmt.Errorf("job %q: constraint %s conflicts with the planner's per-node placement (it packs several instances on a node); remove it", id, c)
 	}
-	for _, g := range job.TaskGroups {
-		if g == nil || g.Name == nil {
-			continue
+	// Group names first: the rendered versions keep every group of the job next to the
+	// operators' rendered groups, so no name may repeat or look like a rendered one.
+	ops := 0
+	seen := map[string]int{}
+	for i, g := range job.TaskGroups {
+		if g == nil || g.Name == nil || *g.Name == "" {
+			// Nomad refuses the job ("missing name"), and the renderer cannot keep it.
+			return nil, fmt.Errorf("job %q: group %d has no name", id, i+1)
 		}
+		name := *g.Name
+		if j, ok := seen[name]; ok {
+			return nil, fmt.Errorf("job %q: groups %d and %d are both named %q", id, j+1, i+1, fsm.Short(name))
+		}
+		seen[name] = i
+		if _, ok := g.Meta[opcontract.MetaOrder]; ok {
+			if err := fsm.ValidateOperatorName(name); err != nil {
+				return nil, fmt.Errorf("job %q: group %q: %w", id, fsm.Short(name), err)
+			}
+			ops++
+		} else if strings.ContainsRune(name, '@') {
+			return nil, fmt.Errorf("job %q: group %q: name contains '@', which is reserved for the groups the planner renders (<op>@<node>.g<generation>)", id, fsm.Short(name))
+		}
+		for _, k := range plannerMeta {
+			if _, ok := g.Meta[k]; ok {
+				return nil, fmt.Errorf("job %q: group %q: meta %s is written by the planner; remove it from the job file", id, fsm.Short(name), k)
+			}
+		}
+	}
+	if ops > fsm.MaxOperators {
+		return nil, fmt.Errorf("job %q: %d operator groups (groups with meta %s): want at most %d", id, ops, opcontract.MetaOrder, fsm.MaxOperators)
+	}
+	for _, g := range job.TaskGroups {
 		if _, ok := g.Meta[opcontract.MetaOrder]; !ok {
 			continue
 		}
@@ -179,6 +217,20 @@ func distinct(cs []*api.Constraint) string {
 
 func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 	o := fsm.Operator{Name: name, Amplification: 1}
+	// Every trident_* value is bounded before any is parsed (sorted: the first too long
+	// key is named deterministically).
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		if strings.HasPrefix(k, "trident_") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if n := len(meta[k]); n > fsm.MaxMetaValueBytes {
+			return o, fmt.Errorf("group %q: meta %s is %d bytes long: want at most %d", name, fsm.Short(k), n, fsm.MaxMetaValueBytes)
+		}
+	}
 	var err error
 	field := func(key string, required bool, parse func(string) error) {
 		if err != nil {
@@ -192,7 +244,7 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 			return
 		}
 		if perr := parse(strings.TrimSpace(v)); perr != nil {
-			err = fmt.Errorf("group %q: meta %s=%q: %w", name, key, v, perr)
+			err = fmt.Errorf("group %q: meta %s=%q: %s", name, key, fsm.Short(v), fsm.Clip(perr.Error(), 512))
 		}
 	}
 	intp := func(dst *int) func(string) error {
@@ -253,7 +305,7 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 		if o.Config == "" {
 			o.Config = space.Default().String()
 		} else if c, e := space.ParseConfig(o.Config); e != nil {
-			return o, fmt.Errorf("group %q: meta %s=%q: %w", name, opcontract.MetaConfig, o.Config, e)
+			return o, fmt.Errorf("group %q: meta %s=%q: %s", name, opcontract.MetaConfig, fsm.Short(o.Config), fsm.Clip(e.Error(), 512))
 		} else {
 			o.Config = c.String()
 		}

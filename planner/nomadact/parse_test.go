@@ -18,14 +18,14 @@ func TestParseJobErrorsNameTheField(t *testing.T) {
 		group, key, val, want string
 	}{
 		{"src", "trident_cpu", "lots", `group "src": meta trident_cpu="lots": not a number`},
-		{"src", "trident_cpu", "-1", `trident_cpu=-1 must be a positive number`},
+		{"src", "trident_cpu", "-1", `group "src": operator "src": trident_cpu=-1 is out of range: want cores per instance in [0.01, 1024]`},
 		{"src", "trident_memory_mb", "", `group "src": meta trident_memory_mb is required`},
 		{"src", "trident_order", "first", `group "src": meta trident_order="first": not an integer`},
 		{"gpu", "trident_gpus", "1.5", `group "gpu": meta trident_gpus="1.5": not an integer`},
 		{"gpu", "trident_params", "batch=int[64,1]", `group "gpu": meta trident_params=`},
 		{"gpu", "trident_config", "batch=999", `group "gpu": meta trident_config="batch=999"`},
-		{"src", "trident_amplification", "NaN", `trident_amplification=NaN must be a positive number`},
-		{"src", "trident_cold_start_s", "Inf", `trident_cold_start_s=+Inf must be a finite number`},
+		{"src", "trident_amplification", "NaN", `trident_amplification=NaN is out of range: want output records per input record in [1e-6, 1e6]`},
+		{"src", "trident_cold_start_s", "Inf", `trident_cold_start_s=+Inf is out of range: want seconds in [0, 86400]`},
 		{"src", "trident_synchronous", "sometimes", `group "src": meta trident_synchronous="sometimes": not true or false`},
 	}
 	for _, c := range cases {
@@ -215,7 +215,7 @@ func TestParseJobReadsScalingBounds(t *testing.T) {
 	}
 }
 
-// trident_capacity is optional; when set it must be a finite number >= 0.
+// trident_capacity is optional; when set it must be within [fsm.MinCapacity, fsm.MaxCapacity].
 func TestParseJobReadsCapacityHint(t *testing.T) {
 	job := testJob("pipe")
 	job.TaskGroups[1].Meta["trident_capacity"] = "12.5"
@@ -226,7 +226,7 @@ func TestParseJobReadsCapacityHint(t *testing.T) {
 	if p.Operators[1].CapacityHint != 12.5 || p.Operators[0].CapacityHint != 0 {
 		t.Errorf("hints %v, %v: want 0 and 12.5", p.Operators[0].CapacityHint, p.Operators[1].CapacityHint)
 	}
-	for val, want := range map[string]string{"fast": `meta trident_capacity="fast": not a number`, "-3": `trident_capacity=-3 must be a finite number >= 0`} {
+	for val, want := range map[string]string{"fast": `meta trident_capacity="fast": not a number`, "-3": `trident_capacity=-3 is out of range: want 0 (unset) or records/s in [0.0001, 1e6]`} {
 		job.TaskGroups[1].Meta["trident_capacity"] = val
 		if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("trident_capacity=%q: err = %v, want %q", val, err, want)

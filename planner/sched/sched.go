@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/trident-sched/trident/planner/fsm"
 )
@@ -70,6 +69,9 @@ type Scheduler interface {
 	Plan(ctx context.Context, in PlanInput) (Plan, error)
 }
 
+// maxListed is how many operators an error lists before summarising the rest.
+const maxListed = 5
+
 // ErrImpossible marks inputs no deployment can satisfy (e.g. an operator fits no node).
 var ErrImpossible = errors.New("impossible resources")
 
@@ -122,13 +124,18 @@ func checkMinimums(ops []fsm.Operator, nodes []fsm.Node) error {
 	}
 	num := func(x float64) string { return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64) }
 	short := func(what string, need, have float64, terms []term) error {
+		// The largest needs first, and only a few of them: the error must stay short
+		// for a pipeline of hundreds of operators.
+		sort.SliceStable(terms, func(i, j int) bool {
+			return float64(terms[i].n)*terms[i].per > float64(terms[j].n)*terms[j].per
+		})
 		parts := make([]string, len(terms))
 		for i, t := range terms {
 			parts[i] = fmt.Sprintf("%s %d × %s", t.name, t.n, num(t.per))
 		}
 		return fmt.Errorf("%w: the operators' minimum instances need %s %s (%s) but the inventory has %s; "+
 			"every operator runs at least one instance, or its scaling policy's min: lower a min or add nodes",
-			ErrImpossible, num(need), what, strings.Join(parts, ", "), num(have))
+			ErrImpossible, num(need), what, fsm.ShortList(parts, maxListed), num(have))
 	}
 	pooled := func(what string, need func(fsm.Operator) float64, have func(fsm.Node) float64) error {
 		var sum, total float64
