@@ -131,7 +131,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 func (f *FSM) Check(c Command) error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if err := check(f.st, c); err != nil {
+	if err := check(f.st, c, true); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrRejected, c.Op, err)
 	}
 	return nil
@@ -209,7 +209,7 @@ func (snapshot) Release() {}
 // command kind to one applyXxx function per command; each returns before its first
 // mutation when the command is invalid.
 func apply(st *State, c Command, idx uint64) error {
-	if err := check(st, c); err != nil {
+	if err := check(st, c, false); err != nil {
 		return err
 	}
 	switch c.Op {
@@ -237,11 +237,16 @@ func apply(st *State, c Command, idx uint64) error {
 }
 
 // check validates c against st without changing it: every rule a command must pass before
-// its applyXxx function mutates the state.
-func check(st *State, c Command) error {
+// its applyXxx function mutates the state. With admit (Check, before a command is
+// proposed) a registration must also pass ValidatePipeline's ranges; applying a committed
+// entry checks only committedPipeline, so that an entry replays alike under every version.
+func check(st *State, c Command, admit bool) error {
 	switch c.Op {
 	case OpRegisterPipeline:
-		return ValidatePipeline(c.Pipeline)
+		if admit {
+			return ValidatePipeline(c.Pipeline)
+		}
+		return committedPipeline(c.Pipeline)
 	case OpDeletePipeline, OpPlanError:
 		return registered(st, c.Job)
 	case OpSetInventory:
@@ -259,6 +264,38 @@ func check(st *State, c Command) error {
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
+}
+
+// committedPipeline is the rule a committed registration is applied under. Log entries
+// are replayed by whatever version a server runs (after a restart, by a new server), so
+// this rule never changes: ranges and other admission limits go into ValidatePipeline,
+// which runs before a registration is proposed. A registration an older version committed
+// that today's limits refuse stays registered.
+func committedPipeline(p *Pipeline) error {
+	if p == nil || p.Job == "" {
+		return fmt.Errorf("pipeline: job is empty")
+	}
+	if len(p.Operators) == 0 {
+		return fmt.Errorf("pipeline %q: no operator groups", p.Job)
+	}
+	seen := map[string]bool{}
+	for i, o := range p.Operators {
+		switch {
+		case o.Name == "":
+			return fmt.Errorf("pipeline %q: operator name is empty", p.Job)
+		case seen[o.Name]:
+			return fmt.Errorf("pipeline %q: duplicate operator %q", p.Job, o.Name)
+		case i > 0 && p.Operators[i-1].Order > o.Order:
+			return fmt.Errorf("pipeline %q: operators not sorted by trident_order at %q", p.Job, o.Name)
+		case o.Order < 0 || !finite(o.CPU) || o.CPU <= 0 || o.MemoryMB <= 0 || o.GPUs < 0 || o.GPUMemoryMB < 0,
+			!finite(o.OutputBytes) || o.OutputBytes < 0, !finite(o.Amplification) || o.Amplification <= 0,
+			!finite(o.ColdStartSec) || o.ColdStartSec < 0, !finite(o.CapacityHint) || o.CapacityHint < 0,
+			o.MinInstances < 0 || o.MaxInstances < 0 || (o.MaxInstances > 0 && o.MinInstances > o.MaxInstances):
+			return fmt.Errorf("pipeline %q: operator %q: a value out of its sign or finiteness range", p.Job, o.Name)
+		}
+		seen[o.Name] = true
+	}
+	return nil
 }
 
 func registered(st *State, job string) error {

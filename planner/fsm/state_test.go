@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -203,25 +204,33 @@ func TestValidatePipelineBoundsOperators(t *testing.T) {
 	}
 }
 
-// TestFSMRefusesOutOfRangePipelines: the FSM applies the same check as the parser and the
-// API, so a registration proposed with absurd values is rejected and changes nothing.
-func TestFSMRefusesOutOfRangePipelines(t *testing.T) {
-	a := &applier{t: t, f: New(nil)}
-	before := stateJSON(t, a.f)
+// TestFSMAdmitsOnlyInRangePipelines: Check (run before a registration is proposed)
+// refuses every out-of-range pipeline, so none reaches the log; a committed entry is
+// applied under the unchanging committed rules, so an entry an older version committed
+// replays alike on every server whatever its version.
+func TestFSMAdmitsOnlyInRangePipelines(t *testing.T) {
 	for _, edit := range []func(*Pipeline){
 		func(p *Pipeline) { p.Operators[0].CPU = 1e-9 },
 		func(p *Pipeline) { p.Operators[1].CapacityHint = 1e300 },
 		func(p *Pipeline) { p.Operators[0].Name = "parse@a.g0" },
 		func(p *Pipeline) { p.Operators[0].Amplification, p.Operators[1].Amplification = 1e6, 1e6 },
 	} {
+		a := &applier{t: t, f: New(nil)}
 		p := pipe()
 		edit(p)
-		if err := a.do(Command{Op: OpRegisterPipeline, Pipeline: p}); err == nil {
-			t.Errorf("registered %+v", p.Operators)
+		if err := a.f.Check(Command{Op: OpRegisterPipeline, Pipeline: p}); !errors.Is(err, ErrRejected) {
+			t.Errorf("admitted %+v: %v", p.Operators, err)
+		}
+		if err := a.do(Command{Op: OpRegisterPipeline, Pipeline: p}); err != nil {
+			t.Errorf("a committed registration did not replay: %v", err)
 		}
 	}
-	if after := stateJSON(t, a.f); after != before {
-		t.Fatalf("state changed:\n%s\n%s", before, after)
+	// What the committed rules refuse, they refuse under every version.
+	a := &applier{t: t, f: New(nil)}
+	bad := pipe()
+	bad.Operators[0].CPU = -1
+	if err := a.do(Command{Op: OpRegisterPipeline, Pipeline: bad}); err == nil {
+		t.Fatal("a negative cpu was applied")
 	}
 }
 
