@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -47,7 +48,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	interval := fs.Duration("interval", 10*time.Second, "rescheduling period")
 	scheduler := fs.String("scheduler", "milp", "scheduler: milp (HiGHS) | greedy (milp greedy) | proportional")
 	solveTimeout := fs.Duration("solve-timeout", 20*time.Second, "time limit of one solve")
-	maxBatch := fs.Int("max-batch", 0, "max config transitions per operator and round (0 = no cap)")
+	maxBatch := fs.Int("max-batch", 1, "max config transitions per operator and round, like Nomad's max_parallel (0 = no cap)")
 	catchUpF := fs.Duration("catch-up", 0, "also size operators to process their backlog within this time (e.g. 2m; 0 = steady state only)")
 	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
 	election := fs.Duration("election-timeout", time.Second, "raft election timeout")
@@ -55,6 +56,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	snapInterval := fs.Duration("snapshot-interval", 30*time.Second, "how often raft checks the snapshot threshold")
 	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
+	oomPattern := fs.String("oom-log-pattern", nomadact.DefaultOOMLogPattern, "regexp (Go syntax) that marks a candidate-config task's non-zero exit as an OOM when its stderr tail matches; empty: exit 137 and Nomad's oom_killed only")
 	oomAbort := fs.Int("oom-abort-after", 2, "fail a config rollout's deployment (auto_revert) once a candidate-config instance has been OOM-killed this many times; -1 = wait for the healthy deadline")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
 	nodePool := fs.String("node-pool", "", "plan only on nodes of this Nomad node pool (set it to the pipeline jobs' node_pool)")
@@ -76,6 +78,12 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *nomadToken, err = secret("nomad-token", *nomadToken, *nomadTokenFile, "NOMAD_TOKEN"); err != nil {
 		return err
+	}
+	var oomRE *regexp.Regexp
+	if *oomPattern != "" {
+		if oomRE, err = regexp.Compile(*oomPattern); err != nil {
+			return fmt.Errorf("-oom-log-pattern: %w", err)
+		}
 	}
 	switch *scheduler {
 	case "milp", "greedy", "proportional":
@@ -175,7 +183,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if nomadClient != nil {
 		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, ProgressDeadline: *progressDeadline,
-			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, NodePool: *nodePool,
+			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, OOMLogPattern: oomRE, NodePool: *nodePool,
 			Datacenters: strings.FieldsFunc(*datacenters, func(r rune) bool { return r == ',' || r == ' ' }), Logger: log})
 		lc.Actuator = act
 		lc.Invalidator = act

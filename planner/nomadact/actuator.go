@@ -1,12 +1,15 @@
 package nomadact
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -34,6 +37,10 @@ type Options struct {
 	// of waiting for the healthy deadline: a config that does not fit the accelerator's
 	// memory will not start fitting, and auto_revert then restores the stable version.
 	OOMAbortAfter int
+	// OOMLogPattern, when set, also counts a candidate-config task's non-zero exits as
+	// OOM kills when the tail of its stderr matches it: CUDA and framework OOMs exit 1 and
+	// say so in stderr (e.g. "CUDA out of memory"), they are not killed with 137.
+	OOMLogPattern *regexp.Regexp
 	// ApplyTimeout bounds how long a submitted job version may wait (default twice
 	// ProgressDeadline) with a group of its deployment unplaced, or, without a running
 	// deployment, with its allocations not converged (lost on a node that went down).
@@ -438,12 +445,21 @@ func (a *Actuator) abortOOMing(ctx context.Context, dep *api.Deployment, candida
 			continue
 		}
 		for task, ts := range al.TaskStates {
-			n := oomKills(ts)
+			n, how := oomKills(ts), "was OOM-killed"
+			if exits := failedExits(ts); n < a.o.OOMAbortAfter && n+exits >= a.o.OOMAbortAfter && a.o.OOMLogPattern != nil {
+				match, err := a.stderrMatches(ctx, al.ID, task, a.o.OOMLogPattern)
+				if err != nil {
+					a.log.Debug("cannot read the candidate's stderr", "alloc", al.ID, "task", task, "err", err)
+				}
+				if match != "" {
+					n, how = n+exits, fmt.Sprintf("ran out of memory (stderr: %q)", fsm.Clip(match, 160))
+				}
+			}
 			if n < a.o.OOMAbortAfter {
 				continue
 			}
-			why := fmt.Sprintf("candidate config OOM: task %s of allocation %s (group %s on %s) was OOM-killed %d times; deployment %s failed early",
-				task, al.ID[:8], al.TaskGroup, al.NodeName, n, dep.ID[:8])
+			why := fmt.Sprintf("candidate config OOM: task %s of allocation %s (group %s on %s) %s %d times; deployment %s failed early",
+				task, al.ID[:8], al.TaskGroup, al.NodeName, how, n, dep.ID[:8])
 			if _, _, err := a.c.Deployments().Fail(dep.ID, a.w(ctx)); err != nil {
 				return "", fmt.Errorf("fail deployment %s after %s: %w", dep.ID, why, err)
 			}
@@ -472,6 +488,80 @@ func oomKills(ts *api.TaskState) int {
 	}
 	return n
 }
+
+// failedExits counts the task's terminations with a non-zero exit status that oomKills
+// does not count.
+func failedExits(ts *api.TaskState) int {
+	if ts == nil {
+		return 0
+	}
+	n := 0
+	for _, ev := range ts.Events {
+		if ev == nil || ev.Type != api.TaskTerminated || ev.Details["oom_killed"] == "true" {
+			continue
+		}
+		if c := ev.Details["exit_code"]; c != "" && c != "0" && c != "137" {
+			n++
+		}
+	}
+	return n
+}
+
+// stderrTail is how much of a task's newest stderr file stderrMatches reads.
+const stderrTail = 64 << 10
+
+// stderrMatches returns the line holding the last match of re in the tail of the task's
+// newest stderr file (Nomad's alloc/logs/<task>.stderr.<n>), or "".
+func (a *Actuator) stderrMatches(ctx context.Context, allocID, task string, re *regexp.Regexp) (string, error) {
+	alloc, _, err := a.c.Allocations().Info(allocID, a.q(ctx))
+	if err != nil {
+		return "", fmt.Errorf("read allocation: %w", err)
+	}
+	files, _, err := a.c.AllocFS().List(alloc, "alloc/logs", a.q(ctx))
+	if err != nil {
+		return "", fmt.Errorf("list logs: %w", err)
+	}
+	newest, idx := "", -1
+	for _, f := range files {
+		rest, ok := strings.CutPrefix(f.Name, task+".stderr.")
+		if n, err := strconv.Atoi(rest); ok && err == nil && n > idx {
+			newest, idx = f.Name, n
+		}
+	}
+	if newest == "" {
+		return "", nil
+	}
+	path := "alloc/logs/" + newest
+	st, _, err := a.c.AllocFS().Stat(alloc, path, a.q(ctx))
+	if err != nil {
+		return "", fmt.Errorf("stat %s: %w", path, err)
+	}
+	off := max(0, st.Size-stderrTail)
+	rc, err := a.c.AllocFS().ReadAt(alloc, path, off, st.Size-off, a.q(ctx))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, stderrTail))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	locs := re.FindAllIndex(b, -1)
+	if len(locs) == 0 {
+		return "", nil
+	}
+	m := locs[len(locs)-1]
+	start := bytes.LastIndexByte(b[:m[0]], '\n') + 1
+	end := bytes.IndexByte(b[m[1]:], '\n')
+	if end < 0 {
+		end = len(b) - m[1]
+	}
+	return strings.TrimSpace(string(b[start : m[1]+end])), nil
+}
+
+// DefaultOOMLogPattern matches the out-of-memory messages of CUDA, PyTorch, TensorFlow and
+// JAX/XLA in an operator's stderr.
+const DefaultOOMLogPattern = `(?i)CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|RESOURCE_EXHAUSTED: Out of memory|out of memory while trying to allocate`
 
 // converged reports whether every group of job version runs exactly its count and no
 // stopped allocation is still draining.
@@ -514,9 +604,21 @@ func (a *Actuator) submit(ctx context.Context, p *fsm.Pipeline, d fsm.Decision, 
 	return planner.StepResult{Status: fsm.StatusApplying}, err
 }
 
-// register submits the rendered version for decision d.
+// register submits the rendered version for decision d. A surge version is fitted to the
+// nodes of the current inventory (see Render).
 func (a *Actuator) register(ctx context.Context, p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job) error {
-	job, err := Render(p, d, phase, existing, a.o)
+	var nodes map[string]fsm.Node
+	if phase == PhaseSurge {
+		inv, err := a.Inventory(ctx)
+		if err != nil {
+			return fmt.Errorf("fit the surge version of decision %d: %w", d.Index, err)
+		}
+		nodes = map[string]fsm.Node{}
+		for _, n := range inv {
+			nodes[n.Name] = n
+		}
+	}
+	job, err := Render(p, d, phase, existing, nodes, a.o)
 	if err != nil {
 		return err
 	}
@@ -534,8 +636,13 @@ func (a *Actuator) register(ctx context.Context, p *fsm.Pipeline, d fsm.Decision
 
 // Render builds the job version of decision d in phase from the pipeline's template.
 // existing (may be nil) is the job currently registered; in the surge phase its
-// old-config groups of transitioning operators keep their counts.
-func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o Options) (*api.Job, error) {
+// old-config groups of transitioning operators keep their counts where the node has room
+// for them beside the new-config instances. nodes (may be nil: no fitting) are the
+// planner's model of each node: on a node the surge would overfill (an operator holding
+// every GPU of its node, the normal state of a throughput-maximising plan), old-config
+// instances are replaced in place instead: the surge keeps only as many as fit, down to
+// the decision's own count, whose placement the scheduler already fitted.
+func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, nodes map[string]fsm.Node, o Options) (*api.Job, error) {
 	var job api.Job
 	if err := json.Unmarshal(p.Template, &job); err != nil {
 		return nil, fmt.Errorf("decode job template of %q: %w", p.Job, err)
@@ -552,10 +659,33 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 		}
 		groups = append(groups, g) // not an operator: kept as written
 	}
-	type want struct {
-		node, config string
-		gen          uint64
-		count        int
+	plans := map[string]map[string]groupWant{}
+	for _, op := range p.Operators {
+		t := d.Operators[op.Name]
+		ws := map[string]groupWant{}
+		for node, pl := range t.Nodes {
+			if pl.Current > 0 {
+				ws[GroupName(op.Name, node, t.Epoch)] = groupWant{node, t.Config, t.Epoch, pl.Current, pl.Current}
+			}
+			if pl.Candidate > 0 {
+				ws[GroupName(op.Name, node, t.Epoch+1)] = groupWant{node, t.CandidateConfig, t.Epoch + 1, pl.Candidate, pl.Candidate}
+			}
+		}
+		if phase == PhaseSurge && t.Transitions > 0 && existing != nil {
+			for _, g := range existing.TaskGroups {
+				if g.Meta[MetaOperator] != op.Name || g.Count == nil || *g.Count == 0 {
+					continue
+				}
+				gen, _ := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
+				if w, ok := ws[*g.Name]; !ok || w.count < *g.Count {
+					ws[*g.Name] = groupWant{g.Meta[MetaNode], g.Meta[opcontract.MetaConfig], gen, *g.Count, w.final}
+				}
+			}
+		}
+		plans[op.Name] = ws
+	}
+	if phase == PhaseSurge && nodes != nil {
+		fitSurge(p, plans, nodes)
 	}
 	for _, op := range p.Operators {
 		base, ok := tpl[op.Name]
@@ -568,26 +698,7 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 		}
 		groups = append(groups, a)
 		t := d.Operators[op.Name]
-		ws := map[string]want{}
-		for node, pl := range t.Nodes {
-			if pl.Current > 0 {
-				ws[GroupName(op.Name, node, t.Epoch)] = want{node, t.Config, t.Epoch, pl.Current}
-			}
-			if pl.Candidate > 0 {
-				ws[GroupName(op.Name, node, t.Epoch+1)] = want{node, t.CandidateConfig, t.Epoch + 1, pl.Candidate}
-			}
-		}
-		if phase == PhaseSurge && t.Transitions > 0 && existing != nil {
-			for _, g := range existing.TaskGroups {
-				if g.Meta[MetaOperator] != op.Name || g.Count == nil || *g.Count == 0 {
-					continue
-				}
-				gen, _ := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
-				if w, ok := ws[*g.Name]; !ok || w.count < *g.Count {
-					ws[*g.Name] = want{g.Meta[MetaNode], g.Meta[opcontract.MetaConfig], gen, *g.Count}
-				}
-			}
-		}
+		ws := plans[op.Name]
 		names := make([]string, 0, len(ws))
 		for n := range ws {
 			names = append(names, n)
@@ -595,6 +706,9 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 		sort.Strings(names)
 		for _, name := range names {
 			w := ws[name]
+			if w.count == 0 {
+				continue
+			}
 			g, err := cloneGroup(base)
 			if err != nil {
 				return nil, err
@@ -652,6 +766,85 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, o 
 	job.TaskGroups = groups
 	job.Update = nil
 	return &job, nil
+}
+
+// groupWant is one rendered group of an operator: its node, config and generation, the
+// count this version runs, and the count the decision's final version runs.
+type groupWant struct {
+	node, config string
+	gen          uint64
+	count, final int
+}
+
+// fitSurge lowers, on every node the surge version would overfill in the planner's model
+// (cores, memory, GPUs), the counts of old-config groups the surge keeps beyond the
+// decision's final count, one instance at a time (GPU operators first when GPUs are
+// short), until the node fits or every group is at its final count. The final version
+// fits by construction (the scheduler planned it within each node), so a surge lowered
+// to it fits too: the old instances are then replaced in place, in one version.
+func fitSurge(p *fsm.Pipeline, plans map[string]map[string]groupWant, nodes map[string]fsm.Node) {
+	type use struct {
+		cpu       float64
+		mem, gpus int
+	}
+	used := map[string]use{}
+	for _, op := range p.Operators {
+		for _, w := range plans[op.Name] {
+			u := used[w.node]
+			u.cpu += float64(w.count) * op.CPU
+			u.mem += w.count * op.MemoryMB
+			u.gpus += w.count * op.GPUs
+			used[w.node] = u
+		}
+	}
+	over := func(n string) (bool, bool) {
+		node, ok := nodes[n]
+		if !ok {
+			return false, false // not in the inventory: Nomad decides
+		}
+		u := used[n]
+		gpu := u.gpus > node.GPUs
+		return gpu || u.cpu > node.CPU+1e-9 || u.mem > node.MemoryMB, gpu
+	}
+	for n := range used {
+		for {
+			isOver, gpuShort := over(n)
+			if !isOver {
+				break
+			}
+			// The kept old-config group to shrink: GPU operators first when GPUs are
+			// short, then the operator with the largest CPU need; names break ties.
+			prefer := func(a fsm.Operator, an string, b fsm.Operator, bn string) bool {
+				if gpuShort && (a.GPUs > 0) != (b.GPUs > 0) {
+					return a.GPUs > 0
+				}
+				if a.CPU != b.CPU {
+					return a.CPU > b.CPU
+				}
+				return an < bn
+			}
+			var bestOp, bestGroup string
+			var best fsm.Operator
+			for _, op := range p.Operators {
+				for name, w := range plans[op.Name] {
+					if w.node == n && w.count > w.final && (bestGroup == "" || prefer(op, name, best, bestGroup)) {
+						bestOp, bestGroup, best = op.Name, name, op
+					}
+				}
+			}
+			if bestGroup == "" {
+				break // nothing left to replace in place on this node
+			}
+			w := plans[bestOp][bestGroup]
+			w.count--
+			plans[bestOp][bestGroup] = w
+			u := used[n]
+			u.cpu -= best.CPU
+			u.mem -= best.MemoryMB
+			u.gpus -= best.GPUs
+			used[n] = u
+		}
+	}
 }
 
 // anchor returns the operator's anchor group: the user's group as written, with count 0,

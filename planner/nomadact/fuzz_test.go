@@ -101,7 +101,7 @@ func FuzzParsePipeline(f *testing.F) {
 			d.Operators[o.Name] = fsm.OpTarget{Config: o.Config, CandidateConfig: o.Config + "x", Epoch: 1,
 				Nodes: map[string]fsm.Placement{"c1": {Current: 1, Candidate: 1}, "c1.g0": {Current: 1}}}
 		}
-		v, err := Render(p, d, PhaseFinal, nil, New(nil, Options{}).o)
+		v, err := Render(p, d, PhaseFinal, nil, nil, New(nil, Options{}).o)
 		if err != nil {
 			t.Fatalf("render an accepted pipeline: %v", err)
 		}

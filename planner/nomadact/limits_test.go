@@ -213,7 +213,7 @@ func TestRenderRefusesUnnamedTemplateGroups(t *testing.T) {
 	job.TaskGroups = append(job.TaskGroups, &api.TaskGroup{})
 	p.Template, _ = json.Marshal(job)
 	d := fsm.Decision{Index: 1, Job: "pipe", Operators: map[string]fsm.OpTarget{}}
-	if _, err := Render(p, d, PhaseFinal, nil, New(nil, Options{}).o); err == nil || !strings.Contains(err.Error(), "has a group without a name") {
+	if _, err := Render(p, d, PhaseFinal, nil, nil, New(nil, Options{}).o); err == nil || !strings.Contains(err.Error(), "has a group without a name") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -74,7 +74,7 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 		"gpu": {Nodes: map[string]fsm.Placement{"b": {Current: 2}}, Config: "batch=8"},
 	}}
 	o := New(nil, Options{}).o
-	v1, err := Render(p, d1, PhaseFinal, nil, o)
+	v1, err := Render(p, d1, PhaseFinal, nil, nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 	// job+group+task meta changed.
 	d1b := d1
 	d1b.Index = 8
-	v1b, err := Render(p, d1b, PhaseFinal, v1, o)
+	v1b, err := Render(p, d1b, PhaseFinal, v1, nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestRenderPinsGroupsToNodes(t *testing.T) {
 		"gpu": {Nodes: map[string]fsm.Placement{"b": {Current: 1, Candidate: 1}}, Config: "batch=8", CandidateConfig: "batch=16", Transitions: 1},
 	}}
 	counts := func(phase string) map[string]int {
-		j, err := Render(p, d2, phase, v1, o)
+		j, err := Render(p, d2, phase, v1, nil, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func TestRenderNamesServicesAndPicksTheMainTask(t *testing.T) {
 		"src": {Nodes: map[string]fsm.Placement{"a": {Current: 1}}, Config: "mode=fast"},
 		"gpu": {Nodes: map[string]fsm.Placement{"b": {Current: 1}}, Config: "batch=8"},
 	}}
-	v, err := Render(p, d, PhaseFinal, nil, New(nil, Options{}).o)
+	v, err := Render(p, d, PhaseFinal, nil, nil, New(nil, Options{}).o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 
 // testJob is a two-operator pipeline: "src" (CPU) and "gpu" (one accelerator with at least
 // 8000 MiB). Its task exits at once when its config contains "bad", so a transition to
-// such a config fails its deployment, and exits 137 (like an OOM kill) when it contains
-// "oom". "src" never restarts a task; "gpu" restarts it three times, then waits out the
+// such a config fails its deployment, exits 137 (like an OOM kill) when it contains
+// "oom", and exits 1 after printing PyTorch's CUDA OOM message when it contains "cudaoom". "src" never restarts a task; "gpu" restarts it three times, then waits out the
 // restart interval (mode "delay"), so Nomad alone would fail an OOMing rollout only at
 // the healthy deadline.
 func testJob(id string) *api.Job {
@@ -18,7 +18,7 @@ func testJob(id string) *api.Job {
 			Name: name, Driver: "raw_exec",
 			Config: map[string]any{
 				"command": "/bin/sh",
-				"args":    []string{"-c", `case "$NOMAD_META_trident_config" in *bad*) exit 3;; *oom*) exit 137;; esac; exec sleep 3600`},
+				"args":    []string{"-c", `case "$NOMAD_META_trident_config" in *bad*) exit 3;; *cudaoom*) echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2; exit 1;; *oom*) exit 137;; esac; exec sleep 3600`},
 			},
 			Resources:   &api.Resources{CPU: ptr(20), MemoryMB: ptr(32)},
 			KillTimeout: ptr(2 * time.Second),
