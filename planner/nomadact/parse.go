@@ -19,19 +19,21 @@
 //
 // # Transitions: surge (canary) then promote, auto-revert on failure
 //
-// A decision with transitions is applied in two job versions. The "surge" version adds the
-// new-config instances next to all old ones (these are the canaries; a Nomad deployment
-// with health_check = "task_states", min_healthy_time, healthy_deadline and auto_revert
-// gates them). Only when that deployment is successful does the "final" version remove the
-// old-config instances (scale-down drains gracefully: the task's kill_timeout, default
-// Options.KillTimeout, lets an operator finish in-flight records). When the surge
-// deployment fails, Nomad reverts to the last stable version and Step reports the decision
-// failed, after which the FSM drops the candidate. A candidate config that does not fit
-// the accelerator is failed early: once one of its instances has been OOM-killed
-// Options.OOMAbortAfter times (Nomad's oom_killed flag or exit status 137), Step fails the
-// deployment itself (`nomad deployment fail`, which triggers the auto-revert) instead of
-// leaving it to restart until the healthy deadline. Decisions without transitions go
-// straight to the final version.
+// A decision with transitions is applied in two job versions. The "surge" version adds
+// the new-config instances (the canaries) next to the old ones: all old ones where the
+// node has room, as many as fit where it has not, so old instances are then replaced in
+// place (see Render). A Nomad deployment with health_check = "task_states",
+// min_healthy_time, healthy_deadline and auto_revert gates them. Only when that deployment
+// is successful does the "final" version remove the remaining old-config instances
+// (scale-down drains gracefully: the task's kill_timeout, default Options.KillTimeout,
+// lets an operator finish in-flight records). When the surge deployment fails, Nomad
+// reverts to the last stable version and Step reports the decision failed, after which
+// the FSM drops the candidate. A candidate config that does not fit the accelerator is
+// failed early: once one of its instances has been OOM-killed Options.OOMAbortAfter times
+// (Nomad's oom_killed flag, exit status 137, or a non-zero exit whose stderr matches
+// Options.OOMLogPattern), Step fails the deployment itself (`nomad deployment fail`,
+// which triggers the auto-revert) instead of leaving it to restart until the healthy
+// deadline. Decisions without transitions go straight to the final version.
 //
 // Nomad's canary stanza is not used for transitions: promoting canaries replaces every
 // allocation of the group, and a new job version stops the unpromoted canaries of the
