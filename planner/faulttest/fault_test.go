@@ -171,10 +171,11 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 		c.procs, c.proxies = append(c.procs, p), append(c.proxies, px)
 		peers = append(peers, fmt.Sprintf("%s=%s@%s", p.id, px.Addr(), p.http))
 	}
+	// -max-batch 0: the whole transition in one decision, whose surge the test interrupts.
 	for i, p := range c.procs {
 		p.args = []string{"-id", p.id, "-bind", p.raftBind, "-advertise", c.proxies[i].Addr(), "-http", p.http,
 			"-data-dir", p.dataDir, "-peers", joinComma(peers), "-bootstrap", "-nomad-addr", n.Addr, "-token", token,
-			"-interval", "1s", "-scheduler", "milp", "-heartbeat-timeout", "500ms", "-election-timeout", "500ms",
+			"-interval", "1s", "-scheduler", "milp", "-max-batch", "0", "-heartbeat-timeout", "500ms", "-election-timeout", "500ms",
 			"-snapshot-threshold", "24", "-snapshot-interval", "500ms", "-min-healthy-time", "4s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
 		p.start(t, bin)
 	}
