@@ -26,8 +26,8 @@ func runBenchPlanner(ctx context.Context, args []string, stdout, stderr io.Write
 	sample := fs.Duration("sample", 2*time.Second, "period of the CPU, RSS and status samples")
 	settle := fs.Duration("settle", 10*time.Second, "after the oversize requests, sample RSS once more this much later")
 	bin := fs.String("bin", "", "trident binary the planner servers run (default: this executable)")
-	nomadBin := fs.String("nomad", "", "nomad binary (default: $TRIDENT_TOOLS_BIN, the `make tools` cache, ./bin, $PATH)")
-	keep := fs.String("dir", "", "working directory of the clusters, kept afterwards (default: a temp dir, removed after a successful run)")
+	nomadBin := fs.String("nomad", "", "nomad binary (default: from $TRIDENT_TOOLS_BIN, the make-tools cache, ./bin or $PATH)")
+	dir := fs.String("dir", "", "working directory of the clusters, kept afterwards (default: a temp dir, removed after a successful run)")
 	verbose := fs.Bool("v", false, "log the clusters' diagnostics to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: trident bench planner [flags]
@@ -78,7 +78,7 @@ flags:
 	}
 	rep, err := soakbench.Run(ctx, soakbench.Options{
 		TridentBin: *bin, NomadBin: *nomadBin, Idle: *idle, Busy: *busy, Interval: *interval,
-		Flip: *flip, Sample: *sample, Settle: *settle, Dir: *keep, Progress: stderr, Logger: log,
+		Flip: *flip, Sample: *sample, Settle: *settle, Dir: *dir, Progress: stderr, Logger: log,
 	})
 	if rep != nil && len(rep.Phases) > 0 {
 		fmt.Fprintf(stdout, "planner soak of %s, load average (1 5 15 min) %s at the start of the idle phase, %s at the end of the busy phase\n",

@@ -28,7 +28,7 @@ func TestBenchPlannerShort(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	err := runBenchPlanner(ctx, []string{"-idle", "8s", "-busy", "10s", "-flip", "4s", "-settle", "1s",
+	err := runBenchPlanner(ctx, []string{"-idle", "6s", "-busy", "8s", "-flip", "4s", "-settle", "1s",
 		"-bin", filepath.Join(dir, "trident"), "-dir", filepath.Join(t.TempDir(), "soak")}, &stdout, &stderr)
 	t.Logf("bench planner took %v\nstderr:\n%s\nstdout:\n%s", time.Since(start).Round(time.Second), stderr.String(), stdout.String())
 	if err != nil {
