@@ -15,13 +15,14 @@ func benchVerbs() map[string]command {
 		"adapt":   {"adaptation layer: constrained BO vs baselines, online clustering", runBenchAdapt},
 		"milp":    {"scheduling layer: MILP solve time and gap per cluster size", runBenchMILP},
 		"e2e":     {"simulated end-to-end throughput of Trident vs baselines and ablations", runBenchE2E},
+		"planner": {"soak of a 3-server planner cluster on real Nomad: rounds, CPU, RSS, raft log, 413s", runBenchPlanner},
 	}
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbs := benchVerbs()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, "usage: trident bench <observe|adapt|milp|e2e> [flags]")
+		fmt.Fprintln(stderr, "usage: trident bench <observe|adapt|milp|e2e|planner> [flags]")
 		names := make([]string, 0, len(verbs))
 		for n := range verbs {
 			names = append(names, n)
@@ -37,7 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	v, ok := verbs[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown benchmark %q (want observe, adapt, milp or e2e)", args[0])
+		return fmt.Errorf("unknown benchmark %q (want observe, adapt, milp, e2e or planner)", args[0])
 	}
 	return v.run(ctx, args[1:], stdout, stderr)
 }

@@ -135,6 +135,20 @@ func (p *Planners) Leader(ctx context.Context) (string, error) {
 	}
 }
 
+// PID returns the process ID of server i (0-based), or 0 when it was never started.
+func (p *Planners) PID(i int) int {
+	if i < 0 || i >= len(p.procs) || p.procs[i] == nil || p.procs[i].cmd.Process == nil {
+		return 0
+	}
+	return p.procs[i].cmd.Process.Pid
+}
+
+// DataDir returns the data dir of server i (0-based): its -data-dir, holding raft.db and
+// snapshots/.
+func (p *Planners) DataDir(i int) string {
+	return filepath.Join(p.Dir, fmt.Sprintf("p%d", i+1))
+}
+
 // Kill sends SIGKILL to server i (0-based) and waits for it to exit.
 func (p *Planners) Kill(i int) {
 	_ = syscall.Kill(-p.procs[i].cmd.Process.Pid, syscall.SIGKILL)
