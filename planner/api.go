@@ -62,11 +62,17 @@ const (
 	MaxSmallBody = 64 << 10
 )
 
-// limit answers 413 for a body above max bytes and caps what h can read at max.
+// limit answers 413 for a body above max bytes and caps what h can read at max. Routes
+// whose limit is above MaxSmallBody also need the body's Content-Length (411 without it):
+// a chunked body would be read, up to MiBs, before its size is known.
 func limit(max int64, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > max {
 			writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body of %d bytes exceeds the %d-byte limit of %s %s", r.ContentLength, max, r.Method, r.Pattern))
+			return
+		}
+		if r.ContentLength < 0 && max > MaxSmallBody {
+			writeErr(w, http.StatusLengthRequired, fmt.Errorf("%s %s needs the body's Content-Length (bodies up to %d bytes)", r.Method, r.Pattern, max))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, max)

@@ -128,8 +128,9 @@ func TestStrictBodies(t *testing.T) {
 }
 
 // TestBodyLimits: a body above its route's limit is answered 413, at once when its
-// Content-Length says so (without reading it), and as soon as the limit is crossed when
-// it is chunked; the server's state and log are unchanged.
+// Content-Length says so (without reading it); a chunked body is refused with 411 on the
+// routes with MiB limits and with 413 as soon as it crosses a small route's limit; the
+// server's state and log are unchanged.
 func TestBodyLimits(t *testing.T) {
 	c, addr := hardened(t)
 	s := c.servers[0]
@@ -146,16 +147,21 @@ func TestBodyLimits(t *testing.T) {
 	if took > 2*time.Second {
 		t.Fatalf("declared oversize pipeline answered after %v", took)
 	}
-	// Chunked, no length: the server stops reading at the limit.
+	// Chunked, no length, on a route with a MiB limit: 411 before reading anything.
 	big := bytes.Repeat([]byte(" "), MaxObservationsBody+10)
 	code, body, _ = rawDo(t, http.MethodPost, addr+"/v1/observations", c.token, bytes.NewReader(big), -1)
-	if code != http.StatusRequestEntityTooLarge {
-		t.Fatalf("chunked oversize observations: HTTP %d %s", code, body)
+	if code != http.StatusLengthRequired {
+		t.Fatalf("chunked observations: HTTP %d %s", code, body)
 	}
 	small := bytes.Repeat([]byte(" "), MaxSmallBody+1)
 	code, _, _ = rawDo(t, http.MethodPut, addr+"/v1/candidates/pdf/embed", c.token, bytes.NewReader(small), int64(len(small)))
 	if code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("oversize candidate: HTTP %d", code)
+	}
+	// Chunked on a small route: read up to the limit, then 413.
+	code, _, _ = rawDo(t, http.MethodPut, addr+"/v1/candidates/pdf/embed", c.token, bytes.NewReader(small), -1)
+	if code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked oversize candidate: HTTP %d", code)
 	}
 	if s.Raft().LastIndex() != last {
 		t.Fatalf("oversize requests appended raft entries")

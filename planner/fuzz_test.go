@@ -71,7 +71,7 @@ func FuzzWriteRoutes(f *testing.F) {
 		switch w.Code {
 		case http.StatusOK, http.StatusAccepted:
 			return
-		case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge,
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusLengthRequired,
 			http.StatusUnprocessableEntity, http.StatusNotImplemented:
 		default:
 			t.Fatalf("%s %s %q: unexpected HTTP %d %s", rt.method, rt.path, body, w.Code, w.Body)

@@ -32,8 +32,14 @@ type OversizeRequest struct {
 	Code int
 	// Latency is the time from the first byte sent to the answer's status line.
 	Latency time.Duration
-	// Err says why there was no answer, or what an answer other than 413 said.
+	// Err says why there was no answer, or what an answer other than a refusal said.
 	Err string
+}
+
+// Refused reports whether the planner refused the request without taking its body: 413,
+// or 411 (Length Required) for a chunked body on a route whose limit is MiBs.
+func (q OversizeRequest) Refused() bool {
+	return q.Code == 413 || q.Chunked && q.Code == 411
 }
 
 // oversizePayload is a 5 MiB JSON-looking body: {"job":"aaaa…"}.
