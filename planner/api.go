@@ -96,9 +96,13 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
-// decodeStrict decodes exactly one JSON value into v: unknown fields and anything after
-// the value are refused.
+// decodeStrict decodes exactly one JSON value into v: unknown fields, a top-level null
+// (which would decode as an empty value, e.g. an empty inventory) and anything after the
+// value are refused.
 func decodeStrict(b []byte, v any) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return errors.New("decode request body: null is not a valid body")
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

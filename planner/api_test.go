@@ -116,6 +116,8 @@ func TestStrictBodies(t *testing.T) {
 		{http.MethodPut, "/v1/candidates/pdf/embed", `{"config":"batch=16","capacity":1,"cold_start_s":1,"batch":3}`},
 		{http.MethodPost, "/v1/pipelines/pdf/apply", `{"group":"parse","count":1}{}`},
 		{http.MethodPut, "/v1/inventory", `[{"name":"a","cpu":1,"gpus":0,"memory_mb":1,"speed":9}]`},
+		{http.MethodPut, "/v1/inventory", `null`}, // used to wipe the inventory
+		{http.MethodPost, "/v1/observations", ` null `},
 	} {
 		code, body, _ := rawDo(t, tc.method, addr+tc.path, c.token, strings.NewReader(tc.body), int64(len(tc.body)))
 		if code != http.StatusBadRequest {

@@ -34,6 +34,8 @@ type testCluster struct {
 	layers []*cutLayer
 	// tls, when set, runs raft (and the API) over TLS with these files.
 	tls *pkiFiles
+	// logs receives the servers' logs (default: discarded).
+	logs slog.Handler
 }
 
 func newTestCluster(t testing.TB, n int, loop func(i int) *LoopConfig) *testCluster {
@@ -41,7 +43,13 @@ func newTestCluster(t testing.TB, n int, loop func(i int) *LoopConfig) *testClus
 }
 
 func newTestClusterOpts(t testing.TB, n int, loop func(i int) *LoopConfig, cuttable bool) *testCluster {
-	c := &testCluster{t: t, loop: loop, token: "s3cret"}
+	return newTestClusterLogs(t, n, loop, cuttable, nil)
+}
+
+// newTestClusterLogs is newTestClusterOpts with the servers' logs sent to logs (nil:
+// discarded).
+func newTestClusterLogs(t testing.TB, n int, loop func(i int) *LoopConfig, cuttable bool, logs slog.Handler) *testCluster {
+	c := &testCluster{t: t, loop: loop, token: "s3cret", logs: logs}
 	if cuttable {
 		c.layers = make([]*cutLayer, n)
 	}
@@ -84,7 +92,7 @@ func (c *testCluster) start(i int) {
 		RaftTLS: c.tls != nil, TLSCert: c.tls.certOr(), TLSKey: c.tls.keyOr(), TLSCA: c.tls.caOr(),
 		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
 		SnapshotThreshold: 16, SnapshotInterval: 200 * time.Millisecond,
-		Loop: lc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Loop: lc, Logger: slog.New(c.logHandler()),
 	})
 	if err != nil {
 		c.t.Fatalf("start %s: %v", c.peers[i].ID, err)
@@ -92,6 +100,13 @@ func (c *testCluster) start(i int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.servers[i], c.cancels[i], c.done[i] = s, cancel, make(chan error, 1)
 	go func(ch chan error) { ch <- s.Serve(ctx) }(c.done[i])
+}
+
+func (c *testCluster) logHandler() slog.Handler {
+	if c.logs != nil {
+		return c.logs
+	}
+	return slog.NewTextHandler(io.Discard, nil)
 }
 
 func (c *testCluster) stop(i int) {

@@ -47,16 +47,10 @@ type ResubmitDetector interface {
 	Resubmitted(ctx context.Context, job string) (bool, error)
 }
 
-// JobRef names a Nomad job and the modify index of its registered version.
-type JobRef struct {
-	ID          string
-	ModifyIndex uint64
-}
-
 // PipelineFinder is an optional Actuator extension used with LoopConfig.AutoRegister: it
 // lists the running jobs that mark themselves as pipelines (job meta trident_pipeline).
 type PipelineFinder interface {
-	PipelineJobs(ctx context.Context) ([]JobRef, error)
+	PipelineJobs(ctx context.Context) ([]string, error)
 }
 
 // Estimator supplies capacity estimates (records/s per instance on the current config).
@@ -119,9 +113,13 @@ type Loop struct {
 	rounds, solves atomic.Uint64
 	results        chan solveResult
 	solving        map[string]bool
-	// refused remembers, per job, the modify index of a version auto-registration could
-	// not register, so that its reason is logged once per version, not every round.
-	refused map[string]uint64
+	// stale marks jobs a solving round skipped because their previous solve still ran:
+	// that solve's input predates the round, so its result is followed by another solve.
+	stale map[string]bool
+	// refused remembers, per job, why auto-registration last failed, so that a reason is
+	// logged once, not every round (the job is tried again every round: the cause may be
+	// transient, or the inventory may grow).
+	refused map[string]string
 	// adopted marks jobs whose re-submitted version was registered again: their next
 	// plan is committed even when it moves nothing, so that a rendered version replaces
 	// the user's unpinned one.
@@ -195,8 +193,9 @@ func (l *Loop) debounce() time.Duration {
 func (l *Loop) runLeader(ctx context.Context) {
 	l.results = make(chan solveResult, 16)
 	l.solving = map[string]bool{}
+	l.stale = map[string]bool{}
 	l.adopted = map[string]bool{}
-	l.refused = map[string]uint64{}
+	l.refused = map[string]string{}
 	// Make sure every committed entry is applied before acting on the state.
 	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
@@ -227,7 +226,7 @@ func (l *Loop) runLeader(ctx context.Context) {
 			return
 		case <-t.C:
 			run(true)
-			wantSolve = false
+			wantSolve, pending = false, nil
 		case <-l.kickCh:
 			wantSolve = true
 			schedule()
@@ -239,7 +238,14 @@ func (l *Loop) runLeader(ctx context.Context) {
 			wantSolve = false
 		case r := <-l.results:
 			delete(l.solving, r.job)
-			if l.commit(ctx, r) {
+			committed := l.commit(ctx, r)
+			if l.stale[r.job] {
+				// A solving round passed the job while this solve ran: solve again
+				// on the newer input.
+				delete(l.stale, r.job)
+				wantSolve = true
+				schedule()
+			} else if committed {
 				run(false)
 			}
 		}
@@ -284,32 +290,34 @@ func (l *Loop) round(ctx context.Context, solve bool) {
 }
 
 // autoRegister registers the running jobs marked as pipelines that are not registered yet.
-// A job whose version cannot be registered (its meta does not parse, it does not fit) is
-// logged once per version and tried again when the job changes.
+// A job that cannot be registered (its meta does not parse, it does not fit, Nomad or raft
+// failed) is tried again every solving round; each distinct reason is logged once.
 func (l *Loop) autoRegister(ctx context.Context) {
 	f, ok := l.cfg.Actuator.(PipelineFinder)
 	if !ok {
 		return
 	}
-	refs, err := f.PipelineJobs(ctx)
+	ids, err := f.PipelineJobs(ctx)
 	if err != nil {
 		l.log.Warn("auto-register: cannot list the jobs marked as pipelines", "err", err)
 		return
 	}
-	for _, ref := range refs {
+	for _, id := range ids {
 		var known bool
-		l.s.fsm.Read(func(st *fsm.State) { _, known = st.Pipelines[ref.ID] })
-		if known || l.refused[ref.ID] == ref.ModifyIndex {
+		l.s.fsm.Read(func(st *fsm.State) { _, known = st.Pipelines[id] })
+		if known {
 			continue
 		}
-		p, idx, err := l.s.register(ctx, ref.ID, nil)
+		p, idx, err := l.s.register(ctx, id, nil)
 		if err != nil {
-			l.refused[ref.ID] = ref.ModifyIndex
-			l.log.Warn("auto-register: job marked as a pipeline not registered", "job", ref.ID, "err", err)
+			if l.refused[id] != err.Error() {
+				l.refused[id] = err.Error()
+				l.log.Warn("auto-register: job marked as a pipeline not registered; trying again every interval", "job", id, "err", err)
+			}
 			continue
 		}
-		delete(l.refused, ref.ID)
-		l.log.Info("auto-registered pipeline", "job", ref.ID, "index", idx, "operators", len(p.Operators))
+		delete(l.refused, id)
+		l.log.Info("auto-registered pipeline", "job", id, "index", idx, "operators", len(p.Operators))
 	}
 }
 
@@ -376,8 +384,12 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 		}
 		return
 	}
-	if !solve || l.solving[job] {
-		return // not a solving round, or the previous solve still runs: the committed plan stays in force
+	if !solve {
+		return
+	}
+	if l.solving[job] {
+		l.stale[job] = true
+		return // the previous solve still runs: the committed plan stays in force
 	}
 	if !l.adoptResubmitted(ctx, job) {
 		return
@@ -394,6 +406,7 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 	}
 	l.solving[job] = true
 	l.solves.Add(1)
+	results := l.results // this term's channel: a later term makes a new one
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
 		defer cancel()
@@ -405,7 +418,7 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 			fcancel()
 		}
 		select {
-		case l.results <- solveResult{job: job, in: in, plan: plan, err: err}:
+		case results <- solveResult{job: job, in: in, plan: plan, err: err}:
 		case <-ctx.Done():
 		}
 	}()

@@ -5,9 +5,12 @@
 // request is retried with bounded, jittered exponential backoff when the answer says the
 // cluster is between leaders (HTTP 502, 503, 504; e.g. "leadership lost while committing
 // log") or the server could not be reached, the way the autoscaler plugins, the
-// observation feed and the CLI all need. Every write of the API is idempotent (a
-// repeated registration, observation, candidate, apply or delete leaves the same state),
-// which is what makes retrying writes safe. Other errors come back at once as *StatusError.
+// observation feed and the CLI all need. A retried write may have committed the first
+// time (a 502/503 does not say it did not), so only writes that are safe to repeat are
+// retried: a repeated registration, observation, candidate, apply or inventory leaves the
+// same state; a delete repeated after it committed answers 404, which the client takes as
+// done; a leadership transfer is never repeated. Other errors come back at once as
+// *StatusError.
 package client
 
 import (
@@ -153,6 +156,11 @@ func transient(code int) bool {
 // body; a json.RawMessage or []byte is sent as is) and decodes a 2xx answer into out
 // (nil: discarded). Transient failures are retried as the package documents.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	return c.do(ctx, method, path, in, out, c.retries)
+}
+
+// do is Do with its own retry budget.
+func (c *Client) do(ctx context.Context, method, path string, in, out any, retries int) error {
 	var body []byte
 	switch v := in.(type) {
 	case nil:
@@ -174,7 +182,10 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		if err == nil {
 			return decode(resp, out, method, u)
 		}
-		if ctx.Err() != nil || attempt >= c.retries || !retryable(err) {
+		if attempt > 0 && method == http.MethodDelete && IsNotFound(err) {
+			return nil // an earlier attempt deleted it; its answer was lost
+		}
+		if ctx.Err() != nil || attempt >= retries || !retryable(err) {
 			return err
 		}
 		d := wait + time.Duration(rand.Int64N(int64(wait)/2+1))
@@ -353,10 +364,11 @@ func (c *Client) SetInventory(ctx context.Context, nodes []fsm.Node) (IndexRespo
 	return out, c.Do(ctx, http.MethodPut, "/v1/inventory", nodes, &out)
 }
 
-// TransferLeadership moves raft leadership to server id ("": raft's choice).
+// TransferLeadership moves raft leadership to server id ("": raft's choice). It is not
+// retried: a transfer that happened but whose answer was lost would move leadership twice.
 func (c *Client) TransferLeadership(ctx context.Context, id string) (TransferResponse, error) {
 	var out TransferResponse
-	return out, c.Do(ctx, http.MethodPost, "/v1/leadership/transfer", TransferRequest{ID: id}, &out)
+	return out, c.do(ctx, http.MethodPost, "/v1/leadership/transfer", TransferRequest{ID: id}, &out, 0)
 }
 
 // Snapshot asks the server to take a raft snapshot now.

@@ -129,3 +129,35 @@ func TestDefaultConfigReadsEnvironment(t *testing.T) {
 		t.Fatalf("set: %+v", c)
 	}
 }
+
+// TestRetriedDeleteThatCommitted: a delete whose first answer was lost (503) and whose
+// retry finds the job gone (404) succeeded; a first-attempt 404 is still an error.
+func TestRetriedDeleteThatCommitted(t *testing.T) {
+	var n atomic.Int32
+	c := newTest(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // committed, then leadership lost
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(ErrorResponse{Error: `pipeline "pdf" is not registered`})
+	}, Config{MinBackoff: time.Millisecond})
+	if _, err := c.DeletePipeline(context.Background(), "pdf"); err != nil || n.Load() != 2 {
+		t.Fatalf("retried delete: %v after %d attempts", err, n.Load())
+	}
+	if _, err := c.DeletePipeline(context.Background(), "pdf"); !IsNotFound(err) {
+		t.Fatalf("first-attempt 404: %v", err)
+	}
+}
+
+// TestTransferIsNotRetried: a leadership transfer is sent once even on a 503.
+func TestTransferIsNotRetried(t *testing.T) {
+	var n atomic.Int32
+	c := newTest(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}, Config{MinBackoff: time.Millisecond})
+	if _, err := c.TransferLeadership(context.Background(), ""); err == nil || n.Load() != 1 {
+		t.Fatalf("transfer: %v after %d attempts", err, n.Load())
+	}
+}

@@ -356,23 +356,23 @@ func isNotFound(err error) bool {
 	return strings.Contains(err.Error(), "Unexpected response code: 404")
 }
 
-// PipelineJobs implements planner.PipelineFinder: the running jobs of the namespace whose
-// job meta trident_pipeline (opcontract.MetaPipeline) is true, with their modify index.
-func (a *Actuator) PipelineJobs(ctx context.Context) ([]planner.JobRef, error) {
+// PipelineJobs implements planner.PipelineFinder: the IDs of the running jobs of the
+// namespace whose job meta trident_pipeline (opcontract.MetaPipeline) is true.
+func (a *Actuator) PipelineJobs(ctx context.Context) ([]string, error) {
 	stubs, _, err := a.c.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, a.q(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	var out []planner.JobRef
+	var out []string
 	for _, j := range stubs {
 		if j.Stop || j.Status == "dead" {
 			continue
 		}
 		if on, err := strconv.ParseBool(j.Meta[opcontract.MetaPipeline]); err == nil && on {
-			out = append(out, planner.JobRef{ID: j.ID, ModifyIndex: j.JobModifyIndex})
+			out = append(out, j.ID)
 		}
 	}
-	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	sort.Strings(out)
 	return out, nil
 }
 
@@ -447,12 +447,16 @@ func (a *Actuator) abortOOMing(ctx context.Context, dep *api.Deployment, candida
 		for task, ts := range al.TaskStates {
 			n, how := oomKills(ts), "was OOM-killed"
 			if exits := failedExits(ts); n < a.o.OOMAbortAfter && n+exits >= a.o.OOMAbortAfter && a.o.OOMLogPattern != nil {
-				match, err := a.stderrMatches(ctx, al.ID, task, a.o.OOMLogPattern)
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				matches, line, err := a.stderrMatches(rctx, al.ID, task, a.o.OOMLogPattern)
+				cancel()
 				if err != nil {
-					a.log.Debug("cannot read the candidate's stderr", "alloc", al.ID, "task", task, "err", err)
+					// E.g. a Nomad token without the read-fs capability.
+					a.log.Warn("cannot read a failing candidate's stderr for OOM messages", "alloc", al.ID, "task", task, "err", err)
 				}
-				if match != "" {
-					n, how = n+exits, fmt.Sprintf("ran out of memory (stderr: %q)", fsm.Clip(match, 160))
+				if matches > 0 {
+					// Each OOM prints its message once: count the exits it explains.
+					n, how = n+min(exits, matches), fmt.Sprintf("ran out of memory (stderr: %q)", fsm.Clip(line, 160))
 				}
 			}
 			if n < a.o.OOMAbortAfter {
@@ -510,16 +514,17 @@ func failedExits(ts *api.TaskState) int {
 // stderrTail is how much of a task's newest stderr file stderrMatches reads.
 const stderrTail = 64 << 10
 
-// stderrMatches returns the line holding the last match of re in the tail of the task's
-// newest stderr file (Nomad's alloc/logs/<task>.stderr.<n>), or "".
-func (a *Actuator) stderrMatches(ctx context.Context, allocID, task string, re *regexp.Regexp) (string, error) {
+// stderrMatches counts the matches of re in the tail of the task's newest stderr file
+// (Nomad's alloc/logs/<task>.stderr.<n>; reading it needs the read-fs capability) and
+// returns the line holding the last one.
+func (a *Actuator) stderrMatches(ctx context.Context, allocID, task string, re *regexp.Regexp) (int, string, error) {
 	alloc, _, err := a.c.Allocations().Info(allocID, a.q(ctx))
 	if err != nil {
-		return "", fmt.Errorf("read allocation: %w", err)
+		return 0, "", fmt.Errorf("read allocation: %w", err)
 	}
 	files, _, err := a.c.AllocFS().List(alloc, "alloc/logs", a.q(ctx))
 	if err != nil {
-		return "", fmt.Errorf("list logs: %w", err)
+		return 0, "", fmt.Errorf("list logs: %w", err)
 	}
 	newest, idx := "", -1
 	for _, f := range files {
@@ -529,26 +534,26 @@ func (a *Actuator) stderrMatches(ctx context.Context, allocID, task string, re *
 		}
 	}
 	if newest == "" {
-		return "", nil
+		return 0, "", nil
 	}
 	path := "alloc/logs/" + newest
 	st, _, err := a.c.AllocFS().Stat(alloc, path, a.q(ctx))
 	if err != nil {
-		return "", fmt.Errorf("stat %s: %w", path, err)
+		return 0, "", fmt.Errorf("stat %s: %w", path, err)
 	}
 	off := max(0, st.Size-stderrTail)
 	rc, err := a.c.AllocFS().ReadAt(alloc, path, off, st.Size-off, a.q(ctx))
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
+		return 0, "", fmt.Errorf("read %s: %w", path, err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, stderrTail))
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
+		return 0, "", fmt.Errorf("read %s: %w", path, err)
 	}
 	locs := re.FindAllIndex(b, -1)
 	if len(locs) == 0 {
-		return "", nil
+		return 0, "", nil
 	}
 	m := locs[len(locs)-1]
 	start := bytes.LastIndexByte(b[:m[0]], '\n') + 1
@@ -556,7 +561,7 @@ func (a *Actuator) stderrMatches(ctx context.Context, allocID, task string, re *
 	if end < 0 {
 		end = len(b) - m[1]
 	}
-	return strings.TrimSpace(string(b[start : m[1]+end])), nil
+	return len(locs), strings.TrimSpace(string(b[start : m[1]+end])), nil
 }
 
 // DefaultOOMLogPattern matches the out-of-memory messages of CUDA, PyTorch, TensorFlow and
