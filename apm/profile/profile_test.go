@@ -184,12 +184,22 @@ func TestMissingMetricsAreNamed(t *testing.T) {
 		t.Errorf("triton, unknown model: %q names the GPU metrics, which carry no model label", err)
 	}
 
-	_, err = Parse(strings.NewReader("# nothing\n"), mustLookup(t, Trident), Options{})
-	for _, want := range []string{"trident_records_in_total", "trident_records_out_total", "trident_useful_seconds_total",
-		"trident_queue_length", "trident_accelerator_utilization | trident_cpu_utilization"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("trident, empty scrape: err %v lacks %q", err, want)
+	// A vLLM server scraped as a trident operator (the profile meta forgotten): none of the
+	// contract's metrics, an error saying which profile meta to set.
+	var page bytes.Buffer
+	profiletest.NewVLLM("m").Write(&page)
+	_, err = Parse(&page, mustLookup(t, Trident), Options{})
+	for _, want := range []string{"trident_records_in_total | trident_records_out_total", "trident_queue_length",
+		"trident_metrics_profile (vllm, triton)"} {
+		if !IsMissing(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("trident, a vLLM page: err %v lacks %q", err, want)
 		}
+	}
+	// An operator that exports only some of the contract (here for backlog queries) is
+	// read, the rest as 0.
+	m, err := Parse(strings.NewReader("trident_queue_length 50\ntrident_records_out_total 10\n"), mustLookup(t, Trident), Options{})
+	if err != nil || m.QueueLength != 50 || m.RecordsOut != 10 || m.RecordsIn != 0 {
+		t.Errorf("partial contract: %+v, %v", m, err)
 	}
 }
 

@@ -14,14 +14,14 @@ type tridentProfile struct{}
 
 func (tridentProfile) Name() string { return Trident }
 
-// tridentRequired are the contract metrics without which no capacity sample can be made;
-// the other contract metrics read as 0 when absent.
-var tridentRequired = [][]string{
-	{opcontract.RecordsIn},
-	{opcontract.RecordsOut},
-	{opcontract.UsefulSeconds},
-	{opcontract.QueueLength},
-	{opcontract.AccelUtilization, opcontract.CPUUtilization},
+// tridentAny are the contract metrics of which a scrape must hold at least one: a page with
+// none of them is not the operator contract (typically a server scraped without its
+// trident_metrics_profile). Absent contract metrics otherwise read as 0, as they always
+// have: an operator that exports only what its queries need (e.g. the queue length for
+// backlog queries) keeps working.
+var tridentAny = []string{
+	opcontract.RecordsIn, opcontract.RecordsOut, opcontract.UsefulSeconds, opcontract.QueueLength,
+	opcontract.AccelUtilization, opcontract.CPUUtilization,
 }
 
 func (tridentProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics, error) {
@@ -47,10 +47,10 @@ func (tridentProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics
 	m.HasAccelerator = r.has(opcontract.AccelUtilization)
 	m.HasOutputBlocked = r.has(opcontract.OutputBlockedSeconds)
 	m.HasEpoch = r.has(opcontract.ConfigEpoch)
-	for _, alts := range tridentRequired {
-		r.need(alts...)
-	}
-	if err := r.done(Trident, "an operator must export the required metrics of docs/operator-contract.md"); err != nil {
+	r.need(tridentAny...)
+	if err := r.done(Trident, "the page has none of the operator contract's metrics "+
+		"(docs/operator-contract.md); if the instances serve a server's own metrics, set the group meta "+
+		opcontract.MetaMetricsProfile+" (vllm, triton)"); err != nil {
 		return Metrics{}, err
 	}
 	for _, s := range r.series(opcontract.WorkloadFeature) {
