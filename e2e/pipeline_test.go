@@ -29,9 +29,16 @@ import (
 // and the -pipeline argument adjusted.
 func pipelineJob(t *testing.T, cl *api.Client, tridentBin, natsURL string) *api.Job {
 	t.Helper()
-	job, err := harness.ParseJobFile(context.Background(), cl, "pdf-curation.nomad.hcl", map[string]string{
+	return pdfocrJob(t, cl, "pdf-curation.nomad.hcl", map[string]string{
 		"trident_bin": tridentBin, "nats_url": natsURL, "speed": "20",
 	})
+}
+
+// pdfocrJob is job file (pdf-curation.nomad.hcl or its docker variant) parsed with vars and
+// reduced to the four operators of the pdfocr pipeline.
+func pdfocrJob(t *testing.T, cl *api.Client, file string, vars map[string]string) *api.Job {
+	t.Helper()
+	job, err := harness.ParseJobFile(context.Background(), cl, file, vars)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,3 +65,19 @@ func Example_operator() {
 	// trident_queue_length{operator="ocr",pipeline="pdf"} 7
 	// trident_records_in_total{epoch="3",operator="ocr",pipeline="pdf"} 42
 }
+
+// The planner renders each parameter of an operator's config as its own group meta key,
+// which a job file interpolates into the server's command line.
+func ExampleParamMeta() {
+	meta, err := opcontract.ParamMeta("max_num_seqs=64,block_size=16")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	key := opcontract.ParamMetaKey("max_num_seqs")
+	fmt.Printf("%s = %q\n", key, meta[key])
+	fmt.Printf("args = [\"--max-num-seqs\", \"${%s}\"]\n", opcontract.MetaEnv(key))
+	// Output:
+	// trident_param_max_num_seqs = "64"
+	// args = ["--max-num-seqs", "${NOMAD_META_trident_param_max_num_seqs}"]
+}

@@ -5,7 +5,12 @@
 //     metrics contract, documented in docs/operator-contract.md), with their label names;
 //   - the Nomad group meta keys that describe an operator to the planner;
 //   - how the planner's configuration reaches an instance: through its group's meta, which
-//     Nomad hands to the task as NOMAD_META_<key> environment variables (ReadInstance).
+//     Nomad hands to the task as NOMAD_META_<key> environment variables (ReadInstance):
+//     the whole config in MetaConfig, and each parameter under its own key
+//     (ParamMetaKey), for job files that pass parameters as command-line flags;
+//   - the metrics profile (MetaMetricsProfile) of operators that are off-the-shelf servers
+//     (vLLM, Triton) exporting their own metrics instead of the contract's;
+//   - how an operator reports running out of memory: exit status OOMExitStatus (IsOOMExit).
 //
 // Inside this module the operator worker (sim/worker), the APM plugin and the planner share
 // these names so that neither side can drift. The package depends on the standard library
@@ -78,6 +83,59 @@ const (
 	MetaOperator = "trident_operator"
 )
 
+// Group meta keys that select how trident-apm reads an operator's metrics (apm/profile).
+const (
+	// MetaMetricsProfile names the metric set the instances export: "trident" (the
+	// metrics above; the default), "vllm" (a vLLM OpenAI-compatible server's own /metrics)
+	// or "triton" (Triton Inference Server's). See docs/operator-contract.md.
+	MetaMetricsProfile = "trident_metrics_profile"
+	// MetaMetricsModel (optional) restricts a server profile to the series of one model:
+	// the model_name label of vLLM, the model label of Triton. Unset: all models are summed.
+	MetaMetricsModel = "trident_metrics_model"
+)
+
+// MetaParamPrefix prefixes the per-parameter group meta keys: next to MetaConfig the
+// planner renders every parameter of the config as its own key, ParamMetaKey(name) = value,
+// so that a task can pass it as a command-line flag by interpolation, e.g.
+// "${NOMAD_META_trident_param_max_num_seqs}".
+const MetaParamPrefix = "trident_param_"
+
+// ParamMetaKey returns the meta key of config parameter name: MetaParamPrefix followed by
+// name with every character other than an ASCII letter, digit or '_' replaced by '_'
+// (configspace names may contain '.'). Case is kept: "kv.Block" becomes
+// "trident_param_kv_Block".
+func ParamMetaKey(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return MetaParamPrefix + string(b)
+}
+
+// ParamMeta returns the per-parameter meta of a MetaConfig value: ParamMetaKey(k) = v for
+// every entry k=v. Two parameters whose keys collide after sanitising (e.g. "a.b" and
+// "a_b") are an error naming both.
+func ParamMeta(config string) (map[string]string, error) {
+	c, err := ParseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(c))
+	owner := make(map[string]string, len(c))
+	for k, v := range c {
+		key := ParamMetaKey(k)
+		if other, dup := owner[key]; dup {
+			a, b := min(k, other), max(k, other)
+			return nil, fmt.Errorf("config %q: parameters %q and %q share the meta key %s", config, a, b, key)
+		}
+		owner[key] = k
+		out[key] = v
+	}
+	return out, nil
+}
+
 // MetaPipeline is the job-level meta key that marks a job as a pipeline for planners run
 // with -auto-register: "true" (any value strconv.ParseBool reads as true) registers it.
 const MetaPipeline = "trident_pipeline"
@@ -110,6 +168,20 @@ func ParseSynchronous(v string) (bool, error) {
 	return strconv.ParseBool(v)
 }
 
+// OOMExitStatus is the exit status of an operator that ran out of accelerator (or host)
+// memory: 137 = 128+SIGKILL, the status of a process the kernel's OOM killer killed. An
+// operator that detects the OOM itself (e.g. catches a CUDA out-of-memory error) should
+// exit with it, so that the planner recognises the OOM (see IsOOMExit).
+const OOMExitStatus = 137
+
+// IsOOMExit reports whether a task termination counts as an OOM, as the planner counts them
+// when it decides to fail a rollout early: Nomad's oom_killed flag (set by drivers that see
+// the cgroup OOM kill, e.g. docker) or exit status OOMExitStatus. exitCode and oomKilled are
+// the exit_code and oom_killed details of Nomad's "Terminated" task event.
+func IsOOMExit(exitCode int, oomKilled bool) bool {
+	return oomKilled || exitCode == OOMExitStatus
+}
+
 // MetaEnvPrefix prefixes a group meta key in the environment Nomad gives the group's tasks.
 const MetaEnvPrefix = "NOMAD_META_"
 
@@ -131,10 +203,17 @@ type Instance struct {
 	// of RecordsIn and RecordsOut so that samples of the previous config can be told apart
 	// during a transition.
 	Epoch uint64
+	// Params are the values of Config's parameters as their own meta keys
+	// (NOMAD_META_trident_param_<name>, see ParamMetaKey), by parameter name: what a task
+	// receives when its job file interpolates them into command-line flags. A parameter
+	// whose key is unset takes its Config value; ReadInstance refuses one whose key holds
+	// another value, since the flag would then disagree with the config the planner
+	// accounts for.
+	Params map[string]string
 }
 
-// ReadInstance reads an instance's operator, config and epoch from the task environment;
-// getenv is os.Getenv in an operator.
+// ReadInstance reads an instance's operator, config, epoch and per-parameter values from
+// the task environment; getenv is os.Getenv in an operator.
 func ReadInstance(getenv func(string) string) (Instance, error) {
 	in := Instance{Operator: strings.TrimSpace(getenv(MetaEnv(MetaOperator)))}
 	if in.Operator == "" {
@@ -151,6 +230,15 @@ func ReadInstance(getenv func(string) string) (Instance, error) {
 			return Instance{}, fmt.Errorf("%s: %w", MetaEnv(MetaConfigEpoch), err)
 		}
 		in.Epoch = e
+	}
+	in.Params = make(map[string]string, len(cfg))
+	for k, v := range cfg {
+		env := MetaEnv(ParamMetaKey(k))
+		if pv := strings.TrimSpace(getenv(env)); pv != "" && pv != v {
+			return Instance{}, fmt.Errorf("%s=%q disagrees with %s: %s=%q (set the parameter in %s only, or keep both equal)",
+				env, pv, MetaEnv(MetaConfig), k, v, MetaConfig)
+		}
+		in.Params[k] = v
 	}
 	return in, nil
 }

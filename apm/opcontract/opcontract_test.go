@@ -2,6 +2,7 @@ package opcontract
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -33,13 +34,14 @@ func TestReadInstance(t *testing.T) {
 		"NOMAD_META_trident_config":       "batch=8, threads=2",
 		"NOMAD_META_trident_config_epoch": " 2 ",
 	}))
-	want := Instance{Operator: "ocr", Config: map[string]string{"batch": "8", "threads": "2"}, Epoch: 2}
+	want := Instance{Operator: "ocr", Config: map[string]string{"batch": "8", "threads": "2"}, Epoch: 2,
+		Params: map[string]string{"batch": "8", "threads": "2"}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("ReadInstance = %+v, %v; want %+v", got, err, want)
 	}
 	// A group of the job file as written: no operator meta, no epoch yet.
 	got, err = ReadInstance(env(map[string]string{"NOMAD_GROUP_NAME": "parse"}))
-	if want := (Instance{Operator: "parse", Config: map[string]string{}}); err != nil || !reflect.DeepEqual(got, want) {
+	if want := (Instance{Operator: "parse", Config: map[string]string{}, Params: map[string]string{}}); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("ReadInstance = %+v, %v; want %+v", got, err, want)
 	}
 	for name, m := range map[string]map[string]string{
@@ -60,6 +62,62 @@ func TestParseConfig(t *testing.T) {
 	for _, bad := range []string{"a", "=1", "a=1,b"} {
 		if _, err := ParseConfig(bad); err == nil {
 			t.Errorf("ParseConfig(%q) accepted", bad)
+		}
+	}
+}
+
+// The per-parameter meta keys: sanitised names, the values of the config, collisions
+// refused.
+func TestParamMeta(t *testing.T) {
+	for name, want := range map[string]string{
+		"max_num_seqs": "trident_param_max_num_seqs",
+		"kv.Block":     "trident_param_kv_Block",
+		"gpu-mem util": "trident_param_gpu_mem_util",
+	} {
+		if got := ParamMetaKey(name); got != want {
+			t.Errorf("ParamMetaKey(%q) = %q, want %q", name, got, want)
+		}
+	}
+	got, err := ParamMeta("max_num_seqs=64, kv.block=16")
+	if want := map[string]string{"trident_param_max_num_seqs": "64", "trident_param_kv_block": "16"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParamMeta = %v, %v; want %v", got, err, want)
+	}
+	if _, err := ParamMeta("a.b=1,a_b=2"); err == nil || !strings.Contains(err.Error(), `"a.b" and "a_b"`) {
+		t.Fatalf("colliding keys: err = %v", err)
+	}
+	if _, err := ParamMeta("novalue"); err == nil {
+		t.Fatal("malformed config accepted")
+	}
+}
+
+// ReadInstance returns the parameters as the task sees them through their own meta keys and
+// refuses a key that disagrees with the config.
+func TestReadInstanceParams(t *testing.T) {
+	env := map[string]string{
+		"NOMAD_META_trident_config":              "max_num_seqs=64,kv.block=16",
+		"NOMAD_META_trident_param_max_num_seqs":  "64",
+		"NOMAD_META_trident_param_kv_block":      "",
+		"NOMAD_META_trident_param_not_in_config": "7",
+	}
+	in, err := ReadInstance(func(k string) string { return env[k] })
+	if want := map[string]string{"max_num_seqs": "64", "kv.block": "16"}; err != nil || !reflect.DeepEqual(in.Params, want) {
+		t.Fatalf("Params = %v, %v; want %v", in.Params, err, want)
+	}
+	env["NOMAD_META_trident_param_max_num_seqs"] = "128"
+	_, err = ReadInstance(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "NOMAD_META_trident_param_max_num_seqs") || !strings.Contains(err.Error(), "max_num_seqs=\"64\"") {
+		t.Fatalf("disagreeing param meta: err = %v", err)
+	}
+}
+
+func TestIsOOMExit(t *testing.T) {
+	for _, c := range []struct {
+		code      int
+		oomKilled bool
+		want      bool
+	}{{137, false, true}, {1, true, true}, {0, true, true}, {1, false, false}, {143, false, false}} {
+		if got := IsOOMExit(c.code, c.oomKilled); got != c.want {
+			t.Errorf("IsOOMExit(%d, %v) = %v", c.code, c.oomKilled, got)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package plugin is the trident-apm Nomad Autoscaler APM plugin. It discovers a pipeline
 // operator's allocations through Nomad's service catalog, scrapes their Prometheus
-// metrics (apm/opcontract), feeds the observation layer, and answers queries of the
-// form "<metric>/<job>/<group>":
+// metrics (the operator contract of apm/opcontract, or a server's own metrics read through
+// the group's metrics profile, apm/profile), feeds the observation layer, and answers
+// queries of the form "<metric>/<job>/<group>":
 //
 //	capacity     sustainable records/s of one instance (observation layer)
 //	throughput   records/s the group emits (rate of records_out, summed over instances)
@@ -76,6 +77,10 @@ type Plugin struct {
 	groups   map[string]*groupState // key job/group
 	capacity *feed.Estimator
 	stopFeed context.CancelFunc
+	// profiles caches each group's metrics profile, epochs the config epoch of the
+	// allocations whose metrics do not carry it (key job/group, then allocation ID).
+	profiles map[string]groupProfile
+	epochs   map[string]map[string]float64
 }
 
 var _ apm.APM = (*Plugin)(nil)
@@ -89,6 +94,8 @@ func New(log hclog.Logger) *Plugin {
 		stale:    2 * time.Minute,
 		history:  15 * time.Minute,
 		groups:   map[string]*groupState{},
+		profiles: map[string]groupProfile{},
+		epochs:   map[string]map[string]float64{},
 		capacity: feed.NewEstimator(hclogslog.NewMin(log.Named("observe"), slog.LevelWarn)),
 	}
 }
@@ -238,27 +245,17 @@ type groupState struct {
 // groupDeclaration reads the group's declared workload features and synchronous flag
 // (trident_features, trident_synchronous meta).
 func groupDeclaration(ctx context.Context, cl *api.Client, job, group string) (feed.Declaration, error) {
-	j, _, err := cl.Jobs().Info(job, (&api.QueryOptions{}).WithContext(ctx))
+	meta, err := groupMeta(ctx, cl, job, group)
 	if err != nil {
-		if strings.Contains(err.Error(), "404") {
-			return feed.Declaration{}, fmt.Errorf("trident-apm: unknown job %q", job)
-		}
-		return feed.Declaration{}, fmt.Errorf("trident-apm: read job %q: %w", job, err)
+		return feed.Declaration{}, err
 	}
-	for _, tg := range j.TaskGroups {
-		// Planner-rendered groups ("<op>@<node>...") name their operator in meta.
-		if tg.Name == nil || (*tg.Name != group && tg.Meta["trident_operator"] != group) {
-			continue
-		}
-		d := feed.Declaration{Features: opcontract.ParseFeatures(tg.Meta[opcontract.MetaFeatures])}
-		sync, err := opcontract.ParseSynchronous(tg.Meta[opcontract.MetaSynchronous])
-		if err != nil {
-			return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opcontract.MetaSynchronous, tg.Meta[opcontract.MetaSynchronous])
-		}
-		d.Synchronous = sync
-		return d, nil
+	d := feed.Declaration{Features: opcontract.ParseFeatures(meta[opcontract.MetaFeatures])}
+	sync, err := opcontract.ParseSynchronous(meta[opcontract.MetaSynchronous])
+	if err != nil {
+		return d, fmt.Errorf("trident-apm: job %q group %q: meta %s=%q: want true or false", job, group, opcontract.MetaSynchronous, meta[opcontract.MetaSynchronous])
 	}
-	return feed.Declaration{}, fmt.Errorf("trident-apm: job %q has no group %q", job, group)
+	d.Synchronous = sync
+	return d, nil
 }
 
 // snapshot is one scrape of every instance of a group.
@@ -290,11 +287,15 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 	if err != nil {
 		return nil, err
 	}
+	gp, err := p.metricsProfile(ctx, cl, job, group)
+	if err != nil {
+		return nil, err
+	}
 	snap := snapshot{time: time.Now(), instances: map[string]InstanceMetrics{}}
 	var errs []error
 	for _, t := range targets {
 		sctx, cancel := context.WithTimeout(ctx, timeout)
-		m, err := ScrapeInstance(sctx, p.http, t.URL, t.AllocID)
+		m, err := ScrapeInstanceProfile(sctx, p.http, t.URL, t.AllocID, gp.prof, gp.opts)
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
@@ -303,6 +304,7 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 		snap.instances[t.AllocID] = m
 	}
 	k := key(job, group)
+	errs = append(errs, p.fillEpochs(ctx, cl, k, &snap)...)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gs, ok := p.groups[k]
@@ -328,8 +330,10 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 		p.log.Warn("scrape failed, serving last snapshot", "job", job, "group", group, "error", errors.Join(errs...))
 		return gs, nil
 	}
-	if prev := gs.last(); prev != nil {
-		p.capacity.Observe(job, group, toFeed(*prev), toFeed(snap))
+	prev := gs.last()
+	settle(prev, &snap)
+	if prev != nil {
+		p.capacity.Observe(job, group, toFeed(withoutRestarted(*prev, snap)), toFeed(snap))
 	}
 	gs.snaps = append(gs.snaps, snap)
 	cut := time.Now().Add(-history)
@@ -418,7 +422,7 @@ func (p *Plugin) value(gs *groupState, metric string, prev, s *snapshot) (float6
 }
 
 // groupRate is the records_out rate summed over instances present in both snapshots;
-// counter resets (restarted instance) count from zero.
+// after a restart (a counter went down, or Restarted) the new value counts from zero.
 func groupRate(prev, cur *snapshot) float64 {
 	dt := cur.time.Sub(prev.time).Seconds()
 	if dt <= 0 {
@@ -431,7 +435,7 @@ func groupRate(prev, cur *snapshot) float64 {
 			continue
 		}
 		d := m.RecordsOut - old.RecordsOut
-		if d < 0 {
+		if d < 0 || m.Restarted {
 			d = m.RecordsOut
 		}
 		total += d

@@ -728,6 +728,9 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 			g.Meta[MetaOperator] = op.Name
 			g.Meta[MetaNode] = w.node
 			g.Meta[opcontract.MetaConfig] = w.config
+			if err := setParamMeta(g.Meta, w.config); err != nil {
+				return nil, fmt.Errorf("job %q group %q: %w", p.Job, name, err)
+			}
 			g.Meta[MetaConfigEpoch] = strconv.FormatUint(w.gen, 10)
 			g.Update = &api.UpdateStrategy{
 				MaxParallel:      ptr(max(1, t.Transitions)),
@@ -850,6 +853,23 @@ func fitSurge(p *fsm.Pipeline, plans map[string]map[string]groupWant, nodes map[
 			used[n] = u
 		}
 	}
+}
+
+// setParamMeta renders every parameter of config as its own group meta key next to
+// trident_config: opcontract.ParamMetaKey(name) = value ("trident_param_<name>", the name
+// sanitised to letters, digits and '_'), so that a task can pass the parameters as
+// command-line flags by interpolation, e.g. "${NOMAD_META_trident_param_max_num_seqs}".
+// Keys of the template's meta that config does not set are kept (a job file's defaults).
+// The keys derive from the config alone, so they change exactly when the config does.
+func setParamMeta(meta map[string]string, config string) error {
+	pm, err := opcontract.ParamMeta(config)
+	if err != nil {
+		return fmt.Errorf("render per-parameter meta: %w", err)
+	}
+	for k, v := range pm {
+		meta[k] = v
+	}
+	return nil
 }
 
 // anchor returns the operator's anchor group: the user's group as written, with count 0,

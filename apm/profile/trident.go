@@ -1,0 +1,70 @@
+package profile
+
+import (
+	"math"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/trident-sched/trident/apm/opcontract"
+)
+
+// tridentProfile reads the operator metrics contract (apm/opcontract). Series of one name
+// are summed (an instance exposes one series per name), except the workload features.
+type tridentProfile struct{}
+
+func (tridentProfile) Name() string { return Trident }
+
+// tridentAny are the contract metrics of which a scrape must hold at least one: a page with
+// none of them is not the operator contract (typically a server scraped without its
+// trident_metrics_profile). Absent contract metrics otherwise read as 0, as they always
+// have: an operator that exports only what its queries need (e.g. the queue length for
+// backlog queries) keeps working.
+var tridentAny = []string{
+	opcontract.RecordsIn, opcontract.RecordsOut, opcontract.UsefulSeconds, opcontract.QueueLength,
+	opcontract.AccelUtilization, opcontract.CPUUtilization,
+}
+
+func (tridentProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics, error) {
+	r := newReader(fams, "", o)
+	m := newMetrics()
+	scalars := []struct {
+		name string
+		dst  *float64
+	}{
+		{opcontract.RecordsIn, &m.RecordsIn}, {opcontract.RecordsOut, &m.RecordsOut},
+		{opcontract.BusySeconds, &m.BusySeconds}, {opcontract.UsefulSeconds, &m.UsefulSeconds},
+		{opcontract.QueueLength, &m.QueueLength}, {opcontract.AccelUtilization, &m.AccelUtil},
+		{opcontract.CPUUtilization, &m.CPUUtil}, {opcontract.DeviceMemPeak, &m.DeviceMemPeak},
+		{opcontract.OOMRestarts, &m.OOMRestarts}, {opcontract.ConfigEpoch, &m.Epoch},
+		{opcontract.QueueCapacity, &m.QueueCapacity}, {opcontract.OutputBlockedSeconds, &m.OutputBlocked},
+	}
+	for _, s := range scalars {
+		*s.dst = r.sum(s.name, nil)
+		if r.err != nil {
+			return Metrics{}, r.err
+		}
+	}
+	m.HasAccelerator = r.has(opcontract.AccelUtilization)
+	m.HasOutputBlocked = r.has(opcontract.OutputBlockedSeconds)
+	m.HasEpoch = r.has(opcontract.ConfigEpoch)
+	r.need(tridentAny...)
+	if err := r.done(Trident, "the page has none of the operator contract's metrics "+
+		"(docs/operator-contract.md); if the instances serve a server's own metrics, set the group meta "+
+		opcontract.MetaMetricsProfile+" (vllm, triton)"); err != nil {
+		return Metrics{}, err
+	}
+	for _, s := range r.series(opcontract.WorkloadFeature) {
+		feat, _ := label(s, opcontract.LabelFeature)
+		stat, _ := label(s, opcontract.LabelStat)
+		v := value(s)
+		if feat == "" || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		if stat == "std" {
+			m.FeatureStd[feat] = v
+		} else {
+			m.FeatureMean[feat] = v
+		}
+	}
+	return m, nil
+}
