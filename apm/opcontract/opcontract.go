@@ -145,6 +145,9 @@ const MetaPipeline = "trident_pipeline"
 const (
 	MetaNodeCPUCores = "trident_cpu_cores" // float: cores the planner models for the node
 	MetaNodeMemoryMB = "trident_memory_mb" // int: memory the planner models for the node
+	// MetaNodeEgressMbps (float) is the node's egress bandwidth in Mbit/s; without it the
+	// planner treats the node's egress as ample.
+	MetaNodeEgressMbps = "trident_egress_mbps"
 )
 
 // ParseFeatures splits a MetaFeatures value ("a, b,c") into feature names, dropping

@@ -167,7 +167,11 @@ func (a *Actuator) Inventory(ctx context.Context) ([]fsm.Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read nomad node %s: %w", s.Name, err)
 		}
-		out = append(out, nodeOf(n))
+		node, err := a.inventoryNode(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, node)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

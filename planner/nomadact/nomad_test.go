@@ -156,11 +156,35 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	// the job meta), not one marked false.
 	other := testJob("not-a-pipeline")
 	other.Meta["trident_pipeline"] = "false"
+	other.TaskGroups[1].Tasks[0].Resources.Devices = []*api.RequestedDevice{{Name: "nvidia/gpu", Count: ptr(uint64(1))}}
 	if _, _, err := n.API().Jobs().Register(other, nil); err != nil {
 		t.Fatal(err)
 	}
 	if ids, err := a.PipelineJobs(ctx); err != nil || len(ids) != 1 || ids[0] != "pipe" {
 		t.Fatalf("pipeline jobs: %v %v", ids, err)
+	}
+	// The other job's allocations are not the planner's: once its GPU instance runs on
+	// c2 (whose other GPU the pipeline holds), the inventory shows c2 with 1 GPU, not 2;
+	// the pipeline's own allocations are not subtracted.
+	invDeadline := time.Now().Add(60 * time.Second)
+	for {
+		inv, err := a.Inventory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c2 fsm.Node
+		for _, nd := range inv {
+			if nd.Name == "c2" {
+				c2 = nd
+			}
+		}
+		if c2.GPUs == 1 {
+			break
+		}
+		if time.Now().After(invDeadline) {
+			t.Fatalf("c2 in the inventory with another job's GPU instance running: %+v, want 1 GPU left", c2)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	if _, _, err := n.API().Jobs().Deregister("not-a-pipeline", true, nil); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,73 @@
+package nomadact
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+func alloc(job *api.Job, group, desired, client string, shares, mem int64, gpus int) *api.Allocation {
+	ids := make([]string, gpus)
+	for i := range ids {
+		ids[i] = "GPU-" + string(rune('a'+i))
+	}
+	return &api.Allocation{Job: job, TaskGroup: group, DesiredStatus: desired, ClientStatus: client,
+		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"t": {
+			Cpu:     api.AllocatedCpuResources{CpuShares: shares},
+			Memory:  api.AllocatedMemoryResources{MemoryMB: mem},
+			Devices: []*api.AllocatedDeviceResource{{Vendor: "nvidia", Type: "gpu", Name: "A100", DeviceIDs: ids}},
+		}}}}
+}
+
+// TestInventoryLeavesOutOtherJobs: what running allocations of jobs the planner does not
+// manage hold (CPU scaled into the node's modelled cores, memory, GPUs) is not the
+// planner's; its own rendered groups and anchors, stopped and finished allocations are.
+func TestInventoryLeavesOutOtherJobs(t *testing.T) {
+	rendered := &api.Job{TaskGroups: []*api.TaskGroup{
+		{Name: ptr("ocr@n1.g0"), Meta: map[string]string{MetaOperator: "ocr"}},
+		{Name: ptr("ocr"), Meta: map[string]string{MetaAnchor: "true"}},
+	}}
+	other := &api.Job{TaskGroups: []*api.TaskGroup{{Name: ptr("web")}}}
+	allocs := []*api.Allocation{
+		alloc(rendered, "ocr@n1.g0", "run", "running", 4000, 8192, 2), // the planner's own
+		alloc(other, "web", "run", "running", 2000, 1024, 1),          // another job: counts
+		alloc(other, "web", "run", "pending", 1000, 512, 0),           // placed, starting: counts
+		alloc(other, "web", "stop", "running", 3000, 3000, 1),         // being stopped
+		alloc(other, "web", "run", "complete", 3000, 3000, 1),         // finished
+	}
+	u := othersOn(allocs)
+	if u.cpuShares != 3000 || u.memoryMB != 1536 || u.gpus != 1 {
+		t.Fatalf("others use %+v, want 3000 MHz, 1536 MB, 1 GPU", u)
+	}
+	// A node of 8 cores (16000 MHz) with 1 core reserved, modelled as 14 cores (meta).
+	n := &api.Node{Name: "n1",
+		NodeResources:     &api.NodeResources{Cpu: api.NodeCpuResources{CpuShares: 16000}},
+		ReservedResources: &api.NodeReservedResources{Cpu: api.NodeReservedCpuResources{CpuShares: 2000}}}
+	got := subtractOthers(fsm.Node{Name: "n1", CPU: 14, MemoryMB: 16384, GPUs: 4}, n, u)
+	// 3000 of the 14000 schedulable MHz = 3/14 of the 14 modelled cores = 3 cores.
+	if got.CPU != 11 || got.MemoryMB != 16384-1536 || got.GPUs != 3 {
+		t.Fatalf("node after others: %+v, want 11 cores, 14848 MB, 3 GPUs", got)
+	}
+	if z := subtractOthers(fsm.Node{CPU: 1, MemoryMB: 100, GPUs: 0}, n, othersUse{cpuShares: 1 << 40, memoryMB: 1 << 20, gpus: 9}); z.CPU != 0 || z.MemoryMB != 0 || z.GPUs != 0 {
+		t.Fatalf("an oversubscribed node goes below 0: %+v", z)
+	}
+}
+
+// TestEgressFromNodeMeta: trident_egress_mbps is the node's egress; a bad value is refused
+// by name; no meta is unknown (0).
+func TestEgressFromNodeMeta(t *testing.T) {
+	if bps, err := egressOf(&api.Node{Meta: map[string]string{"trident_egress_mbps": "10000"}}); err != nil || bps != 1.25e9 {
+		t.Fatalf("10 Gbit/s: %v %v", bps, err)
+	}
+	if bps, err := egressOf(&api.Node{}); err != nil || bps != 0 {
+		t.Fatalf("no meta: %v %v", bps, err)
+	}
+	for _, v := range []string{"fast", "0", "-5", "Inf"} {
+		if _, err := egressOf(&api.Node{Name: "n1", Meta: map[string]string{"trident_egress_mbps": v}}); err == nil || !strings.Contains(err.Error(), "trident_egress_mbps") {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+}
