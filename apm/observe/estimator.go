@@ -85,6 +85,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultConfig returns the estimator configuration the benchmarks measure: every field at
+// its default.
+func DefaultConfig() Config { return Config{} }
+
 func (c Config) withDefaults(dim int) Config {
 	if c.NMin == 0 {
 		c.NMin = max(10, 5*dim)
