@@ -96,6 +96,8 @@ type engine struct {
 	// Warm-up after a (re)start: step costs are multiplied by 1 + warmSlow, decaying
 	// linearly to 1 over warmLen seconds from warmStart.
 	warmStart, warmLen, warmSlow float64
+	// started is the time of the last (re)start (0: the trace's start).
+	started float64
 
 	// Feature window: lengths of the last featureWindow arrived requests.
 	featIn, featOut []float64
@@ -381,6 +383,7 @@ func (e *engine) restart(p engineParams, warmLen, warmSlow float64) {
 		back = append(back, &request{prompt: r.origPrompt, left: r.origOut, origPrompt: r.origPrompt, origOut: r.origOut, admitted: -1})
 	}
 	e.running, e.waiting, e.kvUsed = nil, back, 0
+	e.started = e.t
 	e.p = p
 	e.warmStart, e.warmLen, e.warmSlow = e.t, warmLen, warmSlow
 }

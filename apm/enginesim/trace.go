@@ -28,8 +28,9 @@
 // service times summed), the input queue gauge in the kind's convention, the queue bound
 // when reported, output-blocked seconds when reported, utilisation as the busy fraction
 // (as nvidia-smi reports it: near 1 whenever anything runs), the engine's running and
-// waiting gauges when exported, the admission limit (from the configuration) and the mean
-// prompt and output lengths of the last 256 requests as workload features.
+// waiting gauges when exported, the admission limit (from the configuration), the time since
+// the engine's last (re)start (process_start_time_seconds) and the mean prompt and output
+// lengths of the last 256 requests as workload features.
 //
 // Calibration. Step costs, KV capacities, length distributions and the episode mix are
 // drawn per trace from ranges chosen to be physically plausible for a 7-8B model on one
@@ -436,6 +437,7 @@ func (g *generator) point(k int, T float64, start time.Time, a accum, q0, r0, w0
 		QueueStart:    q0,
 		QueueEnd:      e.queueGauge(),
 		Utilization:   math.Min(a.busy/T, 1),
+		Uptime:        time.Duration((float64(k+1)*T - e.started) * float64(time.Second)),
 		Features:      e.features(),
 		Epoch:         g.epoch,
 	}

@@ -39,6 +39,10 @@ type Sample struct {
 	// OutputBlockedSeconds is the wall time of the interval during which the operator's
 	// output was blocked by a full downstream queue (0: never, or not reported).
 	OutputBlockedSeconds float64
+	// Uptime is the time from the instance's last (re)start to the end of the interval;
+	// 0 when unknown. Samples taken while an engine warms up (SignalConfig.WarmUp) run
+	// below its sustainable rate.
+	Uptime time.Duration
 	// Engine holds the serving engine's own scheduler gauges, when it exports them
 	// (Engine.Reported); see EngineGauges.
 	Engine EngineGauges
@@ -89,6 +93,9 @@ func (s Sample) validate(dim int) error {
 			return fmt.Errorf("%s %v must be finite and non-negative", name, v)
 		}
 	}
+	if s.Uptime < 0 {
+		return fmt.Errorf("uptime %v must not be negative", s.Uptime)
+	}
 	if len(s.Features) != dim {
 		return fmt.Errorf("%d features, want %d", len(s.Features), dim)
 	}
@@ -109,6 +116,8 @@ const (
 	ReasonQueueDraining   = "queue draining"
 	ReasonQueueGrowing    = "queue growing"
 	ReasonQueueEmpty      = "queue empty"
+	ReasonStarved         = "starved"
+	ReasonWarmUp          = "warming up"
 	ReasonResidual        = "model residual"
 	ReasonFewRecords      = "too few records"
 	ReasonUnknownOperator = "unknown operator"
