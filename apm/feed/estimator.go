@@ -27,12 +27,18 @@ type Instance struct {
 	// queue; both optional (see observe.Sample).
 	QueueCapacity, OutputBlockedSeconds float64
 	// Utilization is accelerator utilisation for accelerator operators, else CPU, 0..1.
-	Utilization   float64
-	DeviceMemPeak float64
-	OOMRestarts   float64
-	FeatureMean   map[string]float64
-	FeatureStd    map[string]float64
-	Epoch         float64
+	Utilization float64
+	// EngineReported marks Running and Waiting as exported by a serving engine (vLLM's
+	// num_requests_running and num_requests_waiting); AdmissionLimit is the most requests
+	// it runs at once (max_num_seqs; 0 unknown). All optional (see observe.EngineGauges).
+	EngineReported   bool
+	Running, Waiting float64
+	AdmissionLimit   float64
+	DeviceMemPeak    float64
+	OOMRestarts      float64
+	FeatureMean      map[string]float64
+	FeatureStd       map[string]float64
+	Epoch            float64
 }
 
 // Estimator feeds the observation layer (apm/observe): every instance's scrape
@@ -48,6 +54,11 @@ type Estimator struct {
 	rate     map[string]float64   // key -> EMA of the useful-time rate (fallback)
 	stats    map[string]*Counters // key -> accepted/rejected counts by reason
 	snaps    map[string]Snapshot  // key -> latest snapshot offered to Observe
+	// starts holds, per operator, when each instance was seen to (re)start: it was missing
+	// from the previous scrape, or its counters went back (the scrape that shows it, a
+	// conservative bound). Instances present in the first scrape have no entry (uptime
+	// unknown).
+	starts map[string]map[string]time.Time
 }
 
 // Counters counts the samples an operator's filter accepted and rejected (by reason).
@@ -65,6 +76,7 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		rate:     map[string]float64{},
 		stats:    map[string]*Counters{},
 		snaps:    map[string]Snapshot{},
+		starts:   map[string]map[string]time.Time{},
 	}
 }
 
@@ -89,9 +101,7 @@ func (e *Estimator) Declare(job, group string, d Declaration) error {
 		// An operator without declared features still gets a (constant-input) model.
 		features = []string{"const"}
 	}
-	cfg := LiveConfig()
-	cfg.Synchronous = d.Synchronous
-	if err := e.layer.Register(k, observe.OperatorSpec{Features: features, Config: cfg}); err != nil {
+	if err := e.layer.Register(k, observe.OperatorSpec{Features: features, Config: EstimatorConfig(d)}); err != nil {
 		return err
 	}
 	e.features[k] = features
@@ -123,15 +133,13 @@ func usefulTimeRate(prev, cur Snapshot) (float64, bool) {
 	return recs / useful, true
 }
 
-// LiveConfig is the observation layer configuration for live pipelines. It differs from
-// the defaults in two rules. A synchronous operator's sample needs 5 records (the worker
-// counts records at fetch and useful time at completion). And live pipelines are often fed finite datasets, so once the
-// input stops, every operator's queue drains to empty. While the queue is non-empty the
-// operator is saturated and its rate is its capacity, so a draining queue is accepted
-// (MaxDrain 1.5 > the −1 trend of a queue with no arrivals); starved operators are still
-// rejected by the empty-queue and utilisation rules.
-func LiveConfig() observe.Config {
-	return observe.Config{Signal: observe.SignalConfig{MaxDrain: 1.5}, MinSyncRecords: 5}
+// EstimatorConfig is the observation layer configuration of a declared operator: the
+// configuration the benchmarks measure (observe.DefaultConfig), with the operator's
+// Synchronous declaration. There is no separate live configuration.
+func EstimatorConfig(d Declaration) observe.Config {
+	cfg := observe.DefaultConfig()
+	cfg.Synchronous = d.Synchronous
+	return cfg
 }
 
 // featureVector picks the declared features' means from an instance's metrics; a feature
@@ -177,6 +185,27 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	if dt <= 0 {
 		return
 	}
+	e.mu.Lock()
+	starts := e.starts[k]
+	if starts == nil {
+		starts = map[string]time.Time{}
+		e.starts[k] = starts
+	}
+	for id, m := range cur.Instances {
+		if old, ok := prev.Instances[id]; !ok || m.RecordsIn < old.RecordsIn {
+			starts[id] = cur.Time // launched since the previous scrape, or restarted
+		}
+	}
+	for id := range starts {
+		if _, ok := cur.Instances[id]; !ok {
+			delete(starts, id)
+		}
+	}
+	up := map[string]time.Duration{}
+	for id, t := range starts {
+		up[id] = cur.Time.Sub(t)
+	}
+	e.mu.Unlock()
 	mean := make([]float64, len(names))
 	count := 0
 	for id, m := range cur.Instances {
@@ -200,8 +229,15 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 			QueueCap:             m.QueueCapacity,
 			OutputBlockedSeconds: counterDelta(old.OutputBlockedSeconds, m.OutputBlockedSeconds),
 			Utilization:          m.Utilization,
+			Uptime:               up[id],
 			Features:             fv,
 			Epoch:                uint64(math.Max(0, m.Epoch)),
+		}
+		s.Engine.AdmissionLimit = m.AdmissionLimit
+		if m.EngineReported && old.EngineReported {
+			s.Engine.Reported = true
+			s.Engine.RunningStart, s.Engine.RunningEnd = old.Running, m.Running
+			s.Engine.WaitingStart, s.Engine.WaitingEnd = old.Waiting, m.Waiting
 		}
 		accepted, reason := e.layer.Observe(k, s)
 		e.mu.Lock()

@@ -3,8 +3,11 @@ package feed
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/trident-sched/trident/apm/observe"
 )
 
 // steady builds snapshots of one instance processing rate records/s with noise, a stable
@@ -179,5 +182,52 @@ func TestCounterDelta(t *testing.T) {
 		if got := counterDelta(c.old, c.cur); got != c.want {
 			t.Errorf("counterDelta(%v, %v) = %v, want %v (a reset counts from zero)", c.old, c.cur, got, c.want)
 		}
+	}
+}
+
+// The live plugin registers every operator with the configuration the benchmarks measure:
+// no separate live settings (the old LiveConfig accepted draining queues with MaxDrain 1.5,
+// a setting no benchmark ran).
+func TestEstimatorConfigIsTheBenchmarkedOne(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		got := EstimatorConfig(Declaration{Synchronous: sync})
+		want := observe.DefaultConfig()
+		want.Synchronous = sync
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("synchronous=%v: live config %+v, benchmarked %+v", sync, got, want)
+		}
+	}
+}
+
+// An instance launched after the operator's first scrape is warming up: its samples of the
+// first two minutes (observe.SignalConfig.WarmUp) are rejected, later ones accepted. The
+// engine's running/waiting gauges reach the filter: with requests waiting at both ends,
+// a small batch at low utilisation is saturated.
+func TestFeedUptimeAndEngineGauges(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("pdf", "ocr", Declaration{Features: []string{"tokens"}}); err != nil {
+		t.Fatal(err)
+	}
+	snaps := steady(60, 12, 0, rand.New(rand.NewPCG(1, 2)))
+	for i := range snaps {
+		m := snaps[i].Instances["a1"]
+		// Utilisation as a small batch would report it: the engine's gauges show 8 of 64
+		// running with 20 waiting.
+		m.Utilization, m.EngineReported, m.Running, m.Waiting, m.AdmissionLimit = 0.3, true, 8, 20, 64
+		if i == 0 {
+			snaps[i].Instances = map[string]Instance{"a0": m} // a1 is launched after this scrape
+		} else {
+			snaps[i].Instances["a1"] = m
+		}
+	}
+	for i := 1; i < len(snaps); i++ {
+		e.Observe("pdf", "ocr", snaps[i-1], snaps[i])
+	}
+	st := e.Stats("pdf", "ocr")
+	// a1 appears at scrape 1 (t = 5 s), so its 58 samples end at 10 s, 15 s, ... 295 s;
+	// those whose interval began before 2 min of uptime (ending before 130 s: 24) are
+	// rejected, the other 34 accepted.
+	if st.Rejected[observe.ReasonWarmUp] != 24 || st.Accepted != 34 {
+		t.Errorf("accepted %d, rejections %v: want 24 warming up and 34 accepted", st.Accepted, st.Rejected)
 	}
 }

@@ -13,21 +13,28 @@ import (
 	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/adapt"
-	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/cluster"
 	"github.com/trident-sched/trident/strategy/configspace"
 )
 
-// TunerOptions configure a Tuner. Zero values take the defaults in brackets.
+// TunerOptions configure a Tuner. Zero values take the defaults in brackets, which are
+// strategy/adapt.LiveTuning(): the configuration `trident bench adapt` measures as its
+// live-tuner row.
 type TunerOptions struct {
 	// Budget is the number of evaluations per workload cluster [12]; after it the
 	// cluster's recommendation is proposed, and only if it beats the running config.
 	Budget int
-	// Delta is the minimum probability of feasibility (peak device memory below the
-	// limit less MarginMB) of every proposed configuration [0.9].
+	// Delta is the minimum probability of feasibility (sustained peak device memory below
+	// the limit less MarginMB) of every proposed configuration [0.95].
 	Delta float64
-	// MarginMB is the safety margin below the device memory, in MiB [0].
+	// MarginMB is the safety margin below the device memory, in MiB [1024; negative:
+	// none]. Plugin config key tune_margin_mb.
 	MarginMB float64
+	// PeakK is the sustained-peak allowance in noise deviations of the memory surrogate
+	// (strategy/bo.Options.PeakK) [2; negative: none, feasibility judged on the evaluations'
+	// own peaks]. An evaluation lasts minutes; the configuration then runs for hours and
+	// peaks higher. Plugin config key tune_peak_k.
+	PeakK float64
 	// InitPoints is the BO's quasi-random initial design [1]: live, the running
 	// configuration is the first evaluation and the acquisition (gated by Delta) explores
 	// from there, instead of jumping to space-filling points of unknown memory use.
@@ -61,14 +68,27 @@ type TunerOptions struct {
 }
 
 func (o TunerOptions) withDefaults() TunerOptions {
+	live := adapt.LiveTuning()
 	if o.Budget <= 0 {
-		o.Budget = 12
+		o.Budget = live.Budget
 	}
 	if o.Delta == 0 {
-		o.Delta = 0.9
+		o.Delta = live.Delta
 	}
 	if o.InitPoints <= 0 {
-		o.InitPoints = 1
+		o.InitPoints = live.InitPoints
+	}
+	switch {
+	case o.MarginMB == 0:
+		o.MarginMB = live.MarginMiB
+	case o.MarginMB < 0:
+		o.MarginMB = 0
+	}
+	switch {
+	case o.PeakK == 0:
+		o.PeakK = live.PeakK
+	case o.PeakK < 0:
+		o.PeakK = 0
 	}
 	if o.MinSamples <= 0 {
 		o.MinSamples = 6
@@ -181,8 +201,8 @@ func NewTuner(est *Estimator, pc *client.Client, o TunerOptions) (*Tuner, error)
 		return nil, errors.New("feed: tuner: an estimator and a planner client are required")
 	}
 	o = o.withDefaults()
-	if o.Delta < 0 || o.Delta >= 1 {
-		return nil, fmt.Errorf("feed: tuner: delta %v outside [0,1)", o.Delta)
+	if err := (adapt.Tuning{Budget: o.Budget, InitPoints: o.InitPoints, Delta: o.Delta, MarginMiB: o.MarginMB, PeakK: o.PeakK}).Validate(); err != nil {
+		return nil, fmt.Errorf("feed: tuner: %w", err)
 	}
 	return &Tuner{o: o, est: est, planner: pc, rng: rand.New(rand.NewPCG(o.Seed, 0x7475)), ops: map[string]*opTuner{}}, nil
 }
@@ -305,15 +325,19 @@ func (t *Tuner) setup(job string, op fsm.Operator) (*opTuner, error) {
 	if len(features) == 0 {
 		features = []string{"const"}
 	}
-	bopts := bo.Options{Method: bo.Constrained, MemLimit: float64(op.GPUMemoryMB), Margin: t.o.MarginMB, Delta: t.o.Delta,
-		InitPoints: t.o.InitPoints, Logger: t.o.Logger}
 	if op.GPUs > 0 && !(op.GPUMemoryMB > 0) {
 		return nil, fmt.Errorf("accelerator operator without a device memory size (group meta trident_gpu_memory_mb): cannot bound its peak memory")
 	}
+	mem := float64(op.GPUMemoryMB)
 	if op.GPUs == 0 {
-		// A CPU operator has no device memory to exceed.
-		bopts.Method, bopts.MemLimit = bo.Unconstrained, 0
+		mem = 0 // a CPU operator has no device memory to exceed: unconstrained BO
 	}
+	if mem > 0 && t.o.MarginMB >= mem {
+		return nil, fmt.Errorf("tuning margin %v MiB leaves nothing of the %v MiB device memory (plugin config tune_margin_mb)", t.o.MarginMB, mem)
+	}
+	tuning := adapt.Tuning{Budget: t.o.Budget, InitPoints: t.o.InitPoints, Delta: t.o.Delta, MarginMiB: t.o.MarginMB, PeakK: t.o.PeakK}
+	bopts := tuning.BOOptions(mem)
+	bopts.Logger = t.o.Logger
 	adv, err := adapt.New(space, len(features), adapt.Options{Cluster: t.o.Cluster, BO: bopts, Budget: t.o.Budget, Logger: t.o.Logger},
 		rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64())))
 	if err != nil {

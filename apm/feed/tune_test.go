@@ -131,7 +131,9 @@ func (c *synthCluster) snapshot() Snapshot {
 func (c *synthCluster) feeder(t *testing.T, url string, budget int) *Feeder {
 	est := NewEstimator(nil)
 	var prev *Snapshot
-	f, err := New(est, Options{Planner: url, Tune: true, Tuning: TunerOptions{Budget: budget, Seed: 5},
+	// The synthetic device has 100 MiB: no margin and no sustained-peak allowance (its
+	// peaks do not fluctuate), so the default 1 GiB margin does not rule out every config.
+	f, err := New(est, Options{Planner: url, Tune: true, Tuning: TunerOptions{Budget: budget, Seed: 5, MarginMB: -1, PeakK: -1},
 		Refresh: func(ctx context.Context, job, op string, d Declaration) error {
 			if err := est.Declare(job, op, d); err != nil {
 				return err

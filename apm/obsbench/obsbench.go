@@ -120,7 +120,9 @@ func Accuracy(ctx context.Context, kind trace.Kind, seed uint64, samples int, lo
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	ests, err := Estimators(len(tr.Features), observe.Config{Logger: logger, Fit: gp.FitOptions{Seed: seed}})
+	cfg := observe.DefaultConfig()
+	cfg.Logger, cfg.Fit = logger, gp.FitOptions{Seed: seed}
+	ests, err := Estimators(len(tr.Features), cfg)
 	if err != nil {
 		return nil, err
 	}

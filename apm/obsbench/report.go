@@ -230,7 +230,7 @@ func timeLayer(ctx context.Context, ops int, seed uint64, logger *slog.Logger) (
 			return 0, 0, err
 		}
 		traces[i] = tr
-		if err := l.Register(opName(i), observe.OperatorSpec{Features: tr.Features}); err != nil {
+		if err := l.Register(opName(i), observe.OperatorSpec{Features: tr.Features, Config: observe.DefaultConfig()}); err != nil {
 			return 0, 0, err
 		}
 		for _, p := range tr.Points[:warm] {

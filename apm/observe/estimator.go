@@ -56,14 +56,45 @@ type Config struct {
 	// (default 3).
 	ResidualK float64
 	// MaxResidualRejects accepts a sample after this many consecutive residual rejections
-	// (default 10), so that a genuine shift of capacity cannot lock the model out. At K=3 a
-	// well-specified model rejects 0.3% of samples, so ten in a row signal a stale model.
+	// of mixed sign (default 10): at K=3 a well-specified model rejects 0.3% of samples, so
+	// ten in a row signal a model that is too confident.
 	MaxResidualRejects int
+	// ShiftRun is the length of a run of consecutive residual rejections on the same side
+	// of the model that is taken as a regime shift (default 4): the GP drops the old
+	// regime's samples near the run, admits the run and refits at once (see
+	// GPEstimator.shift). At K=3 a well-specified model produces
+	// such a run with probability below 1e-11 per sample; a capacity that moved while the
+	// features did not (a hidden workload change) produces one at once.
+	ShiftRun int
+	// ShiftRadius is the neighbourhood of a regime shift's run, relative to each feature's
+	// magnitude, whose old samples are dropped (default 0.25): workloads whose features
+	// differ by less are taken for the same region, whatever the fitted length scales.
+	ShiftRadius float64
+	// ResidualCoverage is the fraction of the GP's prior (signal) variance below which its
+	// posterior variance at a sample must lie for the residual filter to judge the sample
+	// (default 0.5). Far from every accepted sample the GP reverts to its prior mean, and
+	// a prior fitted to data from one region knows nothing of another: rejecting there
+	// would lock a new workload region out. Stage 1 still applies. Once NMin samples have
+	// been accepted outside that coverage since the last fit, the hyperparameters are
+	// refitted at once.
+	ResidualCoverage float64
 	// MinNoiseSD floors the GP's observation noise standard deviation in log-rate units,
 	// i.e. relative (default 0.02: no rate is measured better than ±2%). Without a floor the
 	// first fits, on a handful of samples, interpolate them with near-zero noise and the
 	// residual filter then rejects almost every later sample.
 	MinNoiseSD float64
+	// MinSignalSD floors the GP's signal standard deviation in log-rate units after every
+	// fit (default 0.05: capacity is taken to vary by at least ±5% over the feature space).
+	// Fitted to samples from one region, where capacity looks constant, the likelihood
+	// drives the signal variance to zero: the GP becomes a constant that new samples cannot
+	// move until the next refit, and elsewhere it is certain of a level it never saw.
+	MinSignalSD float64
+	// MinLengthScale floors every length scale after a fit at this fraction of the mean
+	// magnitude of its feature over the samples held (default 0.05). Samples clustered in
+	// one region leave the length scales unidentified, and fits then pick scales far below
+	// any plausible effect (a few tokens on a feature of thousands), which isolates every
+	// sample.
+	MinLengthScale float64
 	// Synchronous declares an operator that serves one record at a time per instance (no
 	// overlapping execution or dynamic batching). For such an operator records per useful
 	// second is its capacity whatever its load (paper §4.1; DS2's premise holds), so the
@@ -85,6 +116,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultConfig returns the one estimator configuration Trident runs: the benchmarks
+// (trident bench observe, with and without -robust) measure it and the live plugin
+// (apm/feed) registers every operator with it, adding only the operator's Synchronous
+// declaration. Every field is at its default except MinSyncRecords (5), which applies to
+// synchronous operators only: live workers count a record when they fetch it and its
+// useful time when they complete it.
+func DefaultConfig() Config { return Config{MinSyncRecords: 5} }
+
 func (c Config) withDefaults(dim int) Config {
 	if c.NMin == 0 {
 		c.NMin = max(10, 5*dim)
@@ -101,11 +140,26 @@ func (c Config) withDefaults(dim int) Config {
 	if c.MinNoiseSD == 0 {
 		c.MinNoiseSD = 0.02
 	}
+	if c.MinSignalSD == 0 {
+		c.MinSignalSD = 0.05
+	}
+	if c.MinLengthScale == 0 {
+		c.MinLengthScale = 0.05
+	}
 	if c.ResidualK == 0 {
 		c.ResidualK = 3
 	}
 	if c.MaxResidualRejects == 0 {
 		c.MaxResidualRejects = 10
+	}
+	if c.ShiftRun == 0 {
+		c.ShiftRun = 4
+	}
+	if c.ShiftRadius == 0 {
+		c.ShiftRadius = 0.25
+	}
+	if c.ResidualCoverage == 0 {
+		c.ResidualCoverage = 0.5
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -126,8 +180,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe: refit interval %d must be positive", c.RefitEvery)
 	case !(c.MinNoiseSD >= 0):
 		return fmt.Errorf("observe: noise floor %v must not be negative", c.MinNoiseSD)
+	case !(c.MinSignalSD >= 0) || !(c.MinLengthScale >= 0):
+		return fmt.Errorf("observe: signal floor %v and length-scale floor %v must not be negative", c.MinSignalSD, c.MinLengthScale)
 	case !(c.ResidualK > 0):
 		return fmt.Errorf("observe: residual threshold %v must be positive", c.ResidualK)
+	case c.ShiftRun < 2:
+		return fmt.Errorf("observe: shift run %d must be at least 2", c.ShiftRun)
+	case !(c.ShiftRadius >= 0):
+		return fmt.Errorf("observe: shift radius %v must not be negative", c.ShiftRadius)
+	case !(c.ResidualCoverage > 0 && c.ResidualCoverage <= 1):
+		return fmt.Errorf("observe: residual coverage %v outside (0, 1]", c.ResidualCoverage)
 	case !(c.MinSyncRecords >= 0) || math.IsInf(c.MinSyncRecords, 1):
 		return fmt.Errorf("observe: MinSyncRecords %v must be a finite number >= 0", c.MinSyncRecords)
 	}
@@ -182,9 +244,24 @@ type GPEstimator struct {
 	accepted int
 	nextFit  int // accepted count of the next hyperparameter fit
 	rejects  int // consecutive residual rejections
+	// run holds the samples of the current run of residual rejections on one side of the
+	// model (runSign: +1 above, −1 below).
+	run     []heldSample
+	runSign float64
+	shifts  int
+	// uncovered counts the samples accepted since the last fit where the GP's posterior
+	// variance was at least ResidualCoverage of its prior variance.
+	uncovered int
 	// warm reports hyperparameters fitted before the last Reset: the first fit of the new
 	// epoch starts from them (level re-derived from the data) instead of a cold search.
 	warm bool
+}
+
+// heldSample is a sample the residual filter rejected, kept while its run lasts.
+type heldSample struct {
+	x    []float64
+	y    float64 // log rate
+	rate float64
 }
 
 // NewGPEstimator returns an estimator over dim workload features.
@@ -231,6 +308,11 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		return false, ReasonInvalid + ": " + err.Error()
 	}
 	rate := s.Rate()
+	if b := s.OutputBlockedSeconds; b > 0 && b < s.Interval.Seconds() {
+		// Records were completed in the unblocked part of the interval only (the signal
+		// filter rejects intervals blocked for long).
+		rate = s.Records / (s.Interval.Seconds() - b)
+	}
 	if e.cfg.Synchronous {
 		if !(s.UsefulSeconds > 0) {
 			return false, ReasonInvalid + ": no useful time"
@@ -248,10 +330,22 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		return false, ReasonInvalid + ": no records completed"
 	}
 	y := math.Log(rate)
-	if e.mode == FilterTwoStage && e.fitted {
+	uncovered := false
+	if e.fitted {
+		h := e.model.Hyper()
 		m, v := e.model.Predict(s.Features)
-		z := (y - m) / math.Sqrt(v+e.model.Hyper().NoiseVar)
-		if math.Abs(z) > e.cfg.ResidualK {
+		uncovered = v >= e.cfg.ResidualCoverage*h.SignalVar
+		z := (y - m) / math.Sqrt(v+h.NoiseVar)
+		if e.mode == FilterTwoStage && math.Abs(z) > e.cfg.ResidualK && !uncovered {
+			sign := math.Copysign(1, z)
+			if sign != e.runSign {
+				e.run, e.runSign = e.run[:0], sign
+			}
+			e.run = append(e.run, heldSample{x: append([]float64(nil), s.Features...), y: y, rate: rate})
+			if len(e.run) >= e.cfg.ShiftRun {
+				e.shift(ctx)
+				return true, ""
+			}
 			e.rejects++
 			if e.rejects < e.cfg.MaxResidualRejects {
 				return false, ReasonResidual
@@ -260,12 +354,18 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 				"estimator", e.Name(), "rejects", e.rejects)
 		}
 	}
-	e.rejects = 0
-	if err := e.model.Add(s.Features, y); err != nil {
+	e.rejects, e.run = 0, e.run[:0]
+	if err := e.add(s.Features, y, rate); err != nil {
 		return false, ReasonInvalid + ": " + err.Error()
 	}
-	e.ema.add(rate)
-	e.accepted++
+	if uncovered {
+		e.uncovered++
+	}
+	if e.fitted && e.uncovered >= e.cfg.NMin && e.accepted != e.nextFit {
+		// NMin samples landed where the model knew nothing: its hyperparameters were
+		// fitted to other regions, so refit now rather than at the next scheduled count.
+		e.fit(ctx, RefitOptions(e.cfg.Fit))
+	}
 	if e.accepted == e.nextFit {
 		o := e.cfg.Fit
 		if e.fitted {
@@ -275,6 +375,94 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		e.nextFit += min(e.nextFit, e.cfg.RefitEvery)
 	}
 	return true, ""
+}
+
+// add puts one accepted sample into the GP and the EMA.
+func (e *GPEstimator) add(x []float64, y, rate float64) error {
+	if err := e.model.Add(x, y); err != nil {
+		return err
+	}
+	e.ema.add(rate)
+	e.accepted++
+	return nil
+}
+
+// Shifts returns the number of regime shifts the residual run test detected since the
+// estimator was made.
+func (e *GPEstimator) Shifts() int { return e.shifts }
+
+// shift handles a run of ShiftRun residual rejections on one side of the model: a regime
+// shift the features do not explain (a change they do explain lands where the GP is
+// uncertain and is accepted without a run). The GP cannot hold two levels at the same
+// features, so the old regime's samples near the run are dropped — those within one length
+// scale of the run's mean features or within ShiftRadius of them relative to each
+// feature's magnitude — the run is admitted and the hyperparameters refitted at once. If
+// no sample is left beyond the run, the estimator restarts as after an invalidation (EMA
+// of the run, first fit at NMin samples).
+func (e *GPEstimator) shift(ctx context.Context) {
+	e.shifts++
+	h := e.model.Hyper()
+	xs, _ := e.model.Data()
+	center, ybar := make([]float64, len(e.run[0].x)), 0.0
+	for _, r := range e.run {
+		for d := range center {
+			center[d] += r.x[d] / float64(len(e.run))
+		}
+		ybar += r.y / float64(len(e.run))
+	}
+	dropped := 0
+	for i := len(xs) - 1; i >= 0; i-- {
+		if scaledDistance(xs[i], center, h.LengthScales) >= 1 && relativeDistance(xs[i], center) >= e.cfg.ShiftRadius {
+			continue
+		}
+		if err := e.model.Remove(i); err != nil {
+			e.cfg.Logger.Warn("observe: shift", "estimator", e.Name(), "err", err)
+			break
+		}
+		dropped++
+	}
+	kept := e.model.Len()
+	if kept == 0 {
+		h.Mean = ybar
+		if err := e.model.SetHyper(h); err != nil {
+			e.cfg.Logger.Warn("observe: shift: hyperparameters rejected", "estimator", e.Name(), "err", err)
+		}
+		e.ema.reset()
+		e.accepted, e.warm = 0, true
+	}
+	for _, r := range e.run {
+		if err := e.add(r.x, r.y, r.rate); err != nil {
+			e.cfg.Logger.Warn("observe: shift", "estimator", e.Name(), "err", err)
+		}
+	}
+	e.cfg.Logger.Debug("observe: regime shift: old samples near the run dropped, run admitted",
+		"estimator", e.Name(), "run", len(e.run), "dropped", dropped, "kept", kept)
+	e.run, e.rejects = e.run[:0], 0
+	if kept == 0 {
+		e.nextFit = max(e.cfg.NMin, e.accepted+1)
+		return
+	}
+	e.fit(ctx, RefitOptions(e.cfg.Fit))
+	e.nextFit = e.accepted + e.cfg.NMin
+}
+
+// relativeDistance is the largest difference between a and b relative to b's magnitude.
+func relativeDistance(a, b []float64) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(a[i]-b[i])/math.Max(math.Abs(b[i]), 1e-9))
+	}
+	return d
+}
+
+// scaledDistance is the distance between a and b in units of scale (per feature).
+func scaledDistance(a, b, ls []float64) float64 {
+	d := 0.0
+	for i := range a {
+		t := (a[i] - b[i]) / ls[i]
+		d += t * t
+	}
+	return math.Sqrt(d)
 }
 
 // RefitOptions returns the options of a periodic refit derived from the first fit's: no
@@ -310,10 +498,12 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 			e.cfg.Logger.Warn("observe: initial hyperparameters rejected", "estimator", e.Name(), "err", err)
 		}
 	}
+	e.uncovered = 0
 	if _, err := e.model.Fit(ctx, o); err != nil {
 		e.cfg.Logger.Warn("observe: GP fit failed; keeping previous hyperparameters", "estimator", e.Name(), "err", err)
 		return
 	}
+	e.guard()
 	e.fitted = true
 	if e.mode == FilterTwoStage && e.screen() > 0 {
 		// The fit just found the optimum with the outliers in; without them it moves
@@ -323,6 +513,35 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 		if _, err := e.model.Fit(ctx, ro); err != nil {
 			e.cfg.Logger.Warn("observe: GP refit after screening failed", "estimator", e.Name(), "err", err)
 		}
+		e.guard()
+	}
+}
+
+// guard applies the MinSignalSD and MinLengthScale floors to the fitted hyperparameters.
+func (e *GPEstimator) guard() {
+	h := e.model.Hyper()
+	changed := false
+	if v := e.cfg.MinSignalSD * e.cfg.MinSignalSD; h.SignalVar < v {
+		h.SignalVar, changed = v, true
+	}
+	xs, _ := e.model.Data()
+	for d := range h.LengthScales {
+		m := 0.0
+		for _, x := range xs {
+			m += math.Abs(x[d])
+		}
+		if len(xs) > 0 {
+			m /= float64(len(xs))
+		}
+		if floor := e.cfg.MinLengthScale * m; h.LengthScales[d] < floor {
+			h.LengthScales[d], changed = floor, true
+		}
+	}
+	if !changed {
+		return
+	}
+	if err := e.model.SetHyper(h); err != nil {
+		e.cfg.Logger.Warn("observe: hyperparameter floors rejected", "estimator", e.Name(), "err", err)
 	}
 }
 
@@ -397,4 +616,5 @@ func (e *GPEstimator) Reset() {
 	e.model.Reset()
 	e.warm = e.warm || e.fitted
 	e.fitted, e.accepted, e.rejects, e.nextFit = false, 0, 0, e.cfg.NMin
+	e.run, e.uncovered = e.run[:0], 0
 }

@@ -66,6 +66,34 @@ func TestSignalFilterReasons(t *testing.T) {
 		{"output briefly blocked", func(s *Sample) { s.OutputBlockedSeconds = 1 }, ""},
 		// A full queue behind a blocked output is backpressure, not saturation.
 		{"queue full, output blocked", func(s *Sample) { s.Utilization, s.QueueCap, s.OutputBlockedSeconds = 0.3, 520, 5 }, ReasonOutputBlocked},
+		// Issue #21: an engine with requests waiting at both ends is saturated, so a
+		// draining or growing queue does not bias its rate (it used to be rejected).
+		{"engine backlog, draining", func(s *Sample) {
+			s.QueueEnd, s.Engine = 200, EngineGauges{Reported: true, RunningStart: 64, RunningEnd: 64, WaitingStart: 436, WaitingEnd: 136, AdmissionLimit: 64}
+		}, ""},
+		{"engine backlog, growing", func(s *Sample) {
+			s.QueueEnd, s.Engine = 1000, EngineGauges{Reported: true, RunningStart: 64, RunningEnd: 64, WaitingStart: 436, WaitingEnd: 936, AdmissionLimit: 64}
+		}, ""},
+		// Without proof of saturation at both ends the trend rules still apply.
+		{"bounded queue growing, not yet full", func(s *Sample) { s.QueueStart, s.QueueEnd, s.QueueCap = 470, 1000, 2000 }, ReasonQueueGrowing},
+		// Issue #21: the queue gauge counts requests in flight and utilisation is a busy
+		// fraction, so neither sees starvation; the engine's own gauges do: nothing waits.
+		{"in-flight queue, busy fraction, nothing waiting", func(s *Sample) {
+			s.QueueStart, s.QueueEnd, s.Utilization = 40, 38, 1
+			s.Engine = EngineGauges{Reported: true, RunningStart: 40, RunningEnd: 38, AdmissionLimit: 128}
+		}, ReasonStarved},
+		// One starved reading (here the end) is enough: bursty input empties the queue
+		// within intervals whose other end shows a backlog.
+		{"starved at one end", func(s *Sample) {
+			s.Engine = EngineGauges{Reported: true, RunningStart: 128, RunningEnd: 90, WaitingStart: 372, WaitingEnd: 0, AdmissionLimit: 128}
+		}, ReasonStarved},
+		// Without engine gauges, fewer requests held than one full batch is starvation,
+		// whatever the queue gauge counts.
+		{"fewer than a batch held", func(s *Sample) { s.QueueStart, s.QueueEnd, s.Engine.AdmissionLimit = 100, 100, 128 }, ReasonStarved},
+		{"more than a batch held", func(s *Sample) { s.QueueStart, s.QueueEnd, s.Engine.AdmissionLimit = 500, 500, 128 }, ""},
+		// A restarted engine warms up: the first two minutes are not its capacity.
+		{"warming up", func(s *Sample) { s.Uptime = 100 * time.Second }, ReasonWarmUp},
+		{"warm", func(s *Sample) { s.Uptime = 10 * time.Minute }, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -179,22 +207,64 @@ func TestResidualFilter(t *testing.T) {
 	}
 }
 
-// TestResidualLockoutGuard checks that a genuine capacity shift is eventually learnt: after
-// MaxResidualRejects consecutive rejections the next sample is accepted.
+// TestResidualLockoutGuard checks the guard against a model that is too confident: after
+// MaxResidualRejects consecutive rejections of mixed sign the next sample is accepted.
 func TestResidualLockoutGuard(t *testing.T) {
-	e := mustEstimator(t, FilterTwoStage, Config{MaxResidualRejects: 4})
+	e := mustEstimator(t, FilterTwoStage, Config{MaxResidualRejects: 4, ShiftRun: 10})
 	for i := 0; i < 30; i++ {
 		e.Observe(steady(float64(i%10)/10, 0))
 	}
 	before := e.Accepted()
 	var accepted int
 	for i := 0; i < 4; i++ {
-		if ok, _ := e.Observe(steady(0.5, 1)); ok { // capacity doubled
+		rel := 1.0 // capacity doubled, then halved: no consistent side
+		if i%2 == 1 {
+			rel = -0.5
+		}
+		if ok, _ := e.Observe(steady(0.5, rel)); ok {
 			accepted++
 		}
 	}
 	if accepted != 1 || e.Accepted() != before+1 {
-		t.Errorf("accepted %d of 4 shifted samples, want exactly the 4th", accepted)
+		t.Errorf("accepted %d of 4 outliers of mixed sign, want exactly the 4th", accepted)
+	}
+}
+
+// TestResidualRunIsARegimeShift checks the run test: ShiftRun consecutive rejections on
+// the same side are a regime shift. The old guard accepted one sample in ten and refitted
+// when the accepted count doubled, so a capacity that moved while the features did not
+// stayed locked out; now the run is admitted, the old regime's samples dropped, and the
+// estimate is the new level's at once (the run's EMA: 2% noise, so within 5%).
+func TestResidualRunIsARegimeShift(t *testing.T) {
+	e := mustEstimator(t, FilterTwoStage, Config{})
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := 0; i < 60; i++ {
+		e.Observe(steady(float64(i%10)/10, 0.02*rng.NormFloat64()))
+	}
+	for i := 0; i < 3; i++ {
+		if ok, r := e.Observe(steady(0.5, -0.5+0.02*rng.NormFloat64())); ok || r != ReasonResidual {
+			t.Fatalf("shifted sample %d: accepted=%v reason %q, want a residual rejection until the run is long enough", i, ok, r)
+		}
+	}
+	if ok, _ := e.Observe(steady(0.5, -0.5+0.02*rng.NormFloat64())); !ok {
+		t.Fatal("the 4th consecutive low sample was rejected: no regime shift detected")
+	}
+	if e.Shifts() != 1 {
+		t.Errorf("%d shifts, want 1", e.Shifts())
+	}
+	est, err := e.Estimate([]float64{0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := capacityAt(0.5) / 2; math.Abs(est.Capacity-want)/want > 0.05 {
+		t.Errorf("estimate after the shift %.1f, want %.1f ± 5%%", est.Capacity, want)
+	}
+	// The estimator keeps learning the new level: ten more samples, and the GP takes over.
+	for i := 0; i < 10; i++ {
+		e.Observe(steady(float64(i%10)/10, -0.5+0.02*rng.NormFloat64()))
+	}
+	if est, _ := e.Estimate([]float64{0.3}); est.Source != SourceGP || math.Abs(est.Capacity-capacityAt(0.3)/2)/(capacityAt(0.3)/2) > 0.1 {
+		t.Errorf("estimate at 0.3 after 10 more samples %+v, want the GP at %.1f ± 10%%", est, capacityAt(0.3)/2)
 	}
 }
 
@@ -454,5 +524,24 @@ func TestSynchronousUsesUsefulTime(t *testing.T) {
 	}
 	if ok, r := sync.Observe(Sample{Interval: 10 * time.Second, Features: []float64{0.5}}); ok || !strings.HasPrefix(r, ReasonInvalid) {
 		t.Errorf("sample without useful time: accepted=%v reason %q, want invalid", ok, r)
+	}
+}
+
+// TestPartlyBlockedRate checks that an interval whose output was blocked for part of it
+// (less than MaxBlocked) is measured over its unblocked time: 900 records in 10 s, 1 s of
+// them blocked, is 100 records/s of capacity, not 90.
+func TestPartlyBlockedRate(t *testing.T) {
+	e := mustEstimator(t, FilterTwoStage, Config{})
+	s := steady(0, 0)
+	s.Records, s.OutputBlockedSeconds = 900, 0.9
+	if ok, r := e.Observe(s); !ok {
+		t.Fatalf("rejected: %s", r)
+	}
+	est, err := e.Estimate([]float64{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 900 / 9.1; math.Abs(est.Capacity-want) > 1e-9 {
+		t.Errorf("capacity %v, want %v (records over the unblocked 9.1 s)", est.Capacity, want)
 	}
 }

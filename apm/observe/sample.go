@@ -39,10 +39,35 @@ type Sample struct {
 	// OutputBlockedSeconds is the wall time of the interval during which the operator's
 	// output was blocked by a full downstream queue (0: never, or not reported).
 	OutputBlockedSeconds float64
+	// Uptime is the time from the instance's last (re)start to the end of the interval;
+	// 0 when unknown. Samples taken while an engine warms up (SignalConfig.WarmUp) run
+	// below its sustainable rate.
+	Uptime time.Duration
+	// Engine holds the serving engine's own scheduler gauges, when it exports them
+	// (Engine.Reported); see EngineGauges.
+	Engine EngineGauges
 	// Features is the workload feature vector, in the order the operator declared.
 	Features []float64
 	// Epoch is the configuration epoch the sample was collected under.
 	Epoch uint64
+}
+
+// EngineGauges are what a batching serving engine reports about its own scheduler, in the
+// style of vLLM's num_requests_running and num_requests_waiting gauges, read at the start
+// and the end of an interval. They describe the engine whatever the operator's input queue
+// gauge counts (waiting records only, or also the requests in flight).
+type EngineGauges struct {
+	// Reported is true when the engine exports RunningX and WaitingX (a zero waiting count
+	// is then a reading, not a missing value).
+	Reported bool
+	// RunningStart and RunningEnd are the requests in the engine's running batch.
+	RunningStart, RunningEnd float64
+	// WaitingStart and WaitingEnd are the requests the engine holds but does not run yet
+	// (no batch slot or no KV-cache room).
+	WaitingStart, WaitingEnd float64
+	// AdmissionLimit is the most requests the engine runs at once (vLLM's max_num_seqs,
+	// from the operator's configuration); 0 when unknown. It may be set without Reported.
+	AdmissionLimit float64
 }
 
 // Rate returns the observed throughput in records per second.
@@ -60,10 +85,16 @@ func (s Sample) validate(dim int) error {
 		"busy seconds": s.BusySeconds, "useful seconds": s.UsefulSeconds,
 		"queue start": s.QueueStart, "queue end": s.QueueEnd, "utilization": s.Utilization,
 		"queue cap": s.QueueCap, "output blocked seconds": s.OutputBlockedSeconds,
+		"running start": s.Engine.RunningStart, "running end": s.Engine.RunningEnd,
+		"waiting start": s.Engine.WaitingStart, "waiting end": s.Engine.WaitingEnd,
+		"admission limit": s.Engine.AdmissionLimit,
 	} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return fmt.Errorf("%s %v must be finite and non-negative", name, v)
 		}
+	}
+	if s.Uptime < 0 {
+		return fmt.Errorf("uptime %v must not be negative", s.Uptime)
 	}
 	if len(s.Features) != dim {
 		return fmt.Errorf("%d features, want %d", len(s.Features), dim)
@@ -85,6 +116,8 @@ const (
 	ReasonQueueDraining   = "queue draining"
 	ReasonQueueGrowing    = "queue growing"
 	ReasonQueueEmpty      = "queue empty"
+	ReasonStarved         = "starved"
+	ReasonWarmUp          = "warming up"
 	ReasonResidual        = "model residual"
 	ReasonFewRecords      = "too few records"
 	ReasonUnknownOperator = "unknown operator"

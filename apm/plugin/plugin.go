@@ -50,6 +50,8 @@ const (
 	ConfigToken         = "token"          // the same, by the name the strategy and target plugins use
 	ConfigFeedInterval  = "feed_interval"  // how often estimates are published (default 5s)
 	ConfigTune          = "tune"           // "true": also propose candidate configs (feed.Tuner)
+	ConfigTuneMarginMB  = "tune_margin_mb" // tuning: memory safety margin below the device memory, MiB (default 1024)
+	ConfigTunePeakK     = "tune_peak_k"    // tuning: sustained-peak allowance, noise deviations of the memory surrogate (default 2)
 )
 
 // minScrapeGap is the shortest interval between two scrapes of one group.
@@ -152,6 +154,10 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 			}
 			tune = b
 		}
+		tuning, err := tuningOptions(config)
+		if err != nil {
+			return err
+		}
 		token := config[ConfigPlannerToken]
 		if token == "" {
 			token = config[ConfigToken]
@@ -160,6 +166,7 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 			Planner: addr, Token: token, Interval: interval, Refresh: p.refreshDeclared,
 			Logger: hclogslog.New(p.log.Named("feed")),
 			Tune:   tune,
+			Tuning: tuning,
 		})
 		if err != nil {
 			return fmt.Errorf("trident-apm: %w", err)
@@ -170,6 +177,27 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 		p.log.Info("publishing capacity estimates to the planner", "planner", addr, "interval", interval, "tune", tune)
 	}
 	return nil
+}
+
+// tuningOptions reads the tune_* keys: non-negative numbers, an explicit 0 meaning none
+// (feed.TunerOptions takes a negative value for that; absent keys keep its defaults).
+func tuningOptions(config map[string]string) (feed.TunerOptions, error) {
+	var o feed.TunerOptions
+	for key, dst := range map[string]*float64{ConfigTuneMarginMB: &o.MarginMB, ConfigTunePeakK: &o.PeakK} {
+		v := config[key]
+		if v == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= 0) || math.IsInf(f, 0) {
+			return o, fmt.Errorf("trident-apm: config %s=%q: want a finite number >= 0", key, v)
+		}
+		if f == 0 {
+			f = -1
+		}
+		*dst = f
+	}
+	return o, nil
 }
 
 // refreshDeclared is the feeder's refresh: the declaration comes from the planner's

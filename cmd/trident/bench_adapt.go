@@ -12,9 +12,11 @@ import (
 	"github.com/trident-sched/trident/strategy/adaptbench"
 )
 
-// runBenchAdapt benchmarks the adaptation layer: memory-constrained BO against unconstrained
-// BO, random and grid search on the simulated TextOCR and Captioning operators, and online
-// clustering against offline K-means/DBSCAN on regime-shift streams.
+// runBenchAdapt benchmarks the adaptation layer: memory-constrained BO (as benchmarked, as
+// before issue #21, and with the live tuner's settings) against EI that scores an OOM as
+// zero throughput, random and grid search and EI that drops OOM trials on the simulated
+// TextOCR and Captioning operators, and online clustering against offline K-means/DBSCAN on
+// regime-shift streams.
 func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench adapt", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -24,6 +26,7 @@ func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&boCfg.Budget, "budget", boCfg.Budget, "evaluations per tuning run")
 	fs.IntVar(&boCfg.InitPoints, "init", boCfg.InitPoints, "initial quasi-random evaluations of the BO methods")
 	fs.Float64Var(&boCfg.MarginGB, "margin-gb", boCfg.MarginGB, "memory safety margin of constrained BO (GB)")
+	fs.Float64Var(&boCfg.PeakK, "peak-k", boCfg.PeakK, "sustained-peak allowance of constrained BO, in noise deviations of its memory surrogate")
 	fs.Float64Var(&boCfg.Delta, "delta", boCfg.Delta, "minimum probability of feasibility of constrained BO")
 	fs.DurationVar(&boCfg.EvalDuration, "eval", boCfg.EvalDuration, "length of one simulated tuning evaluation")
 	fs.DurationVar(&boCfg.SustainedDuration, "sustained", boCfg.SustainedDuration, "run length over which a recommendation's OOM risk is judged")
@@ -34,6 +37,9 @@ func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if boCfg.Seeds < 1 || boCfg.Budget < 1 || boCfg.InitPoints < 1 {
 		return fmt.Errorf("adapt: -seeds, -budget and -init must be positive")
+	}
+	if !(boCfg.MarginGB >= 0) || !(boCfg.PeakK >= 0) {
+		return fmt.Errorf("adapt: -margin-gb and -peak-k must not be negative")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 

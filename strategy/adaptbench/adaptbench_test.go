@@ -11,42 +11,42 @@ import (
 	"testing"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
-	"github.com/trident-sched/trident/strategy/bo"
 )
 
-// TestConstrainedBOCutsOOMs checks the acceptance criterion on a fixed seed set (seeds
-// 1..5, 30 evaluations, 5 initial, both operators): constrained BO has at least 75% fewer
-// OOM evaluations than unconstrained BO and its mean best measured throughput is at most
-// 2% below.
+// TestConstrainedBOCutsOOMs checks the constrained BO against the honest baseline — EI
+// that scores an OOM as zero throughput, from the quasi-random design and from the default
+// configuration — on a fixed seed set (seeds 1..5, 30 evaluations, both operators): at
+// least 75% fewer OOM evaluations than either (the benchmark's goal is 80% over 20 seeds;
+// 5 seeds leave a few OOMs of slack), and a recommendation whose true rate × P(no OOM
+// over an hour) is at most 2% below theirs.
 func TestConstrainedBOCutsOOMs(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 20 BO tuning runs")
+		t.Skip("runs 30 BO tuning runs")
 	}
 	cfg := DefaultBOConfig()
 	cfg.Seeds = 5
-	cfg.Methods = []bo.Method{bo.Constrained, bo.Unconstrained}
+	all := DefaultVariants(cfg)
+	cfg.Variants = []Variant{all[0], all[4], all[5]}
 	res, err := RunBO(context.Background(), cfg, DefaultBOCases())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range res {
-		cmp, err := Compare(c, bo.Unconstrained)
-		if err != nil {
-			t.Fatal(err)
-		}
-		con, _ := c.Method(bo.Constrained)
-		un, _ := c.Method(bo.Unconstrained)
-		t.Logf("%s: OOMs %d vs %d (%.0f%% fewer), best %.3f vs %.3f (cost %+.1f%%), recommendation %.1f%% of oracle",
-			c.Case.Name, con.OOMTotal, un.OOMTotal, 100*cmp.OOMReduction, con.BestMeasured, un.BestMeasured, 100*cmp.ThroughputCost, 100*con.RecTrue/c.Oracle)
-		if cmp.OOMReduction < 0.75 {
-			t.Errorf("%s: OOM reduction %.1f%% < 75%%", c.Case.Name, 100*cmp.OOMReduction)
-		}
-		if cmp.ThroughputCost > 0.02 {
-			t.Errorf("%s: throughput cost %.1f%% > 2%%", c.Case.Name, 100*cmp.ThroughputCost)
-		}
-		// The recommendation survives sustained runs: mean OOM probability below 5%.
-		if con.RecSustainedOOM > 0.05 {
-			t.Errorf("%s: recommendation's sustained OOM probability %.3f", c.Case.Name, con.RecSustainedOOM)
+		for _, b := range []string{VariantEIZero, VariantEIZeroWarm} {
+			cmp, err := Compare(c, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			con, _ := c.Method(VariantTrident)
+			un, _ := c.Method(b)
+			t.Logf("%s vs %s: OOMs %d vs %d (%.0f%% fewer), effective %.3f vs %.3f (cost %+.1f%%)",
+				c.Case.Name, b, con.OOMTotal, un.OOMTotal, 100*cmp.OOMReduction, con.RecEffective, un.RecEffective, 100*cmp.ThroughputCost)
+			if cmp.OOMReduction < 0.75 {
+				t.Errorf("%s vs %s: OOM reduction %.1f%% < 75%%", c.Case.Name, b, 100*cmp.OOMReduction)
+			}
+			if cmp.ThroughputCost > 0.02 {
+				t.Errorf("%s vs %s: throughput cost %.1f%% > 2%%", c.Case.Name, b, 100*cmp.ThroughputCost)
+			}
 		}
 	}
 }
@@ -134,7 +134,8 @@ func TestReportEndsWithOneResultLine(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(last, "RESULT ")), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Bench != "adapt" || got.Figures["bo.textocr.constrained_bo.best_rps"] == nil || got.Peers["paper.table6.pdf.oom_unconstrained"] != 14.0 {
+	if got.Bench != "adapt" || got.Figures["bo.textocr.constrained_bo.best_rps"] == nil || got.Figures["bo.textocr.vs_ei_oom0.oom_reduction"] == nil ||
+		got.Figures["bo.textocr.live_tuner.rec_effective_vs_oracle"] == nil || got.Peers["paper.table6.pdf.oom_unconstrained"] != 14.0 {
 		t.Fatalf("RESULT %+v", got)
 	}
 	// The offline baselines did not run: the peers say so and hold none of their figures.

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/trident-sched/trident/strategy/adapt"
 	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/configspace"
 	"github.com/trident-sched/trident/strategy/opmodel"
@@ -32,9 +33,56 @@ func DefaultBOCases() []BOCase {
 	}
 }
 
+// Variant is one tuning method with its settings.
+type Variant struct {
+	// Name labels the variant in tables and RESULT keys.
+	Name   string
+	Method bo.Method
+	// Budget is the number of evaluations (0: BOConfig.Budget).
+	Budget int
+	// InitPoints is the quasi-random initial design of the BO methods (0:
+	// BOConfig.InitPoints).
+	InitPoints int
+	// WarmStart makes the space's default configuration (the one a deployment runs, known
+	// to fit) the first evaluation.
+	WarmStart bool
+	// MarginGB, PeakK and Delta configure constrained BO (see bo.Options).
+	MarginGB, PeakK, Delta float64
+}
+
+// Variant names.
+const (
+	// VariantTrident is Trident's memory-constrained BO as benchmarked: from the default
+	// configuration, sustained-peak allowance and margin.
+	VariantTrident = "constrained-bo"
+	// VariantTridentV0 is the constrained BO the project benchmarked before issue #21:
+	// five quasi-random initial points, feasibility judged on the short-run peaks.
+	VariantTridentV0 = "constrained-bo-v0"
+	// VariantLive is the live tuner's configuration (strategy/adapt.LiveTuning).
+	VariantLive = "live-tuner"
+	// VariantLiveV0 is the live tuner as it ran before issue #21: no margin, feasibility
+	// judged on the short-run peaks, δ 0.9.
+	VariantLiveV0 = "live-tuner-v0"
+	// VariantEIZero is EI that scores an OOM as zero throughput, five initial points.
+	VariantEIZero = "ei-oom0"
+	// VariantEIZeroWarm is EI with OOM = 0 from the default configuration.
+	VariantEIZeroWarm = "ei-oom0-warm"
+	// VariantEIDrop is EI that drops OOM trials from its surrogate (the old headline
+	// baseline).
+	VariantEIDrop = "ei-drop-oom"
+	// VariantRandom and VariantGrid are random (Halton) and grid search.
+	VariantRandom = "random-search"
+	VariantGrid   = "grid-search"
+)
+
+// Baselines are the variants Trident's constrained BO is compared with, strongest fair
+// baselines first: EI with OOM = 0 (from the quasi-random design and from the default
+// configuration), then random and grid search, then EI that drops OOM trials.
+var Baselines = []string{VariantEIZero, VariantEIZeroWarm, VariantRandom, VariantGrid, VariantEIDrop}
+
 // BOConfig configures the BO benchmark.
 type BOConfig struct {
-	// Seeds is the number of independent tuning runs per method and case.
+	// Seeds is the number of independent tuning runs per variant and case.
 	Seeds int
 	// FirstSeed is the seed of the first run; run i uses FirstSeed+i.
 	FirstSeed uint64
@@ -46,24 +94,47 @@ type BOConfig struct {
 	EvalDuration time.Duration
 	// SustainedDuration is the run length over which a recommendation's OOM risk is judged.
 	SustainedDuration time.Duration
-	// MarginGB is the memory safety margin μ of constrained BO.
+	// MarginGB is the memory safety margin μ of Trident's constrained BO.
 	MarginGB float64
+	// PeakK is the sustained-peak allowance of Trident's constrained BO (bo.Options.PeakK).
+	PeakK float64
 	// Delta is the minimum probability of feasibility δ of constrained BO.
 	Delta float64
-	// Methods lists the methods compared (default: all four).
-	Methods []bo.Method
+	// Variants lists the variants compared (default: DefaultVariants(cfg)).
+	Variants []Variant
 }
 
 // DefaultBOConfig returns the configuration of the paper's experiment with 20 seeds.
 func DefaultBOConfig() BOConfig {
 	return BOConfig{Seeds: 20, FirstSeed: 1, Budget: 30, InitPoints: 5,
-		EvalDuration: 2 * time.Minute, SustainedDuration: time.Hour, MarginGB: 3, Delta: 0.9,
-		Methods: []bo.Method{bo.Constrained, bo.Unconstrained, bo.UnconstrainedZero, bo.Random, bo.Grid}}
+		EvalDuration: 2 * time.Minute, SustainedDuration: time.Hour, MarginGB: 1, PeakK: 2, Delta: 0.95}
 }
 
-// MethodOutcome aggregates the runs of one method on one case.
+// miBToGB converts MiB to the GB (1e9 bytes) of opmodel.
+const miBToGB = float64(1<<20) / 1e9
+
+// DefaultVariants returns the compared variants: Trident's constrained BO with cfg's
+// settings, its pre-#21 form, the live tuner's configuration before and after #21, and the
+// baselines.
+func DefaultVariants(cfg BOConfig) []Variant {
+	live := adapt.LiveTuning()
+	return []Variant{
+		{Name: VariantTrident, Method: bo.Constrained, InitPoints: 1, WarmStart: true, MarginGB: cfg.MarginGB, PeakK: cfg.PeakK, Delta: cfg.Delta},
+		{Name: VariantTridentV0, Method: bo.Constrained, MarginGB: 3, Delta: 0.9},
+		{Name: VariantLive, Method: bo.Constrained, Budget: live.Budget, InitPoints: live.InitPoints, WarmStart: true,
+			MarginGB: live.MarginMiB * miBToGB, PeakK: live.PeakK, Delta: live.Delta},
+		{Name: VariantLiveV0, Method: bo.Constrained, Budget: live.Budget, InitPoints: live.InitPoints, WarmStart: true, Delta: 0.9},
+		{Name: VariantEIZero, Method: bo.UnconstrainedZero},
+		{Name: VariantEIZeroWarm, Method: bo.UnconstrainedZero, InitPoints: 1, WarmStart: true},
+		{Name: VariantRandom, Method: bo.Random},
+		{Name: VariantGrid, Method: bo.Grid},
+		{Name: VariantEIDrop, Method: bo.Unconstrained},
+	}
+}
+
+// MethodOutcome aggregates the runs of one variant on one case.
 type MethodOutcome struct {
-	Method bo.Method
+	Variant Variant
 	// BestMeasured is the mean over runs of the best measured throughput without OOM
 	// (the nominal best).
 	BestMeasured float64
@@ -72,19 +143,20 @@ type MethodOutcome struct {
 	// RecSustainedOOM is the mean probability that the recommendation fails with OOM in a
 	// sustained run.
 	RecSustainedOOM float64
-	// RecEffective is the mean of RecTrue·(1 − sustained OOM probability).
+	// RecEffective is the mean of RecTrue·(1 − sustained OOM probability): the
+	// recommendation's true rate times its probability of surviving a sustained run.
 	RecEffective float64
 	// OOMs is the mean number of OOM evaluations per run; OOMTotal their sum over runs.
 	OOMs     float64
 	OOMTotal int
-	// InitOOMTotal counts the OOMs among each run's first InitPoints evaluations (the
-	// quasi-random initial design of the BO methods), summed over runs.
+	// InitOOMTotal counts the OOMs among each run's initial design (its first InitPoints
+	// evaluations), summed over runs.
 	InitOOMTotal int
 	// Runs is the number of runs.
 	Runs int
 }
 
-// CaseOutcome holds every method's outcome on one case plus references.
+// CaseOutcome holds every variant's outcome on one case plus references.
 type CaseOutcome struct {
 	Case BOCase
 	// Default is the noise-free throughput of the space's default configuration and
@@ -96,19 +168,23 @@ type CaseOutcome struct {
 	Methods []MethodOutcome
 }
 
-// Method returns the outcome of method m.
-func (c CaseOutcome) Method(m bo.Method) (MethodOutcome, bool) {
+// Method returns the outcome of the variant named name.
+func (c CaseOutcome) Method(name string) (MethodOutcome, bool) {
 	for _, o := range c.Methods {
-		if o.Method == m {
+		if o.Variant.Name == name {
 			return o, true
 		}
 	}
 	return MethodOutcome{}, false
 }
 
-// RunBO runs every method cfg.Seeds times on every case.
+// RunBO runs every variant cfg.Seeds times on every case.
 func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, error) {
 	space := opmodel.Space()
+	variants := cfg.Variants
+	if len(variants) == 0 {
+		variants = DefaultVariants(cfg)
+	}
 	var out []CaseOutcome
 	for ci, cs := range cases {
 		co := CaseOutcome{Case: cs}
@@ -123,18 +199,22 @@ func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, er
 		if co.Oracle, err = oracle(space, cs, cfg.SustainedDuration, rand.New(rand.NewPCG(uint64(ci), 99))); err != nil {
 			return nil, err
 		}
-		for _, m := range cfg.Methods {
-			mo := MethodOutcome{Method: m}
+		for _, v := range variants {
+			mo := MethodOutcome{Variant: v}
+			init := v.InitPoints
+			if init == 0 {
+				init = cfg.InitPoints
+			}
 			for s := range cfg.Seeds {
 				seed := cfg.FirstSeed + uint64(s)
-				r, err := runOnce(ctx, cfg, space, cs, m, seed)
+				r, err := runOnce(ctx, cfg, space, cs, v, seed)
 				if err != nil {
-					return nil, fmt.Errorf("adaptbench: %s %s seed %d: %w", cs.Name, m, seed, err)
+					return nil, fmt.Errorf("adaptbench: %s %s seed %d: %w", cs.Name, v.Name, seed, err)
 				}
 				mo.BestMeasured += r.BestFeasible.Throughput
 				mo.OOMTotal += r.OOMs
 				for i, ob := range r.Observations {
-					if i < cfg.InitPoints && ob.OOM {
+					if i < init && ob.OOM {
 						mo.InitOOMTotal++
 					}
 				}
@@ -166,17 +246,29 @@ func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, er
 	return out, nil
 }
 
-// runOnce tunes case cs with method m and seed.
-func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOCase, m bo.Method, seed uint64) (bo.Result, error) {
+// runOnce tunes case cs with variant v and seed. The random streams depend on the method,
+// not the variant's name, so variants of one method see the same measurement noise.
+func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOCase, v Variant, seed uint64) (bo.Result, error) {
+	m := v.Method
 	optRng := rand.New(rand.NewPCG(seed, uint64(m)+1))
 	envRng := rand.New(rand.NewPCG(seed, 1000+uint64(m)))
-	opts := bo.Options{Method: m, InitPoints: cfg.InitPoints, MemLimit: cs.Engine.DeviceMemGB,
-		Margin: cfg.MarginGB, Delta: cfg.Delta}
+	opts := bo.Options{Method: m, InitPoints: v.InitPoints, MemLimit: cs.Engine.DeviceMemGB,
+		Margin: v.MarginGB, PeakK: v.PeakK, Delta: v.Delta}
+	if opts.InitPoints == 0 {
+		opts.InitPoints = cfg.InitPoints
+	}
+	if v.WarmStart {
+		opts.Initial = []configspace.Config{space.Default()}
+	}
+	budget := v.Budget
+	if budget == 0 {
+		budget = cfg.Budget
+	}
 	obj := func(ctx context.Context, c configspace.Config) (float64, float64, bool, error) {
 		r, err := cs.Engine.Evaluate(c, cs.Workload, cfg.EvalDuration, envRng)
 		return r.Throughput, r.PeakMemGB, r.OOM, err
 	}
-	return bo.Run(ctx, space, opts, optRng, obj, cfg.Budget)
+	return bo.Run(ctx, space, opts, optRng, obj, budget)
 }
 
 // oracle returns the best noise-free throughput among 20000 random configurations whose

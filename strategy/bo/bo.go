@@ -6,9 +6,11 @@
 // memory, fitted to every evaluation. An OOM evaluation's peak is censored (only known to
 // exceed the device limit): it is imputed as the larger of MemLimit·(1+OOMPenalty) and the
 // prediction of a memory surrogate fitted to the feasible evaluations.
-// The next configuration maximises EI(x)·PF(x), where PF(x) = Φ((log(M − μ) − m(x))/s(x))
-// is the probability that peak memory stays below the device memory M less the margin μ
-// (m, s: the memory surrogate's mean and standard deviation of log peak memory), among
+// The next configuration maximises EI(x)·PF(x), where PF(x) = Φ((log(M − μ) − m(x) −
+// k·σ_n)/s(x)) is the probability that the sustained peak memory stays below the device
+// memory M less the margin μ (m, s: the memory surrogate's mean and standard deviation of
+// log peak memory; σ_n its noise deviation, the scatter of short-run peaks, and k =
+// PeakK the allowance for a sustained run peaking above every short one), among
 // candidates with PF(x) ≥ δ. After the budget, the recommendation is the evaluated feasible
 // configuration with the best predicted throughput among those with PF ≥ δ.
 //
@@ -81,6 +83,18 @@ type Options struct {
 	MemLimit float64
 	// Margin is the safety margin μ subtracted from MemLimit.
 	Margin float64
+	// PeakK models the sustained peak (constrained BO): a tuning evaluation is short, and a
+	// configuration's peak over a sustained run lies above its short-run peaks, as the
+	// largest of many of them. The sustained log peak is taken as the memory surrogate's
+	// mean plus PeakK standard deviations of its observation noise (the scatter of
+	// short-run peaks at one configuration), so P(feasible) = Φ((log(M − μ) − m(x) −
+	// PeakK·σ_n)/s(x)). 0 judges feasibility on the short-run peaks themselves; ≈2 is the
+	// expected largest of 30 short runs (an hour of 2-minute evaluations).
+	PeakK float64
+	// PeakNoiseFloor floors σ_n of PeakK, in log units (default 0.01: short-run peaks
+	// scatter by at least 1% — allocator fragmentation, caching). With a few evaluations
+	// the surrogate fits almost no noise, and the allowance would vanish.
+	PeakNoiseFloor float64
 	// Delta is the minimum probability of feasibility δ of a suggestion and of the
 	// recommendation (default 0.9, the value benchmarked in trident bench adapt).
 	Delta float64
@@ -119,6 +133,9 @@ func (o Options) withDefaults(rng *rand.Rand) Options {
 	}
 	if o.Delta == 0 {
 		o.Delta = 0.9
+	}
+	if o.PeakNoiseFloor == 0 {
+		o.PeakNoiseFloor = 0.01
 	}
 	if o.OOMPenalty == 0 {
 		o.OOMPenalty = 0.05
@@ -187,6 +204,9 @@ func New(space *configspace.Space, opts Options, rng *rand.Rand) (*Optimizer, er
 	}
 	if opts.Delta < 0 || opts.Delta >= 1 {
 		return nil, fmt.Errorf("bo: feasibility threshold delta %v outside [0,1)", opts.Delta)
+	}
+	if !(opts.PeakK >= 0) || !(opts.Margin >= 0) || math.IsInf(opts.PeakK, 0) || math.IsInf(opts.Margin, 0) {
+		return nil, fmt.Errorf("bo: peak allowance k %v and margin %v must be finite and non-negative", opts.PeakK, opts.Margin)
 	}
 	o := &Optimizer{space: space, opts: opts, rng: rng, seen: map[string]bool{}, fittedAt: -1}
 	o.initial = append(o.initial, opts.Initial...)
@@ -532,10 +552,18 @@ func (o *Optimizer) imputeOOM(ctx context.Context, obs []Observation, mx [][]flo
 	return nil
 }
 
-// pFeasible returns P(peak memory ≤ M − μ) = Φ((log(M − μ) − m(x))/s(x)) under the
-// memory surrogate of log peak memory.
+// pFeasible returns P(sustained peak memory ≤ M − μ) = Φ((log(M − μ) − m(x) − k·σ_n)/s(x))
+// under the memory surrogate of log peak memory (k = PeakK, σ_n its noise deviation, at
+// least PeakNoiseFloor).
 func (o *Optimizer) pFeasible(x []float64) float64 {
 	m, v := o.mem.Predict(x)
+	if o.opts.PeakK > 0 {
+		sn := o.opts.PeakNoiseFloor
+		if nm, ok := o.mem.(NoiseModel); ok {
+			sn = math.Max(sn, math.Sqrt(math.Max(nm.NoiseVar(), 0)))
+		}
+		m += o.opts.PeakK * sn
+	}
 	lim := math.Log(math.Max(o.opts.MemLimit-o.opts.Margin, 1e-9))
 	s := math.Sqrt(v)
 	if !(s > 1e-12) {
@@ -635,8 +663,9 @@ type Prediction struct {
 	// an evaluation without OOM exists.
 	Throughput, ThroughputStd float64
 	HaveThroughput            bool
-	// PFeasible is P(peak memory ≤ MemLimit − Margin) under the memory surrogate
-	// (constrained BO), 1 for the methods that do not model memory.
+	// PFeasible is P(sustained peak memory ≤ MemLimit − Margin) under the memory
+	// surrogate (constrained BO; see Options.PeakK), 1 for the methods that do not model
+	// memory.
 	PFeasible float64
 }
 

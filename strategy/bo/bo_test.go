@@ -314,3 +314,44 @@ func intOptimizer(t *testing.T, hi int, opts Options, seed uint64) (*Optimizer, 
 	}
 	return o, func(b int) configspace.Config { return configspace.Config{"b": configspace.Num(float64(b))} }
 }
+
+// stubMem is a memory surrogate with a fixed prediction and noise.
+type stubMem struct{ m, v, noise float64 }
+
+func (s stubMem) Fit(context.Context, [][]float64, []float64) error { return nil }
+func (s stubMem) Predict([]float64) (float64, float64)              { return s.m, s.v }
+func (s stubMem) NoiseVar() float64                                 { return s.noise }
+
+// TestPeakKModelsTheSustainedPeak checks the sustained-peak allowance on a memory surrogate
+// that predicts a log peak 2% below the usable memory M − μ with latent sd 1%: judged on
+// short-run peaks (PeakK 0, as the live tuner judged before issue #21) P(feasible) is
+// Φ(2) ≈ 0.98; with PeakK 2 the sustained peak sits 2 noise deviations higher — the 1%
+// floor when the surrogate fits less noise, 3% when it fits 1.5% — and P(feasible) drops
+// to Φ(0) = 0.5 and Φ(−1) ≈ 0.16.
+func TestPeakKModelsTheSustainedPeak(t *testing.T) {
+	ctx := context.Background()
+	lim := math.Log(90.0)
+	pf := func(k, noiseSD float64) float64 {
+		mem := stubMem{m: lim - 0.02, v: 0.01 * 0.01, noise: noiseSD * noiseSD}
+		o, cfg := intOptimizer(t, 64, Options{MemLimit: 100, Margin: 10, PeakK: k,
+			MemSurrogate: func(int) Surrogate { return mem }}, 7)
+		if err := o.Observe(cfg(4), 4, 80, false); err != nil {
+			t.Fatal(err)
+		}
+		p, err := o.Predict(ctx, cfg(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.PFeasible
+	}
+	for _, c := range []struct{ k, noise, want float64 }{
+		{0, 0.001, normCDF(2)}, {2, 0.001, 0.5}, {2, 0.015, normCDF(-1)},
+	} {
+		if got := pf(c.k, c.noise); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("k %v, noise sd %v: P(feasible) %.4f, want %.4f", c.k, c.noise, got, c.want)
+		}
+	}
+	if _, err := New(configspace.MustParse("b=int[1,8]"), Options{MemLimit: 100, PeakK: -1}, rand.New(rand.NewPCG(1, 1))); err == nil {
+		t.Error("negative PeakK accepted")
+	}
+}

@@ -27,6 +27,13 @@ type Conditioner interface {
 	With(xs [][]float64, ys []float64) (Surrogate, error)
 }
 
+// NoiseModel is a Surrogate that reports the variance of its observation noise: how far a
+// new measurement at a point scatters around the latent function.
+type NoiseModel interface {
+	// NoiseVar returns the observation-noise variance in units of y².
+	NoiseVar() float64
+}
+
 // SurrogateFactory makes an empty surrogate over dim inputs.
 type SurrogateFactory func(dim int) Surrogate
 
@@ -269,6 +276,15 @@ func (s *GPSurrogate) fitHyper(ctx context.Context, xs [][]float64, z []float64)
 	}
 	s.last = clampT(bestT)
 	return hyper(s.last), nil
+}
+
+// NoiseVar implements NoiseModel: the fitted observation-noise variance in units of y² (0
+// before the first fit).
+func (s *GPSurrogate) NoiseVar() float64 {
+	if s.g == nil {
+		return 0
+	}
+	return s.g.Hyper().NoiseVar * s.sd * s.sd
 }
 
 // Predict implements Surrogate; before the first Fit it returns mean 0 and variance +Inf.

@@ -1,0 +1,79 @@
+package enginesim
+
+import (
+	"math"
+	"reflect"
+	"testing"
+)
+
+// TestDeterministic checks that a seed fixes the trace.
+func TestDeterministic(t *testing.T) {
+	a, err := Generate(Config{Kind: BurstyStarvation, Seed: 3, Intervals: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Generate(Config{Kind: BurstyStarvation, Seed: 3, Intervals: 200})
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different traces")
+	}
+	c, _ := Generate(Config{Kind: BurstyStarvation, Seed: 4, Intervals: 200})
+	if reflect.DeepEqual(a.Points, c.Points) {
+		t.Fatal("different seeds, same trace")
+	}
+}
+
+// TestKindsShowTheirConditions checks that every kind produces the episodes it is named
+// for, exports what it says it exports, and that its ground truth is consistent: clean
+// intervals run at the profiled capacity on average (the profile and the trace are the
+// same engine), starved ones below it.
+func TestKindsShowTheirConditions(t *testing.T) {
+	for _, k := range Kinds() {
+		t.Run(string(k), func(t *testing.T) {
+			tr, err := Generate(Config{Kind: k, Seed: 1, Intervals: 600})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cond := map[Condition]int{}
+			var cleanRatio, starvedRatio []float64
+			epochs := map[uint64]bool{}
+			for _, p := range tr.Points {
+				s := p.Sample
+				cond[p.Condition]++
+				epochs[s.Epoch] = true
+				if !(p.Capacity > 0) || len(s.Features) != len(Features) || !(s.Engine.AdmissionLimit > 0) {
+					t.Fatalf("bad point %+v", p)
+				}
+				if got := s.Engine.Reported; got != (k != UnreportedBound) {
+					t.Fatalf("engine gauges reported = %v", got)
+				}
+				if (s.QueueCap > 0) != (k != UnreportedBound) {
+					t.Fatalf("queue bound %v", s.QueueCap)
+				}
+				switch p.Condition {
+				case Saturated:
+					cleanRatio = append(cleanRatio, s.Rate()/p.Capacity)
+				case Starved:
+					starvedRatio = append(starvedRatio, s.Rate()/p.Capacity)
+				}
+			}
+			if cond[Saturated] < 60 {
+				t.Errorf("%d clean intervals of %d: %v", cond[Saturated], len(tr.Points), cond)
+			}
+			// 60+ clean intervals of 3-12% rate noise each: a mean within 5% of the
+			// capacity is several standard errors of slack.
+			if m := mean(cleanRatio); math.Abs(m-1) > 0.05 {
+				t.Errorf("clean intervals run at %.3f of the profiled capacity", m)
+			}
+			if len(starvedRatio) > 0 && mean(starvedRatio) > 0.85 {
+				t.Errorf("starved intervals run at %.3f of capacity", mean(starvedRatio))
+			}
+			want := map[Kind]Condition{LongStarvation: Starved, BurstyStarvation: Intermittent, Backpressure: Blocked, ColdStart: WarmUp, ConfigChange: WarmUp}
+			if c, ok := want[k]; ok && cond[c] == 0 {
+				t.Errorf("no %s interval: %v", c, cond)
+			}
+			if k == ConfigChange && len(epochs) < 2 {
+				t.Errorf("one configuration epoch only")
+			}
+		})
+	}
+}

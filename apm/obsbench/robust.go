@@ -1,0 +1,331 @@
+package obsbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/trident-sched/trident/apm/enginesim"
+	"github.com/trident-sched/trident/apm/gp"
+	"github.com/trident-sched/trident/apm/observe"
+	"github.com/trident-sched/trident/internal/benchfmt"
+)
+
+// RobustOptions configures RunRobust. Zero fields take defaults.
+type RobustOptions struct {
+	// FirstSeed is the first trace seed (default 1); Seeds seeds per kind follow it.
+	FirstSeed uint64
+	// Seeds is the number of traces per kind (default 10).
+	Seeds int
+	// Intervals is the number of observation intervals per trace (default 2000).
+	Intervals int
+	// Kinds are the trace kinds (default enginesim.Kinds()).
+	Kinds []enginesim.Kind
+	// Config is the estimator configuration under test (default observe.DefaultConfig(),
+	// the one the live plugin runs).
+	Config *observe.Config
+	// Logger receives estimator diagnostics (default: discarded).
+	Logger *slog.Logger
+}
+
+func (o RobustOptions) withDefaults() RobustOptions {
+	if o.FirstSeed == 0 {
+		o.FirstSeed = 1
+	}
+	if o.Seeds <= 0 {
+		o.Seeds = 10
+	}
+	if o.Intervals == 0 {
+		o.Intervals = 2000
+	}
+	if len(o.Kinds) == 0 {
+		o.Kinds = enginesim.Kinds()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Robust method names, in table order: the estimators of Table 3 that model features, and
+// the clean-sample floor.
+const (
+	// MethodFloor is the GP without filtering fed only the truly saturated samples (the
+	// generator's ground truth): the accuracy a perfect filter would give this GP.
+	MethodFloor = "clean-floor"
+)
+
+var robustMethods = [...]string{"ema", "gp", "gp+signal", "gp+two-stage", MethodFloor}
+
+// RobustMethods returns the methods of the robustness benchmark in table order.
+func RobustMethods() []string { return robustMethods[:] }
+
+// RobustRun is every method's accuracy on one trace.
+type RobustRun struct {
+	Kind enginesim.Kind
+	Seed uint64
+	// Scores are in RobustMethods order.
+	Scores []Score
+	// Clean is the fraction of the trace's intervals that are truly saturated.
+	Clean float64
+	// Conditions counts the trace's intervals by ground-truth condition.
+	Conditions map[enginesim.Condition]int
+}
+
+// Score returns the score of method m.
+func (r RobustRun) Score(m string) Score {
+	for _, s := range r.Scores {
+		if s.Method == m {
+			return s
+		}
+	}
+	return Score{Method: m, MAPE: math.NaN()}
+}
+
+// RobustReport is the outcome of RunRobust.
+type RobustReport struct {
+	Options RobustOptions
+	Runs    []RobustRun // by kind, then seed
+}
+
+// RunRobust replays enginesim traces (an independent model of a batching engine, not the
+// traces the estimators were developed on) through the estimators and the clean floor.
+func RunRobust(ctx context.Context, o RobustOptions) (*RobustReport, error) {
+	o = o.withDefaults()
+	cfg := observe.DefaultConfig()
+	if o.Config != nil {
+		cfg = *o.Config
+	}
+	cfg.Logger = o.Logger
+	r := &RobustReport{Options: o}
+	for _, k := range o.Kinds {
+		for i := range o.Seeds {
+			r.Runs = append(r.Runs, RobustRun{Kind: k, Seed: o.FirstSeed + uint64(i)})
+		}
+	}
+	errs := make([]error, len(r.Runs))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i := range r.Runs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = robustOne(ctx, &r.Runs[i], o.Intervals, cfg)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func robustOne(ctx context.Context, run *RobustRun, intervals int, cfg observe.Config) error {
+	tr, err := enginesim.Generate(enginesim.Config{Kind: run.Kind, Seed: run.Seed, Intervals: intervals})
+	if err != nil {
+		return err
+	}
+	run.Conditions = map[enginesim.Condition]int{}
+	for _, p := range tr.Points {
+		run.Conditions[p.Condition]++
+		if p.Clean {
+			run.Clean++
+		}
+	}
+	run.Clean /= float64(len(tr.Points))
+	cfg.Fit = gp.FitOptions{Seed: run.Seed}
+	dim := len(tr.Features)
+	ema, err := observe.NewEMA(0.3)
+	if err != nil {
+		return err
+	}
+	ests := []observe.Estimator{ema}
+	for _, m := range []observe.Mode{observe.FilterNone, observe.FilterSignal, observe.FilterTwoStage, observe.FilterNone} {
+		e, err := observe.NewGPEstimator(dim, m, cfg)
+		if err != nil {
+			return err
+		}
+		ests = append(ests, e)
+	}
+	for i, e := range ests {
+		s, err := ReplayEngine(ctx, tr, e, i == len(ests)-1)
+		if err != nil {
+			return fmt.Errorf("%s seed %d: %w", run.Kind, run.Seed, err)
+		}
+		if i == len(ests)-1 {
+			s.Method = MethodFloor
+		}
+		run.Scores = append(run.Scores, s)
+	}
+	return nil
+}
+
+// ReplayEngine feeds an enginesim trace to est prequentially, as Replay does, and resets
+// est when the configuration epoch changes (as observe.Layer does). With cleanOnly, est
+// observes only the truly saturated samples (the clean floor).
+//
+// An interval is scored when it is past Warmup and a truly saturated sample of the current
+// epoch came before it: until then the new configuration's capacity has not been observable
+// at all, and every method would be scored on its lack of data (the planner keeps the
+// candidate's measured capacity meanwhile). The mask is the same for every method; a
+// method without an estimate in a scored interval counts as 100 % error.
+func ReplayEngine(ctx context.Context, tr *enginesim.Trace, est observe.Estimator, cleanOnly bool) (Score, error) {
+	var sum float64
+	var scored, accepted int
+	var epoch uint64
+	observable := false
+	for i, p := range tr.Points {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return Score{}, err
+			}
+		}
+		if p.Sample.Epoch != epoch {
+			epoch = p.Sample.Epoch
+			est.Reset()
+			observable = false
+		}
+		if i >= Warmup && observable {
+			e, err := est.Estimate(p.Sample.Features)
+			if err != nil && !errors.Is(err, observe.ErrNoData) {
+				return Score{}, fmt.Errorf("replay %s: interval %d: %w", est.Name(), i, err)
+			}
+			sum += math.Abs(e.Capacity-p.Capacity) / p.Capacity
+			scored++
+		}
+		observable = observable || p.Clean
+		if cleanOnly && !p.Clean {
+			continue
+		}
+		if ok, _ := est.Observe(p.Sample); ok {
+			accepted++
+		}
+	}
+	if scored == 0 {
+		return Score{}, fmt.Errorf("replay %s: trace of %d intervals is not longer than the warm-up %d", est.Name(), len(tr.Points), Warmup)
+	}
+	return Score{Method: est.Name(), MAPE: 100 * sum / float64(scored), Accepted: float64(accepted) / float64(len(tr.Points))}, nil
+}
+
+// KindSummary aggregates one kind's runs.
+type KindSummary struct {
+	Kind enginesim.Kind
+	// Median and Worst are the median and largest MAPE over seeds, by method.
+	Median, Worst map[string]float64
+	// GapMedian and GapWorst are the median and largest per-seed excess of the two-stage
+	// MAPE over the clean floor (percentage points).
+	GapMedian, GapWorst float64
+	// WorstSeed is the seed of the worst two-stage trace.
+	WorstSeed uint64
+	// Accepted is the median fraction of samples the two-stage filter accepted, Clean the
+	// median fraction of truly saturated intervals.
+	Accepted, Clean float64
+}
+
+// Summaries aggregates the runs per kind, in the order of Options.Kinds.
+func (r *RobustReport) Summaries() []KindSummary {
+	var out []KindSummary
+	for _, k := range r.Options.Kinds {
+		ks := KindSummary{Kind: k, Median: map[string]float64{}, Worst: map[string]float64{}}
+		var gaps, acc, clean []float64
+		worst := math.Inf(-1)
+		for _, m := range robustMethods {
+			var v []float64
+			for _, run := range r.Runs {
+				if run.Kind == k {
+					v = append(v, run.Score(m).MAPE)
+				}
+			}
+			ks.Median[m], ks.Worst[m] = median(v), slices.Max(v)
+		}
+		for _, run := range r.Runs {
+			if run.Kind != k {
+				continue
+			}
+			ts := run.Score("gp+two-stage")
+			gaps = append(gaps, ts.MAPE-run.Score(MethodFloor).MAPE)
+			acc = append(acc, ts.Accepted)
+			clean = append(clean, run.Clean)
+			if ts.MAPE > worst {
+				worst, ks.WorstSeed = ts.MAPE, run.Seed
+			}
+		}
+		ks.GapMedian, ks.GapWorst = median(gaps), slices.Max(gaps)
+		ks.Accepted, ks.Clean = median(acc), median(clean)
+		out = append(out, ks)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Write prints the robustness tables and the RESULT line.
+func (r *RobustReport) Write(w io.Writer) error {
+	o := r.Options
+	sums := r.Summaries()
+	t := benchfmt.Table{
+		Title: fmt.Sprintf("Robustness: capacity MAPE %% on enginesim traces (an independent engine model), %d seeds × %d intervals per kind, median / worst over seeds",
+			o.Seeds, o.Intervals),
+		Header: []string{"trace kind", "two-stage", "clean floor", "gap (pts)", "gp+signal", "gp", "ema", "accepted", "clean", "worst seed"},
+	}
+	figures, peers := map[string]any{}, map[string]any{}
+	var allTS, allGap []float64
+	for _, s := range sums {
+		mw := func(m string) string { return fmt.Sprintf("%.2f / %.2f", s.Median[m], s.Worst[m]) }
+		t.AddRow(string(s.Kind), mw("gp+two-stage"), mw(MethodFloor), fmt.Sprintf("%+.2f / %+.2f", s.GapMedian, s.GapWorst),
+			mw("gp+signal"), mw("gp"), mw("ema"), fmt.Sprintf("%.0f%%", 100*s.Accepted), fmt.Sprintf("%.0f%%", 100*s.Clean), s.WorstSeed)
+		k := "robust." + string(s.Kind)
+		figures[k+".two_stage_median"] = round(s.Median["gp+two-stage"], 3)
+		figures[k+".two_stage_worst"] = round(s.Worst["gp+two-stage"], 3)
+		figures[k+".gap_median"] = round(s.GapMedian, 3)
+		figures[k+".gap_worst"] = round(s.GapWorst, 3)
+		peers[k+".floor_median"] = round(s.Median[MethodFloor], 3)
+		peers[k+".floor_worst"] = round(s.Worst[MethodFloor], 3)
+		peers[k+".gp_signal_median"] = round(s.Median["gp+signal"], 3)
+		peers[k+".gp_median"] = round(s.Median["gp"], 3)
+		peers[k+".ema_median"] = round(s.Median["ema"], 3)
+	}
+	for _, run := range r.Runs {
+		allTS = append(allTS, run.Score("gp+two-stage").MAPE)
+		allGap = append(allGap, run.Score("gp+two-stage").MAPE-run.Score(MethodFloor).MAPE)
+	}
+	if err := t.Write(w); err != nil {
+		return err
+	}
+	// The goals of issue #21, evaluated on these figures.
+	medAll, worstMed, worstAll, gapWorst := median(allTS), 0.0, slices.Max(allTS), slices.Max(allGap)
+	for _, s := range sums {
+		worstMed = max(worstMed, s.Median["gp+two-stage"])
+	}
+	if _, err := fmt.Fprintf(w, "\nAll %d traces: two-stage MAPE median %.2f %%, worst kind median %.2f %%, worst trace %.2f %%; largest excess over the clean floor %+.2f points\n",
+		len(r.Runs), medAll, worstMed, worstAll, gapWorst); err != nil {
+		return err
+	}
+	figures["two_stage_median_all"] = round(medAll, 3)
+	figures["two_stage_worst_kind_median"] = round(worstMed, 3)
+	figures["two_stage_worst_trace"] = round(worstAll, 3)
+	figures["gap_worst_trace"] = round(gapWorst, 3)
+	figures["traces"] = len(r.Runs)
+	peers["goal.two_stage_median_max"] = 6.0
+	peers["goal.two_stage_worst_max"] = 8.0
+	peers["goal.gap_max"] = 1.5
+	return benchfmt.WriteResult(w, benchfmt.Result{Bench: "observe-robust", Figures: figures, Peers: peers})
+}

@@ -1,0 +1,64 @@
+package adapt
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/trident-sched/trident/strategy/bo"
+)
+
+// Tuning is the tuning configuration of a live operator: what the live tuner
+// (apm/feed.Tuner, the APM plugin's `tune` config) runs and `trident bench adapt` measures
+// as its "live tuner" row. There is one such configuration; the plugin's config keys
+// override its fields.
+type Tuning struct {
+	// Budget is the number of evaluations per workload cluster.
+	Budget int
+	// InitPoints is the BO's quasi-random initial design. Live, the running configuration
+	// (known to fit) is the first evaluation and the constrained acquisition explores from
+	// there instead of jumping to space-filling points of unknown memory use.
+	InitPoints int
+	// Delta is the minimum probability that a proposed configuration's sustained peak
+	// stays below the device memory less MarginMiB.
+	Delta float64
+	// MarginMiB is the safety margin below the device memory, in MiB (allocator
+	// fragmentation, other processes on the device).
+	MarginMiB float64
+	// PeakK is the sustained-peak allowance of bo.Options.PeakK: a tuning evaluation lasts
+	// minutes, a configuration then runs for hours and peaks above every short run.
+	PeakK float64
+}
+
+// LiveTuning returns the tuning configuration the live tuner runs by default: 12
+// evaluations per cluster from the running configuration, δ 0.95, a 1 GiB margin and a
+// sustained-peak allowance of 2 noise deviations (the expected largest of about 30 short
+// runs, i.e. an hour of 2-minute evaluations).
+func LiveTuning() Tuning {
+	return Tuning{Budget: 12, InitPoints: 1, Delta: 0.95, MarginMiB: 1024, PeakK: 2}
+}
+
+// Validate checks the configuration.
+func (t Tuning) Validate() error {
+	switch {
+	case t.Budget < 1 || t.InitPoints < 1:
+		return fmt.Errorf("adapt: tuning budget %d and initial points %d must be positive", t.Budget, t.InitPoints)
+	case !(t.Delta >= 0 && t.Delta < 1):
+		return fmt.Errorf("adapt: tuning delta %v outside [0, 1)", t.Delta)
+	case !(t.MarginMiB >= 0) || math.IsInf(t.MarginMiB, 0):
+		return fmt.Errorf("adapt: tuning margin %v MiB must be finite and non-negative", t.MarginMiB)
+	case !(t.PeakK >= 0) || math.IsInf(t.PeakK, 0):
+		return fmt.Errorf("adapt: sustained-peak allowance k %v must be finite and non-negative", t.PeakK)
+	}
+	return nil
+}
+
+// BOOptions returns the options of a memory-constrained tuning session on a device of
+// memMiB MiB (memory in MiB), or of an unconstrained one when memMiB is 0 (a CPU
+// operator, no device memory to exceed).
+func (t Tuning) BOOptions(memMiB float64) bo.Options {
+	o := bo.Options{Method: bo.Constrained, MemLimit: memMiB, Margin: t.MarginMiB, PeakK: t.PeakK, Delta: t.Delta, InitPoints: t.InitPoints}
+	if !(memMiB > 0) {
+		o.Method, o.MemLimit, o.Margin, o.PeakK = bo.Unconstrained, 0, 0, 0
+	}
+	return o
+}
