@@ -293,7 +293,7 @@ func TestActuatorAgainstNomad(t *testing.T) {
 	// allocations" or "progress deadline").
 	d4 := fsm.Decision{Index: 400, Job: "pipe", Operators: map[string]fsm.OpTarget{
 		"src": d1.Operators["src"],
-		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1, Candidate: 1}}, Config: "batch=16", Epoch: 1, CandidateConfig: "batch=32,oom", Transitions: 1},
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1, Candidate: 1}}, Config: "batch=16", Epoch: 1, CandidateConfig: "batch=32,fail=oom", Transitions: 1},
 	}}
 	res = stepUntil(t, a, p, d4, 120*time.Second)
 	if res.Status != fsm.StatusFailed || !strings.Contains(res.Detail, "OOM-killed 2 times") || !strings.Contains(res.Detail, "gpu@c2.g2") {

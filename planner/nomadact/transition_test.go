@@ -131,7 +131,7 @@ func TestPackedTransitionAgainstNomad(t *testing.T) {
 	a.o.OOMLogPattern = regexp.MustCompile(DefaultOOMLogPattern)
 	d4 := fsm.Decision{Index: 103, Job: "packed", Operators: map[string]fsm.OpTarget{
 		"src": d1.Operators["src"],
-		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1, Candidate: 1}}, Config: "batch=16", Epoch: 1, CandidateConfig: "batch=32,cudaoom", Transitions: 1},
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1, Candidate: 1}}, Config: "batch=16", Epoch: 1, CandidateConfig: "batch=32,fail=cudaoom", Transitions: 1},
 	}}
 	res := stepUntil(t, a, p, d4, 120*time.Second)
 	if res.Status != fsm.StatusFailed || !strings.Contains(res.Detail, "ran out of memory") || !strings.Contains(res.Detail, "CUDA out of memory") {
