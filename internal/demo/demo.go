@@ -82,6 +82,9 @@ type Phase struct {
 	LoadStart, LoadEnd string
 	// Err is why the phase did not complete, if it did not.
 	Err string
+	// Started is whether the dataset was published (a phase that failed before has no
+	// throughput and is left out of the medians).
+	Started bool
 }
 
 // Point is one progress sample.
@@ -419,7 +422,7 @@ func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstrea
 	planner := ""
 	switch {
 	case phase == PhaseTrident:
-		leader, stop, err := startTrident(ctx, o, n)
+		leader, stop, err := startTrident(ctx, o, n, round)
 		if err != nil {
 			return ph, err
 		}
@@ -469,6 +472,7 @@ func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstrea
 		return ph, err
 	}
 	start := time.Now()
+	ph.Started = true
 	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
 		return ph, fmt.Errorf("publish dataset: %w", err)
 	}

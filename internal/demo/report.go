@@ -107,7 +107,7 @@ func writeTables(w io.Writer, r *Report) {
 
 // PhaseSummary is one phase's figures over its rounds.
 type PhaseSummary struct {
-	Runs                 int
+	Runs                 int     // runs with a figure (the dataset was published)
 	Median, Min, Max     float64 // records/s
 	SpreadPct            float64 // (max - min) / median, percent
 	Lost, Duplicated     int     // summed over runs (missing + unexpected, duplicates)
@@ -127,14 +127,17 @@ func summarize(r *Report) map[string]*PhaseSummary {
 			s = &PhaseSummary{}
 			out[p.Name] = s
 		}
+		if p.Err != "" {
+			s.Failed++
+		}
+		if !p.Started {
+			continue // failed before its dataset was published: no figure
+		}
 		s.Runs++
 		tp[p.Name] = append(tp[p.Name], p.Throughput)
 		el[p.Name] = append(el[p.Name], p.Elapsed.Seconds())
 		s.Lost += p.Verify.Missing + p.Verify.Unexpected
 		s.Duplicated += p.Verify.Duplicates
-		if p.Err != "" {
-			s.Failed++
-		}
 		for _, l := range []string{p.LoadStart, p.LoadEnd} {
 			if f := strings.Fields(l); len(f) > 0 {
 				if v, err := strconv.ParseFloat(f[0], 64); err == nil {
@@ -145,6 +148,9 @@ func summarize(r *Report) map[string]*PhaseSummary {
 	}
 	for name, s := range out {
 		v := tp[name]
+		if len(v) == 0 {
+			continue
+		}
 		s.Median, s.Min, s.Max = median(v), slices.Min(v), slices.Max(v)
 		if s.Median > 0 {
 			s.SpreadPct = 100 * (s.Max - s.Min) / s.Median

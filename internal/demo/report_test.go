@@ -15,7 +15,7 @@ import (
 func run(name string, round int, recs int, secs float64, dup int) Phase {
 	return Phase{Name: name, Round: round, Records: recs, Elapsed: time.Duration(secs * float64(time.Second)),
 		Throughput: float64(recs) / secs, Verify: worker.Report{Unique: recs, Duplicates: dup},
-		LoadStart: "2.50 2.00 1.00", LoadEnd: "3.25 2.00 1.00"}
+		LoadStart: "2.50 2.00 1.00", LoadEnd: "3.25 2.00 1.00", Started: true}
 }
 
 func testReport() *Report {
@@ -50,6 +50,11 @@ func TestSummaryMedianAndSpread(t *testing.T) {
 	}
 	if best, b := bestAutoscaler(s); best != PhaseAutoscalerTarget || b.Median != 4000.0/180 {
 		t.Errorf("best autoscaler = %s %+v", best, b)
+	}
+	// A run that failed before publishing its dataset has no figure: out of the median.
+	r.Phases = append(r.Phases, Phase{Name: PhaseTrident, Round: 4, Err: "no planner became leader"})
+	if tr := summarize(r)[PhaseTrident]; tr.Runs != 3 || tr.Failed != 1 || tr.Median != 80 || tr.Min != 50 {
+		t.Errorf("trident with an unstarted run = %+v", tr)
 	}
 	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
 		t.Errorf("median = %v", m)
