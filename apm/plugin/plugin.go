@@ -7,6 +7,9 @@
 //	capacity     sustainable records/s of one instance (observation layer)
 //	throughput   records/s the group emits (rate of records_out, summed over instances)
 //	backlog      records waiting in the group's input queues
+//	backlog_per_instance
+//	             backlog divided by the instances exposing metrics (the per-instance queue
+//	             metric that nomad-autoscaler's built-in target-value strategy needs)
 //	utilization  mean accelerator (or CPU) utilisation, 0..1
 //	instances    instances currently exposing metrics
 package plugin
@@ -65,6 +68,11 @@ const (
 	MetricUtilization = "utilization"
 	MetricInstances   = "instances"
 )
+
+// MetricBacklogPerInstance is the backlog divided by the instances exposing metrics: the
+// per-instance queue metric that nomad-autoscaler's built-in target-value strategy needs
+// (new count = ceil(count * metric / target)), used by the demo's autoscaler peer.
+const MetricBacklogPerInstance = "backlog_per_instance"
 
 // Plugin implements apm.APM.
 type Plugin struct {
@@ -256,9 +264,9 @@ func ParseQuery(q string) (metric, job, group string, err error) {
 		return "", "", "", fmt.Errorf("trident-apm: query %q: want <metric>/<job>/<group>, e.g. capacity/pdf-curation/layout", q)
 	}
 	switch parts[0] {
-	case MetricCapacity, MetricThroughput, MetricBacklog, MetricUtilization, MetricInstances:
+	case MetricCapacity, MetricThroughput, MetricBacklog, MetricBacklogPerInstance, MetricUtilization, MetricInstances:
 	default:
-		return "", "", "", fmt.Errorf("trident-apm: query %q: unknown metric %q (want capacity, throughput, backlog, utilization or instances)", q, parts[0])
+		return "", "", "", fmt.Errorf("trident-apm: query %q: unknown metric %q (want capacity, throughput, backlog, backlog_per_instance, utilization or instances)", q, parts[0])
 	}
 	return parts[0], parts[1], parts[2], nil
 }
@@ -418,10 +426,16 @@ func (p *Plugin) value(gs *groupState, metric string, prev, s *snapshot) (float6
 	switch metric {
 	case MetricInstances:
 		return float64(len(s.instances)), true, nil
-	case MetricBacklog:
+	case MetricBacklog, MetricBacklogPerInstance:
 		sum := 0.0
 		for _, m := range s.instances {
 			sum += m.QueueLength
+		}
+		if metric == MetricBacklogPerInstance {
+			if len(s.instances) == 0 {
+				return 0, false, nil
+			}
+			return sum / float64(len(s.instances)), true, nil
 		}
 		return sum, true, nil
 	case MetricUtilization:

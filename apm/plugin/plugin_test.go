@@ -64,6 +64,26 @@ func TestParseQuery(t *testing.T) {
 	}
 }
 
+// TestBacklogPerInstance: backlog_per_instance is the group's backlog over its instances
+// (each instance reports its share of the stage backlog), for target-value policies.
+func TestBacklogPerInstance(t *testing.T) {
+	if m, _, _, err := ParseQuery("backlog_per_instance/pdf/ocr"); err != nil || m != MetricBacklogPerInstance {
+		t.Fatalf("ParseQuery = %s %v", m, err)
+	}
+	p := New(hclog.NewNullLogger())
+	s := snapshot{time: time.Now(), instances: map[string]InstanceMetrics{"a": {QueueLength: 30}, "b": {QueueLength: 30}, "c": {QueueLength: 29}}}
+	gs := &groupState{job: "pdf", group: "ocr"}
+	if v, ok, err := p.value(gs, MetricBacklog, nil, &s); err != nil || !ok || v != 89 {
+		t.Errorf("backlog = %v %v %v, want 89", v, ok, err)
+	}
+	if v, ok, err := p.value(gs, MetricBacklogPerInstance, nil, &s); err != nil || !ok || v != 89.0/3 {
+		t.Errorf("backlog_per_instance = %v %v %v, want 89/3", v, ok, err)
+	}
+	if _, ok, _ := p.value(gs, MetricBacklogPerInstance, nil, &snapshot{}); ok {
+		t.Error("backlog_per_instance without instances has a value")
+	}
+}
+
 func TestGroupRateHandlesRestart(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	prev := snapshot{time: t0, instances: map[string]InstanceMetrics{"a": {RecordsOut: 100}, "b": {RecordsOut: 500}}}

@@ -1,8 +1,10 @@
 // Package demo runs the local end-to-end demo: a loopback Nomad cluster with several
-// clients and fake GPUs, NATS JetStream, a simulated pipeline run first with its static
-// allocation and then under Trident (planner cluster + autoscaler with Trident's plugins),
-// with live progress and a final report (text table and SVG throughput plot), and a check
-// by record IDs that no record was lost or duplicated.
+// clients and fake GPUs, NATS JetStream, and a simulated pipeline run in phases: its static
+// allocation, the real nomad-autoscaler with its built-in target-value and threshold
+// strategies on each group's backlog (Nomad's scheduler placing the instances), and Trident
+// (planner cluster + autoscaler with Trident's plugins), each phase optionally repeated,
+// with live progress and a final report (text tables, CSV, SVG throughput plot), and a check
+// by record IDs that no record was lost or duplicated in any phase.
 package demo
 
 import (
@@ -11,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,8 +47,13 @@ type Options struct {
 	// and may hold nomad and nomad-autoscaler; those not in BinDir are found with
 	// localcluster.ToolPath (the tools cache of `make tools`).
 	BinDir string
-	// Phases to run, in order: "static", "trident" (default both).
+	// Phases to run, in order, from AllPhases (default all of them).
 	Phases []string
+	// Repeat runs the phase list this many times (rounds, default 1); the report gives
+	// each phase's median and spread.
+	Repeat int
+	// Peer configures the nomad-autoscaler phases.
+	Peer PeerConfig
 	// Tune turns on trident-apm's live tuner in the Trident phase (memory-constrained BO
 	// of the operators' declared parameters, candidates proposed to the planner).
 	Tune bool
@@ -59,6 +68,7 @@ type Options struct {
 // Phase is the measured outcome of one phase.
 type Phase struct {
 	Name       string
+	Round      int // 1-based repetition
 	Elapsed    time.Duration
 	Records    int     // final records that reached the sink
 	Throughput float64 // final records per second over the phase
@@ -66,6 +76,15 @@ type Phase struct {
 	Series     []Point
 	FinalCount map[string]int // running instances per operator at the end
 	Notes      []string
+	// Targets are the backlog-per-instance targets of an autoscaler phase, by group.
+	Targets map[string]float64
+	// LoadStart and LoadEnd are /proc/loadavg when the phase started and ended.
+	LoadStart, LoadEnd string
+	// Err is why the phase did not complete, if it did not.
+	Err string
+	// Started is whether the dataset was published (a phase that failed before has no
+	// throughput and is left out of the medians).
+	Started bool
 }
 
 // Point is one progress sample.
@@ -75,6 +94,8 @@ type Point struct {
 	Rate      float64 // sink records/s over the last interval
 	Counts    map[string]int
 	Backlog   map[string]int
+	// Done is the records each operator finished so far (delivered minus in service).
+	Done map[string]int
 }
 
 // Report is the whole demo's outcome.
@@ -82,6 +103,15 @@ type Report struct {
 	Pipeline string
 	Docs     int
 	Phases   []Phase
+	// Pilot is the static run that measured the per-instance rates for the autoscaler
+	// targets when no static phase preceded the first autoscaler phase.
+	Pilot *Phase
+	// Rates are the per-instance rates (records/s) measured in the pilot (the first static
+	// run, or Pilot), and TargetsFrom says which run that was.
+	Rates       map[string]float64
+	TargetsFrom string
+	// Peer is the autoscaler phases' configuration (defaults filled in).
+	Peer PeerConfig
 }
 
 func (o *Options) defaults() error {
@@ -110,14 +140,21 @@ func (o *Options) defaults() error {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if len(o.Phases) == 0 {
-		o.Phases = []string{"static", "trident"}
+		o.Phases = slices.Clone(AllPhases)
 	}
+	if o.Repeat < 0 {
+		return fmt.Errorf("repeat %d must not be negative", o.Repeat)
+	}
+	if o.Repeat == 0 {
+		o.Repeat = 1
+	}
+	o.Peer.defaults()
 	if o.OutDir == "" {
 		o.OutDir = "demo-out"
 	}
 	for _, p := range o.Phases {
-		if p != "static" && p != "trident" {
-			return fmt.Errorf("unknown phase %q (want static or trident)", p)
+		if !slices.Contains(AllPhases, p) {
+			return fmt.Errorf("unknown phase %q (want %s)", p, strings.Join(AllPhases, ", "))
 		}
 	}
 	if o.TridentBin == "" {
@@ -232,21 +269,79 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer nc.Close()
 
-	rep := &Report{Pipeline: o.Pipeline, Docs: o.Docs}
-	for _, phase := range o.Phases {
-		ph, err := runPhase(ctx, o, n, js, pl, natsURL, phase)
-		if ph != nil {
-			rep.Phases = append(rep.Phases, *ph)
-		}
-		if err != nil {
-			_ = writeReport(o, rep)
-			return rep, fmt.Errorf("phase %s: %w", phase, err)
+	rep := &Report{Pipeline: o.Pipeline, Docs: o.Docs, Peer: o.Peer}
+	ops := make([]string, len(pl.Operators))
+	for i, op := range pl.Operators {
+		ops[i] = op.Name
+	}
+	var failed []string
+	for round := 1; round <= o.Repeat; round++ {
+		for _, phase := range o.Phases {
+			if isAutoscalerPhase(phase) && rep.Rates == nil {
+				// The target-value targets come from a pilot run, as the autoscaler's docs
+				// advise: the first static run, or a static run made for it.
+				if s := find(rep, PhaseStatic); s != nil && s.Err == "" {
+					rep.Rates, rep.TargetsFrom = pilotRates(s, ops), fmt.Sprintf("static run %d", s.Round)
+				} else {
+					fmt.Fprintf(o.Out, "\n==> pilot: a static run to measure the operators' per-instance rates for the autoscaler targets\n")
+					ph, err := runPhase(ctx, o, n, js, pl, natsURL, phasePilot, round, nil)
+					rep.Pilot = ph
+					if err != nil {
+						_ = writeReport(o, rep)
+						return rep, fmt.Errorf("pilot run: %w", err)
+					}
+					rep.Rates, rep.TargetsFrom = pilotRates(ph, ops), "a pilot static run"
+				}
+				fmt.Fprintf(o.Out, "    per-instance rates (records/s, from %s): %s\n", rep.TargetsFrom, targetsString(roundRates(rep.Rates), ops))
+			}
+			ph, err := runPhase(ctx, o, n, js, pl, natsURL, phase, round, rep.Rates)
+			if ph != nil {
+				if err != nil {
+					ph.Err = err.Error()
+				}
+				rep.Phases = append(rep.Phases, *ph)
+			}
+			if err != nil {
+				if ctx.Err() != nil || ph == nil {
+					_ = writeReport(o, rep)
+					return rep, fmt.Errorf("phase %s (round %d): %w", phase, round, err)
+				}
+				// A phase that timed out or lost records is a result: keep going and
+				// report it.
+				fmt.Fprintf(o.Out, "    phase %s (round %d) failed: %v\n", phase, round, err)
+				failed = append(failed, fmt.Sprintf("%s#%d", phase, round))
+			}
 		}
 	}
 	if err := writeReport(o, rep); err != nil {
 		return rep, err
 	}
+	if len(failed) > 0 {
+		return rep, fmt.Errorf("phases that did not complete or lost/duplicated records: %s", strings.Join(failed, ", "))
+	}
 	return rep, nil
+}
+
+// roundRates rounds rates to 0.01 for display.
+func roundRates(r map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(r))
+	for k, v := range r {
+		out[k] = math.Round(v*100) / 100
+	}
+	return out
+}
+
+// loadAvg is /proc/loadavg's three load averages ("" where unavailable).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // inputNoun names a pipeline's input items: PDF documents or videos.
@@ -303,9 +398,11 @@ func staticAllocation(job *api.Job, gpus int) string {
 }
 
 // runPhase runs one phase to completion (every expected record at the sink) or timeout.
-func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string) (*Phase, error) {
-	fmt.Fprintf(o.Out, "\n==> phase %q: %d %s\n", phase, o.Docs, inputNoun(o.Pipeline))
-	ph := &Phase{Name: phase}
+// rates are the pilot's per-instance rates, which the autoscaler phases turn into targets.
+func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string, round int, rates map[string]float64) (*Phase, error) {
+	fmt.Fprintf(o.Out, "\n==> phase %q (round %d/%d): %d %s  [loadavg %s]\n", phase, round, o.Repeat, o.Docs, inputNoun(o.Pipeline), loadAvg())
+	ph := &Phase{Name: phase, Round: round, LoadStart: loadAvg()}
+	defer func() { ph.LoadEnd = loadAvg() }()
 	// A clean stream per phase.
 	if err := js.DeleteStream(ctx, pl.StreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("reset stream: %w", err)
@@ -318,20 +415,46 @@ func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstrea
 		_, _, _ = n.API().Jobs().Deregister(jobName(o.Pipeline), true, nil)
 		time.Sleep(2 * time.Second)
 	}()
+	job, err := localcluster.ParseJobFile(ctx, n.API(), jobFile(o.Pipeline), vars)
+	if err != nil {
+		return ph, err
+	}
 	planner := ""
-	if phase == "trident" {
-		leader, stop, err := startTrident(ctx, o, n)
+	switch {
+	case phase == PhaseTrident:
+		leader, stop, err := startTrident(ctx, o, n, round)
 		if err != nil {
 			return ph, err
 		}
 		defer stop()
 		planner = leader
+	case isAutoscalerPhase(phase):
+		groups := jobLimits(job)
+		targets, err := peerTargets(rates, o.Peer.Targets, groups, o.Peer.Latency)
+		if err != nil {
+			return ph, err
+		}
+		ph.Targets = targets
+		hcl, err := renderPeerHCL(jobName(o.Pipeline), groups, phase, targets, o.Peer)
+		if err != nil {
+			return ph, err
+		}
+		if err := os.WriteFile(filepath.Join(o.OutDir, phase+"-policies.hcl"), []byte(hcl), 0o644); err != nil {
+			return ph, fmt.Errorf("write %s policies: %w", phase, err)
+		}
+		if err := applyPeerPolicies(n.API(), job, hcl); err != nil {
+			return ph, err
+		}
+		fmt.Fprintf(o.Out, "    backlog-per-instance targets: %s (policies in %s)\n", targetsString(targets, groupNames(groups)), filepath.Join(o.OutDir, phase+"-policies.hcl"))
+		stop, err := startPeer(ctx, o, n, phase, round)
+		if err != nil {
+			return ph, err
+		}
+		defer func() {
+			ph.Notes = append(ph.Notes, fmt.Sprintf("round %d: nomad-autoscaler submitted %d scaling actions", round, stop()))
+		}()
 	}
-	job, err := localcluster.ParseJobFile(ctx, n.API(), jobFile(o.Pipeline), vars)
-	if err != nil {
-		return ph, err
-	}
-	if phase == "static" {
+	if phase == PhaseStatic || phase == phasePilot {
 		ph.Notes = append(ph.Notes, staticAllocation(job, demoGPUs))
 	}
 	if _, _, err := n.API().Jobs().Register(job, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
@@ -349,6 +472,7 @@ func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstrea
 		return ph, err
 	}
 	start := time.Now()
+	ph.Started = true
 	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
 		return ph, fmt.Errorf("publish dataset: %w", err)
 	}
@@ -385,7 +509,7 @@ func watch(ctx context.Context, o Options, n *localcluster.Nomad, js jetstream.J
 			return fmt.Errorf("not finished after %s: %w", time.Since(start).Round(time.Second), ctx.Err())
 		case <-tick.C:
 		}
-		p := Point{T: time.Since(start).Seconds(), Counts: map[string]int{}, Backlog: map[string]int{}}
+		p := Point{T: time.Since(start).Seconds(), Counts: map[string]int{}, Backlog: map[string]int{}, Done: map[string]int{}}
 		p.SinkTotal = sinkCount(ctx, js, pl)
 		if dt := p.T - lastT; dt > 0 {
 			p.Rate = float64(p.SinkTotal-lastN) / dt
@@ -403,6 +527,7 @@ func watch(ctx context.Context, o Options, n *localcluster.Nomad, js jetstream.J
 			if c, err := js.Consumer(ctx, pl.StreamName(), op.Name); err == nil {
 				if info, err := c.Info(ctx); err == nil {
 					p.Backlog[op.Name] = int(info.NumPending + uint64(info.NumAckPending))
+					p.Done[op.Name] = int(info.Delivered.Consumer) - info.NumAckPending
 				}
 			}
 			parts = append(parts, fmt.Sprintf("%s×%d[q%d]", op.Name, p.Counts[op.Name], p.Backlog[op.Name]))

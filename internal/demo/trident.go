@@ -18,10 +18,12 @@ import (
 const plannerCount = 3
 
 // startTrident starts a raft cluster of planners and the autoscaler with Trident's
-// plugins pointed at them. The returned function stops them.
-func startTrident(ctx context.Context, o Options, n *localcluster.Nomad) (string, func(), error) {
+// plugins pointed at them. The returned function stops them. Each round gets fresh planner
+// data directories (planners-<round>): a raft state left by an earlier round names that
+// round's peer addresses, and planners restarted on it never elect a leader.
+func startTrident(ctx context.Context, o Options, n *localcluster.Nomad, round int) (string, func(), error) {
 	ps, err := localcluster.LaunchPlanners(ctx, localcluster.PlannerOptions{
-		Binary: o.TridentBin, Count: plannerCount, NomadAddr: n.Addr, Dir: filepath.Join(n.Dir, "planners"),
+		Binary: o.TridentBin, Count: plannerCount, NomadAddr: n.Addr, Dir: filepath.Join(n.Dir, fmt.Sprintf("planners-%d", round)),
 		Args: []string{"-interval", "5s", "-max-batch", "1", "-catch-up", "60s"}, Logger: o.Log,
 	})
 	if err != nil {
