@@ -141,10 +141,13 @@ func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *
 	tridentBin := filepath.Join(binDir, "trident")
 	n := harness.StartNomad(t, harness.NomadOptions{
 		DevicePluginDir: devDir,
+		// Every client models the host's 2 cores for the planner (node meta, as the demo
+		// does): the operators' trident_cpu is in the planner's cores, not in the MHz
+		// their tasks request, so the NATS job's MHz must not shrink the model.
 		Clients: []harness.ClientSpec{
-			{Name: "cpu1", NodeClass: "cpu"},
-			{Name: "cpu2", NodeClass: "cpu"},
-			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920},
+			{Name: "cpu1", NodeClass: "cpu", Meta: map[string]string{opcontract.MetaNodeCPUCores: "2"}},
+			{Name: "cpu2", NodeClass: "cpu", Meta: map[string]string{opcontract.MetaNodeCPUCores: "2"}},
+			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opcontract.MetaNodeCPUCores: "2"}},
 		},
 	})
 	cl := n.API()

@@ -55,11 +55,13 @@ func othersOn(allocs []*api.Allocation) othersUse {
 }
 
 // subtractOthers returns node (the planner's model of n, from nodeOf) without what
-// allocations of unmanaged jobs hold: their CPU is scaled into the model's cores (a node
-// may declare more cores than it has, see MetaNodeCPUCores), memory and GPUs are taken as
-// they are. Nothing goes below 0.
+// allocations of unmanaged jobs hold: CPU and memory from the fingerprinted size (a size
+// the node declares in meta trident_cpu_cores / trident_memory_mb is what the planner may
+// use, and is taken as declared), GPU instances always. Nothing goes below 0.
 func subtractOthers(node fsm.Node, n *api.Node, u othersUse) fsm.Node {
-	if n.NodeResources != nil && u.cpuShares > 0 {
+	_, cpuDeclared := n.Meta[opcontract.MetaNodeCPUCores]
+	_, memDeclared := n.Meta[opcontract.MetaNodeMemoryMB]
+	if n.NodeResources != nil && u.cpuShares > 0 && !cpuDeclared {
 		shares := n.NodeResources.Cpu.CpuShares
 		if rr := n.ReservedResources; rr != nil {
 			shares -= int64(rr.Cpu.CpuShares)
@@ -68,7 +70,9 @@ func subtractOthers(node fsm.Node, n *api.Node, u othersUse) fsm.Node {
 			node.CPU = math.Max(0, math.Floor((node.CPU-node.CPU*float64(u.cpuShares)/float64(shares))*100)/100)
 		}
 	}
-	node.MemoryMB = max(0, node.MemoryMB-int(u.memoryMB))
+	if !memDeclared {
+		node.MemoryMB = max(0, node.MemoryMB-int(u.memoryMB))
+	}
 	node.GPUs = max(0, node.GPUs-u.gpus)
 	return node
 }

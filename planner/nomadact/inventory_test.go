@@ -42,15 +42,21 @@ func TestInventoryLeavesOutOtherJobs(t *testing.T) {
 	if u.cpuShares != 3000 || u.memoryMB != 1536 || u.gpus != 1 {
 		t.Fatalf("others use %+v, want 3000 MHz, 1536 MB, 1 GPU", u)
 	}
-	// A node of 8 cores (16000 MHz) with 1 core reserved, modelled as 14 cores (meta).
+	// A node of 8 cores (16000 MHz) with 1 core reserved: 7 schedulable cores.
 	n := &api.Node{Name: "n1",
 		NodeResources:     &api.NodeResources{Cpu: api.NodeCpuResources{CpuShares: 16000}},
 		ReservedResources: &api.NodeReservedResources{Cpu: api.NodeReservedCpuResources{CpuShares: 2000}}}
-	got := subtractOthers(fsm.Node{Name: "n1", CPU: 14, MemoryMB: 16384, GPUs: 4}, n, u)
-	// 3000 of the 14000 schedulable MHz = 3/14 of the 14 modelled cores = 3 cores.
-	if got.CPU != 11 || got.MemoryMB != 16384-1536 || got.GPUs != 3 {
-		t.Fatalf("node after others: %+v, want 11 cores, 14848 MB, 3 GPUs", got)
+	got := subtractOthers(fsm.Node{Name: "n1", CPU: 7, MemoryMB: 16384, GPUs: 4}, n, u)
+	// 3000 of the 14000 schedulable MHz = 3/14 of the 7 cores = 1.5 cores.
+	if got.CPU != 5.5 || got.MemoryMB != 16384-1536 || got.GPUs != 3 {
+		t.Fatalf("node after others: %+v, want 5.5 cores, 14848 MB, 3 GPUs", got)
 	}
+	// A node that declares its size in meta keeps it; its GPUs are still shared.
+	n.Meta = map[string]string{"trident_cpu_cores": "14", "trident_memory_mb": "16384"}
+	if got := subtractOthers(fsm.Node{Name: "n1", CPU: 14, MemoryMB: 16384, GPUs: 4}, n, u); got.CPU != 14 || got.MemoryMB != 16384 || got.GPUs != 3 {
+		t.Fatalf("declared node after others: %+v, want 14 cores, 16384 MB, 3 GPUs", got)
+	}
+	n.Meta = nil
 	if z := subtractOthers(fsm.Node{CPU: 1, MemoryMB: 100, GPUs: 0}, n, othersUse{cpuShares: 1 << 40, memoryMB: 1 << 20, gpus: 9}); z.CPU != 0 || z.MemoryMB != 0 || z.GPUs != 0 {
 		t.Fatalf("an oversubscribed node goes below 0: %+v", z)
 	}
