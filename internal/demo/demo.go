@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trident-sched/trident/apm/opcontract"
+	"github.com/trident-sched/trident/internal/benchfmt"
 	"github.com/trident-sched/trident/internal/localcluster"
 	"github.com/trident-sched/trident/sim/worker"
 )
@@ -331,19 +332,6 @@ func roundRates(r map[string]float64) map[string]float64 {
 	return out
 }
 
-// loadAvg is /proc/loadavg's three load averages ("" where unavailable).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // inputNoun names a pipeline's input items: PDF documents or videos.
 func inputNoun(pipeline string) string {
 	if pipeline == "video" {
@@ -400,9 +388,9 @@ func staticAllocation(job *api.Job, gpus int) string {
 // runPhase runs one phase to completion (every expected record at the sink) or timeout.
 // rates are the pilot's per-instance rates, which the autoscaler phases turn into targets.
 func runPhase(ctx context.Context, o Options, n *localcluster.Nomad, js jetstream.JetStream, pl *worker.Pipeline, natsURL, phase string, round int, rates map[string]float64) (*Phase, error) {
-	fmt.Fprintf(o.Out, "\n==> phase %q (round %d/%d): %d %s  [loadavg %s]\n", phase, round, o.Repeat, o.Docs, inputNoun(o.Pipeline), loadAvg())
-	ph := &Phase{Name: phase, Round: round, LoadStart: loadAvg()}
-	defer func() { ph.LoadEnd = loadAvg() }()
+	fmt.Fprintf(o.Out, "\n==> phase %q (round %d/%d): %d %s  [loadavg %s]\n", phase, round, o.Repeat, o.Docs, inputNoun(o.Pipeline), benchfmt.LoadAvg())
+	ph := &Phase{Name: phase, Round: round, LoadStart: benchfmt.LoadAvg()}
+	defer func() { ph.LoadEnd = benchfmt.LoadAvg() }()
 	// A clean stream per phase.
 	if err := js.DeleteStream(ctx, pl.StreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("reset stream: %w", err)

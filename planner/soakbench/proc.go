@@ -177,19 +177,6 @@ func raftBytes(dataDir string) (int64, error) {
 	return total, nil
 }
 
-// loadAvg returns the first three fields of /proc/loadavg ("" when unreadable).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // load1 is the one-minute load average of a loadAvg string (0 when unknown).
 func load1(s string) float64 {
 	f := strings.Fields(s)

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/trident-sched/trident/apm/opcontract"
+	"github.com/trident-sched/trident/internal/benchfmt"
 	"github.com/trident-sched/trident/internal/localcluster"
 	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
@@ -453,7 +454,7 @@ func nomadReqs(st client.StatusResponse) uint64 {
 
 // phase runs one phase of length d (busy: with the observation feed).
 func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bool) (Phase, error) {
-	ph := Phase{Name: name, Interval: b.o.Interval, LoadStart: loadAvg()}
+	ph := Phase{Name: name, Interval: b.o.Interval, LoadStart: benchfmt.LoadAvg()}
 	s0, err := b.sampleWithLeader(ctx)
 	if err != nil {
 		return ph, err
@@ -550,7 +551,7 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 	if p, err := cl.Plan(ctx, JobID); err == nil {
 		ph.LastStatus = p.Status
 	}
-	ph.LoadEnd = loadAvg()
+	ph.LoadEnd = benchfmt.LoadAvg()
 	fmt.Fprintf(b.o.Progress, "bench planner: %s phase done: %d rounds, %d solves, %d Nomad requests, %d decisions in %s\n",
 		name, ph.Rounds, ph.Solves, ph.NomadRequests, ph.Decisions, ph.Elapsed.Round(time.Millisecond))
 	return ph, nil
@@ -586,7 +587,7 @@ func (b *bench) progress(name string, d time.Duration, s0, s sample) {
 	fmt.Fprintf(b.o.Progress, "bench planner: %s %s/%s: leader %s, %.2f rounds and %.2f solves per interval, leader CPU %.1f %%, RSS %s MiB, load %s\n",
 		name, el.Round(time.Second), d, leader,
 		PerInterval(sum(s, rounds)-sum(s0, rounds), el, b.o.Interval), PerInterval(sum(s, solves)-sum(s0, solves), el, b.o.Interval),
-		cpu, strings.Join(rss, ", "), loadAvg())
+		cpu, strings.Join(rss, ", "), benchfmt.LoadAvg())
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
