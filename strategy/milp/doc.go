@@ -89,7 +89,10 @@
 // Nothing of the model is relaxed: the speed-ups are valid inequalities, starts and
 // shortcuts. Solution.Gap is (Bound - Objective)/Bound with Objective = T - alpha*B -
 // beta*C and Bound = min(Tub, HiGHS dual bound); since the tie-breakers are >= 0, this
-// is an upper bound on the relative throughput loss too. Decoding a solver incumbent may
-// give up at most 1e-7 of T to absorb solver tolerances (assemble). Every solution, from
-// HiGHS or the greedy, passes Validate before it is returned.
+// is an upper bound on the relative throughput loss too. Status optimal is a property of the
+// returned plan (its own Gap within RelGap), never inherited from HiGHS's status. Decoding
+// a solver incumbent repairs the routing instead of scaling it (assemble): it gives up only
+// the solver's residues (about 1e-9 of T), also at nodes without egress, where any export
+// left by a residue would otherwise forbid all traffic. Every solution, from HiGHS or the
+// greedy, passes Validate before it is returned.
 package milp

@@ -119,12 +119,15 @@ type Problem struct {
 type Status string
 
 const (
-	// StatusOptimal means the solver proved the requested relative gap (or optimality).
+	// StatusOptimal means the returned plan is proven within the requested relative gap:
+	// its own Gap to a proven Bound is at most Options.RelGap (plus 1e-7, the decoding
+	// tolerance), whichever part of Solve produced it.
 	StatusOptimal Status = "optimal"
-	// StatusFeasible means the solver stopped (time limit, watchdog, cancellation) with a
-	// feasible incumbent whose gap is reported in Solution.Gap.
+	// StatusFeasible means HiGHS stopped (time limit, watchdog, cancellation) and its
+	// incumbent, not proven within the gap, is returned; Solution.Gap says how far.
 	StatusFeasible Status = "feasible"
-	// StatusHeuristic means the greedy fallback produced the solution.
+	// StatusHeuristic means a start (greedy, routing LP or LP rounding) is returned without
+	// being proven within the gap.
 	StatusHeuristic Status = "heuristic"
 )
 
