@@ -8,7 +8,8 @@
 // Indices: operator i = 0..N-1 in pipeline order, node n = 0..M-1. Constants: unit rate
 // mu_i (Operator.Capacity), candidate rate mu^c_i, cold start tau_i, window W, amplification
 // A_i, output record size s_i, per-instance CPU/memory/accelerators c_i, m_i, g_i, node
-// pools C_n, M_n, G_n, egress B_n, current instances cur_in of which K_in already run the
+// pools C_n, M_n, device classes k of node n with G_nk devices (Node.Devices; a node with
+// GPUs alone is one class), egress B_n, current instances cur_in of which K_in already run the
 // candidate configuration, old instances R_i = sum_n (cur_in - K_in), batch cap delta_max.
 //
 // Columns (model.go):
@@ -25,6 +26,8 @@
 //	l_in     share of boundary i -> i+1 kept local on n (continuous)
 //	e_n      egress of n in units of bref (continuous)
 //	u_in     launches Delta+_in, only where cur_in > 0 (elsewhere Delta+ = x_in)
+//	y_ink    integer instances of i on n using device class k, only where i accepts
+//	         several classes of n (elsewhere the one accepted class takes x_in)
 //
 // Rows:
 //
@@ -38,7 +41,13 @@
 //	         aggregate "tput_i": A_i T <= mu^c_i K_i + mu~_i delta_i + mu_i (P_i - K_i - delta_i)
 //	         (implied by the per-node rows and flow_i; kept as a cut).
 //	Eq. (14) "place_i": sum_n x_in = P_i.
-//	Eq. (15)-(17) "cpu_n", "mem_n", "gpu_n": sum_i c_i x_in <= C_n, etc.
+//	Eq. (15)-(16) "cpu_n", "mem_n": sum_i c_i x_in <= C_n, etc.
+//	Eq. (17) per device class, "gpu_n" (or "gpu_n_k" on nodes with several classes):
+//	         sum over the operators i accepting class k of g_i y_ink <= G_nk, and
+//	         "split_i_n": x_in = sum_k y_ink. An instance takes all its g_i devices from
+//	         one class (as Nomad assigns one device request from one device group); i
+//	         accepts k when the model is in Operator.GPUModels (or that is empty) and the
+//	         device memory is at least Operator.GPUMemMB. x_in is bounded by what fits.
 //	Eq. (18)-(19) "flow_i": sum_n w_in = T: every operator processes the whole (amplified)
 //	         stream; what operator i emits on n is consumed by i+1 on n (local, l_in) or
 //	         exported. "lout_i_n": l_in <= w_in, "lin_i_n": l_in <= w_(i+1)n.
@@ -65,8 +74,10 @@
 //
 //   - Aggregate bound: T <= Tub, the largest T for which every operator's minimum integer
 //     parallelism (Eq. 13 with the best rolling batch) fits the cluster's pooled CPU,
-//     memory and accelerators; rows "agg_cpu/mem/gpu": sum_i c_i P_i <= sum_n C_n. Both
-//     are relaxations of the per-node constraints, hence valid.
+//     memory and accelerators; rows "agg_cpu/mem": sum_i c_i P_i <= sum_n C_n, and per
+//     set S of device classes some operator accepts, "agg_gpu[_j]": the operators
+//     accepting only classes in S fit S's devices (a Hall condition). All are relaxations
+//     of the per-node constraints, hence valid.
 //   - Starts: (1) the greedy plan (bisection on T, minimum parallelism, migration-aware
 //     spread placement from the current deployment); (2) the same placement re-routed by
 //     the model's LP with every integer column fixed (matters when egress binds); (3) LP

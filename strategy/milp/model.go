@@ -3,6 +3,7 @@ package milp
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -50,15 +51,16 @@ func (m *lp) numRows() int { return len(m.rowLo) }
 type model struct {
 	lp
 	q       *prep
-	T, B    int     // throughput T and peak egress B columns
-	x       [][]int // x_in instances (integer)
-	P       []int   // P_i parallelism (integer, Eq. 14)
-	d       [][]int // d_in transitions this round (integer), -1 when absent
-	w       [][]int // w_in share of T processed by operator i on node n
-	l       [][]int // l_in local part of boundary i -> i+1 on node n, -1 when absent
-	u       [][]int // u_in launches where cur_in > 0 (Delta+), -1 when absent
-	e       []int   // e_n egress of node n, -1 when absent
-	classes [][]int // identical-node classes (size >= 2) used for symmetry breaking
+	T, B    int       // throughput T and peak egress B columns
+	x       [][]int   // x_in instances (integer)
+	P       []int     // P_i parallelism (integer, Eq. 14)
+	d       [][]int   // d_in transitions this round (integer), -1 when absent
+	w       [][]int   // w_in share of T processed by operator i on node n
+	l       [][]int   // l_in local part of boundary i -> i+1 on node n, -1 when absent
+	u       [][]int   // u_in launches where cur_in > 0 (Delta+), -1 when absent
+	e       []int     // e_n egress of node n, -1 when absent
+	y       [][][]int // y_ink instances of i on n using device class k (integer), nil/-1 when absent
+	classes [][]int   // identical-node classes (size >= 2) used for symmetry breaking
 }
 
 // buildModel writes the complete model of Sec. 6 (Eqs. 10-26) in the per-node
@@ -70,6 +72,7 @@ func buildModel(q *prep, opts Options) *model {
 	for i := range q.p.Operators {
 		b.operatorCols(i)
 	}
+	b.deviceCols()
 	b.networkCols()
 	for i := range q.p.Operators {
 		b.capacityRows(i)
@@ -166,6 +169,34 @@ func (b *builder) operatorCols(i int) {
 		if q.cur[i][n] > 0 {
 			m.u[i][n] = m.addCol(fmt.Sprintf("u_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0,
 				float64(max(0, q.ub[i][n]-q.cur[i][n])), false)
+		}
+	}
+}
+
+// deviceCols adds, where an accelerator operator accepts several device classes of one
+// node, its instances per class y_ink (an instance takes all its devices from one class).
+// With one accepted class the class row takes x_in itself, so nodes with a single device
+// class (and clusters described by GPUs alone) get no extra column.
+func (b *builder) deviceCols() {
+	q, m := b.q, b.model
+	m.y = make([][][]int, q.N)
+	for i, o := range q.p.Operators {
+		if o.GPUs == 0 {
+			continue
+		}
+		m.y[i] = make([][]int, q.M)
+		for n := range q.M {
+			m.y[i][n] = make([]int, len(q.devs[n]))
+			for k := range m.y[i][n] {
+				m.y[i][n][k] = -1
+			}
+			if len(q.elig[i][n]) < 2 || q.ub[i][n] == 0 {
+				continue
+			}
+			for _, k := range q.elig[i][n] {
+				up := min(q.ub[i][n], q.devs[n][k].Count/o.GPUs)
+				m.y[i][n][k] = m.addCol(fmt.Sprintf("y_%d_%d_%d", i, n, k), 0, 0, float64(up), true)
+			}
 		}
 	}
 }
@@ -270,23 +301,52 @@ func (b *builder) launchRows(i int) {
 	}
 }
 
-// poolRows adds every node's CPU, memory and (when some operator needs them) accelerator
-// rows (Eqs. 15-17).
+// poolRows adds every node's CPU and memory rows (Eqs. 15-16) and, when some operator
+// needs accelerators, one row per device class (Eq. 17 per class) with the split rows
+// x_in = sum_k y_ink of the operators accepting several classes of the node.
 func (b *builder) poolRows() {
 	q, m := b.q, b.model
 	p := q.p
 	inf := math.Inf(1)
-	// (15)-(17) node resource pools (memory rows in GiB for better scaling)
+	// (15)-(16) node resource pools (memory rows in GiB for better scaling)
 	for n, nd := range p.Nodes {
-		for r, res := range []string{"cpu", "mem", "gpu"} {
-			if r == 2 && !q.gpu {
-				continue
-			}
-			capR := []float64{nd.CPU, nd.MemMB / 1024, float64(nd.GPUs)}[r]
+		for r, res := range []string{"cpu", "mem"} {
+			capR := []float64{nd.CPU, nd.MemMB / 1024}[r]
 			for i, o := range p.Operators {
-				b.put(m.x[i][n], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
+				b.put(m.x[i][n], []float64{o.CPU, o.MemMB / 1024}[r])
 			}
 			b.row(fmt.Sprintf("%s_%d", res, n), -inf, capR)
+		}
+		if !q.gpu {
+			continue
+		}
+		// (17) per device class
+		for k, dev := range q.devs[n] {
+			for i, o := range p.Operators {
+				if o.GPUs == 0 || !slices.Contains(q.elig[i][n], k) {
+					continue
+				}
+				if m.y[i][n][k] >= 0 {
+					b.put(m.y[i][n][k], float64(o.GPUs))
+				} else {
+					b.put(m.x[i][n], float64(o.GPUs))
+				}
+			}
+			name := fmt.Sprintf("gpu_%d", n)
+			if len(q.devs[n]) > 1 {
+				name = fmt.Sprintf("gpu_%d_%d", n, k)
+			}
+			b.row(name, -inf, float64(dev.Count))
+		}
+		for i := range p.Operators {
+			if m.y[i] == nil || len(q.elig[i][n]) < 2 || q.ub[i][n] == 0 {
+				continue
+			}
+			b.put(m.x[i][n], 1)
+			for _, k := range q.elig[i][n] {
+				b.put(m.y[i][n][k], -1)
+			}
+			b.row(fmt.Sprintf("split_%d_%d", i, n), 0, 0)
 		}
 	}
 }
@@ -329,15 +389,23 @@ func (b *builder) aggregateRows() {
 	q, m := b.q, b.model
 	inf := math.Inf(1)
 	// aggregate pools: valid, redundant for the LP, give the MIP knapsack structure on P
-	C, Mm, G := q.poolC, q.poolM, float64(q.poolG)
-	for r, res := range []string{"cpu", "mem", "gpu"} {
-		if r == 2 && !q.gpu {
-			continue
-		}
+	C, Mm := q.poolC, q.poolM
+	for r, res := range []string{"cpu", "mem"} {
 		for i, o := range q.p.Operators {
-			b.put(m.P[i], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
+			b.put(m.P[i], []float64{o.CPU, o.MemMB / 1024}[r])
 		}
-		b.row("agg_"+res, -inf, []float64{C, Mm / 1024, G}[r])
+		b.row("agg_"+res, -inf, []float64{C, Mm / 1024}[r])
+	}
+	// accelerators per device group (the first is the whole cluster's devices)
+	for k, g := range q.groups {
+		for _, i := range g.ops {
+			b.put(m.P[i], float64(q.p.Operators[i].GPUs))
+		}
+		name := "agg_gpu"
+		if k > 0 {
+			name = fmt.Sprintf("agg_gpu_%d", k)
+		}
+		b.row(name, -inf, float64(g.devices))
 	}
 }
 
@@ -386,7 +454,10 @@ func (q *prep) loadKey() []float64 {
 func (q *prep) identicalClasses() [][]int {
 	sig := func(n int) string {
 		nd := q.p.Nodes[n]
-		s := fmt.Sprintf("%g|%g|%d|%g", nd.CPU, nd.MemMB, nd.GPUs, nd.EgressBps)
+		s := fmt.Sprintf("%g|%g|%g", nd.CPU, nd.MemMB, nd.EgressBps)
+		for _, d := range q.devs[n] {
+			s += fmt.Sprintf("|%q,%g,%d", d.Model, d.MemMB, d.Count)
+		}
 		for i := range q.N {
 			s += fmt.Sprintf("|%d,%d", q.cur[i][n], q.K[i][n])
 		}
@@ -462,6 +533,26 @@ func (m *model) startVector(s *Solution) []float64 {
 		for n := range M {
 			if m.l[i][n] >= 0 {
 				v[m.l[i][n]] = math.Min(w[i][n], w[i+1][n])
+			}
+		}
+	}
+	for n := range M { // a device assignment of the start's instances (exists: it is valid)
+		needs, ok := nodeNeeds(q.p.Operators, q.devs[n], func(i int) int { return s.PerNode[i][perm[n]].Total() })
+		if !ok {
+			continue
+		}
+		as, ok := assignDevices(deviceCounts(q.devs[n]), needs)
+		if !ok {
+			continue
+		}
+		for i := range N {
+			if m.y[i] == nil {
+				continue
+			}
+			for k, col := range m.y[i][n] {
+				if col >= 0 {
+					v[col] = float64(as[i][k])
+				}
 			}
 		}
 	}
