@@ -23,8 +23,10 @@
 //	         mu~_i <= mu_i a transition can only lower capacity and costs a restart, so it
 //	         is never part of an optimum and the column is left out.
 //	w_in     share of T processed by i on n (continuous; the rate is A_i * w_in)
-//	l_in     share of boundary i -> i+1 kept local on n (continuous)
-//	e_n      egress of n in units of bref (continuous)
+//	o_in     export of boundary i -> i+1 from node n, in shares of T (continuous; only
+//	         at nodes with egress)
+//	e_n      egress of n in units of its own bound B_n (of bref when unlimited;
+//	         continuous; only at nodes with egress)
 //	u_in     launches Delta+_in, only where cur_in > 0 (elsewhere Delta+ = x_in)
 //	y_ink    integer instances of i on n using device class k, only where i accepts
 //	         several classes of n (elsewhere the one accepted class takes x_in)
@@ -49,13 +51,16 @@
 //	         accepts k when the model is in Operator.GPUModels (or that is empty) and the
 //	         device memory is at least Operator.GPUMemMB. x_in is bounded by what fits.
 //	Eq. (18)-(19) "flow_i": sum_n w_in = T: every operator processes the whole (amplified)
-//	         stream; what operator i emits on n is consumed by i+1 on n (local, l_in) or
-//	         exported. "lout_i_n": l_in <= w_in, "lin_i_n": l_in <= w_(i+1)n.
-//	Eq. (20) "egress_n": sum_i A_(i+1) s_i (w_in - l_in) / bref <= e_n <= B_n / bref and
-//	         "peak_n": e_n <= B. This per-node local/export/import form replaces the paper's
-//	         f_inm (N*M instead of N*M^2 columns) and has the same optimum: with only egress
-//	         bounded per node, keeping min(out, in) local and shipping the rest is an optimal
-//	         routing of any transportation plan.
+//	         stream; what operator i emits on n is consumed by i+1 on n (local) or
+//	         exported: "out_i_n": o_in >= w_in - w_(i+1)n.
+//	Eq. (20) "egress_n": sum_i A_(i+1) s_i o_in / B_n <= e_n <= 1 (e_n unbounded, in
+//	         bref units, where B_n is unlimited) and "peak_n": e_n B_n / bref <= B. A node
+//	         with B_n = 0 has neither: "local_i_n": w_in <= w_(i+1)n. This per-node export
+//	         form replaces the paper's f_inm (N*M instead of N*M^2 columns) and has the
+//	         same optimum: with only egress bounded per node, keeping min(out, in) local
+//	         and shipping the rest is an optimal routing of any transportation plan.
+//	         Measuring each node's egress in its own bound keeps the solver's feasibility
+//	         tolerance relative to that bound.
 //	Eq. (21) "mig_i_n": u_in >= x_in - cur_in (u_in >= 0), Delta-_in substituted as above.
 //	Eq. (22) C enters the objective directly (no column).
 //	Eq. (23) no rollback: bound x_in >= K_in. This is the paper's P_i >= K_i strengthened
@@ -91,9 +96,10 @@
 //     form classes; "sym_c_k" orders each class by resource load
 //     (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid because any solution can be
 //     permuted inside a class. The warm start is permuted to satisfy it.
-//   - Scaling: egress is modelled in units of the largest node bandwidth and the default
-//     alpha, beta keep each tie-breaker at 1e-4 of the throughput scale, far above the
-//     solver's tolerances (unscaled, HiGHS silently ignores the network tie-breaker).
+//   - Scaling: each node's egress is modelled in units of its own bound, the peak B in
+//     units of the largest finite bound, and the default alpha, beta keep each
+//     tie-breaker at 1e-4 of the throughput scale, far above the solver's tolerances
+//     (unscaled, HiGHS silently ignores the network tie-breaker).
 //
 // # Exactness and the reported gap
 //

@@ -51,14 +51,15 @@ func (m *lp) numRows() int { return len(m.rowLo) }
 type model struct {
 	lp
 	q       *prep
-	T, B    int       // throughput T and peak egress B columns
-	x       [][]int   // x_in instances (integer)
-	P       []int     // P_i parallelism (integer, Eq. 14)
-	d       [][]int   // d_in transitions this round (integer), -1 when absent
-	w       [][]int   // w_in share of T processed by operator i on node n
-	l       [][]int   // l_in local part of boundary i -> i+1 on node n, -1 when absent
-	u       [][]int   // u_in launches where cur_in > 0 (Delta+), -1 when absent
-	e       []int     // e_n egress of node n, -1 when absent
+	T, B    int     // throughput T and peak egress B columns
+	x       [][]int // x_in instances (integer)
+	P       []int   // P_i parallelism (integer, Eq. 14)
+	d       [][]int // d_in transitions this round (integer), -1 when absent
+	w       [][]int // w_in share of T processed by operator i on node n
+	o       [][]int // o_in export of boundary i -> i+1 from node n, -1 when absent
+	u       [][]int // u_in launches where cur_in > 0 (Delta+), -1 when absent
+	e       []int   // e_n egress of node n in units of eUnit[n], -1 when absent
+	eUnit   []float64
 	y       [][][]int // y_ink instances of i on n using device class k (integer), nil/-1 when absent
 	classes [][]int   // identical-node classes (size >= 2) used for symmetry breaking
 }
@@ -130,7 +131,7 @@ func (b *builder) objectiveCols(opts Options) {
 	}
 	m.T = m.addCol("T", 1, 0, Tup, false)
 	m.B = m.addCol("B", -q.alpha*q.bref, 0, inf, false) // in units of bref
-	m.x, m.P, m.d, m.w, m.l, m.u = make([][]int, N), make([]int, N), make([][]int, N), make([][]int, N), make([][]int, N), make([][]int, N)
+	m.x, m.P, m.d, m.w, m.o, m.u = make([][]int, N), make([]int, N), make([][]int, N), make([][]int, N), make([][]int, N), make([][]int, N)
 }
 
 // operatorCols adds operator i's columns: instances x_in with their launch and termination
@@ -141,7 +142,7 @@ func (b *builder) operatorCols(i int) {
 	M := q.M
 	o := q.p.Operators[i]
 	beta := q.beta
-	m.x[i], m.d[i], m.w[i], m.l[i], m.u[i] = make([]int, M), make([]int, M), make([]int, M), make([]int, M), make([]int, M)
+	m.x[i], m.d[i], m.w[i], m.o[i], m.u[i] = make([]int, M), make([]int, M), make([]int, M), make([]int, M), make([]int, M)
 	tot := 0
 	for n := range M {
 		// launches are charged through x directly when nothing runs there now
@@ -156,7 +157,7 @@ func (b *builder) operatorCols(i int) {
 	m.P[i] = m.addCol(fmt.Sprintf("P_%d", i), 0, float64(max(q.Ki[i], o.MinInstances)), float64(min(tot, q.lim[i])), true)
 	useD := q.transitionable(i) && q.muT[i] > q.mu[i]
 	for n := range M {
-		m.d[i][n], m.l[i][n], m.u[i][n] = -1, -1, -1
+		m.d[i][n], m.o[i][n], m.u[i][n] = -1, -1, -1
 		if useD && q.ub[i][n] > q.K[i][n] {
 			up := min(q.dmax[i], q.ub[i][n]-q.K[i][n])
 			m.d[i][n] = m.addCol(fmt.Sprintf("d_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0, float64(up), true)
@@ -201,8 +202,13 @@ func (b *builder) deviceCols() {
 	}
 }
 
-// networkCols sets flowF and, when some boundary carries traffic, adds the local parts
-// l_in of every such boundary and the node egress columns e_n.
+// networkCols sets flowF and, when some boundary carries traffic, adds the exports o_in of
+// every such boundary and the egress e_n of every node that has egress. Each node's egress
+// is measured in units of its own bound (of bref when unlimited), so that the solver's
+// feasibility tolerance is relative to that bound: in units of the largest bound, a
+// 1e-7 tolerance let a 125 MB/s node exceed its bound by 1.25 kB/s of real traffic, which
+// decoding then had to take back from T. A node without egress gets neither: its rows
+// keep every boundary local (egressRows).
 func (b *builder) networkCols() {
 	q, m := b.q, b.model
 	p := q.p
@@ -213,16 +219,25 @@ func (b *builder) networkCols() {
 		b.flowF[i] = p.Operators[i+1].Amplification * p.Operators[i].OutputBytes
 		if b.flowF[i] > 0 {
 			b.network = true
-			for n := range M {
-				m.l[i][n] = m.addCol(fmt.Sprintf("l_%d_%d", i, n), 0, 0, inf, false)
+			for n, nd := range p.Nodes {
+				if nd.EgressBps > 0 {
+					m.o[i][n] = m.addCol(fmt.Sprintf("o_%d_%d", i, n), 0, 0, inf, false)
+				}
 			}
 		}
 	}
-	m.e = make([]int, M)
+	m.e, m.eUnit = make([]int, M), make([]float64, M)
 	for n, nd := range p.Nodes {
 		m.e[n] = -1
-		if b.network {
-			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, nd.EgressBps/q.bref, false)
+		if !b.network || nd.EgressBps == 0 {
+			continue
+		}
+		if math.IsInf(nd.EgressBps, 1) {
+			m.eUnit[n] = q.bref
+			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, inf, false)
+		} else {
+			m.eUnit[n] = nd.EgressBps
+			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, 1, false)
 		}
 	}
 }
@@ -351,34 +366,41 @@ func (b *builder) poolRows() {
 	}
 }
 
-// egressRows adds per node the local-part rows of every boundary with traffic and the
-// egress and peak-egress rows (Eq. 20).
+// egressRows adds per node the export rows of every boundary with traffic, the egress
+// row and the peak-egress row (Eq. 20); a node without egress instead keeps every such
+// boundary local: w_in <= w_(i+1)n.
 func (b *builder) egressRows() {
 	q, m := b.q, b.model
 	N, M := q.N, q.M
 	inf := math.Inf(1)
-	// (20) egress in local/export/import form
+	// (20) egress in export form: o_in >= w_in - w_(i+1)n
 	for n := range M {
-		for i := 0; i+1 < N; i++ {
-			if m.l[i][n] < 0 {
-				continue
+		if m.e[n] < 0 {
+			for i := 0; i+1 < N; i++ {
+				if b.flowF[i] > 0 {
+					b.put(m.w[i][n], 1)
+					b.put(m.w[i+1][n], -1)
+					b.row(fmt.Sprintf("local_%d_%d", i, n), -inf, 0)
+				}
 			}
-			b.put(m.l[i][n], 1)
-			b.put(m.w[i][n], -1)
-			b.row(fmt.Sprintf("lout_%d_%d", i, n), -inf, 0)
-			b.put(m.l[i][n], 1)
-			b.put(m.w[i+1][n], -1)
-			b.row(fmt.Sprintf("lin_%d_%d", i, n), -inf, 0)
+			continue
 		}
 		for i := 0; i+1 < N; i++ {
-			if m.l[i][n] >= 0 {
-				b.put(m.w[i][n], b.flowF[i]/q.bref)
-				b.put(m.l[i][n], -b.flowF[i]/q.bref)
+			if m.o[i][n] >= 0 {
+				b.put(m.o[i][n], 1)
+				b.put(m.w[i][n], -1)
+				b.put(m.w[i+1][n], 1)
+				b.row(fmt.Sprintf("out_%d_%d", i, n), 0, inf)
+			}
+		}
+		for i := 0; i+1 < N; i++ {
+			if m.o[i][n] >= 0 {
+				b.put(m.o[i][n], b.flowF[i]/m.eUnit[n])
 			}
 		}
 		b.put(m.e[n], -1)
 		b.row(fmt.Sprintf("egress_%d", n), -inf, 0)
-		b.put(m.e[n], 1)
+		b.put(m.e[n], m.eUnit[n]/q.bref)
 		b.put(m.B, -1)
 		b.row(fmt.Sprintf("peak_%d", n), -inf, 0)
 	}
@@ -531,8 +553,8 @@ func (m *model) startVector(s *Solution) []float64 {
 	}
 	for i := 0; i+1 < N; i++ {
 		for n := range M {
-			if m.l[i][n] >= 0 {
-				v[m.l[i][n]] = math.Min(w[i][n], w[i+1][n])
+			if m.o[i][n] >= 0 {
+				v[m.o[i][n]] = math.Max(0, w[i][n]-w[i+1][n])
 			}
 		}
 	}
@@ -558,7 +580,7 @@ func (m *model) startVector(s *Solution) []float64 {
 	}
 	for n := range M {
 		if m.e[n] >= 0 {
-			v[m.e[n]] = s.Egress[perm[n]] / q.bref
+			v[m.e[n]] = s.Egress[perm[n]] / m.eUnit[n]
 		}
 	}
 	return v

@@ -8,8 +8,8 @@
 // K_in are constants), their accelerator class split where an operator accepts several
 // classes of a node (integers), the input rate r_in (records/s of i's own input), the
 // export of boundary i -> i+1 o_in (records/s of i+1's input leaving n), launches s_in and
-// terminations t_in; per node the egress e_n; the throughput T and the peak egress E (both
-// in units of the largest finite node egress).
+// terminations t_in; per node the egress e_n (in units of its own bound); the throughput T
+// and the peak egress E (in units of the largest finite node egress).
 //
 // Params.NetWeight and MigrationWeight are used as given (0 drops the term, unlike milp's
 // defaults): set both when comparing objectives with milp.
@@ -146,9 +146,9 @@ func solve(p *milp.Problem, opts Options) (*Result, error) {
 	alpha, beta := p.Params.NetWeight, p.Params.MigrationWeight
 	var c cols
 	var r rows
-	// egress is measured in units of the largest finite node egress, or, when every node
-	// is unlimited, of the pipeline's traffic per record/s of throughput: in bytes/s,
-	// alpha is ~1e-14 and HiGHS ignores the term
+	// the peak egress is measured in units of the largest finite node egress, or, when
+	// every node is unlimited, of the pipeline's traffic per record/s of throughput: in
+	// bytes/s, alpha is ~1e-14 and HiGHS ignores the term
 	unit := 0.0
 	for _, nd := range p.Nodes {
 		if !math.IsInf(nd.EgressBps, 1) {
@@ -347,21 +347,38 @@ func solve(p *milp.Problem, opts Options) (*Result, error) {
 		for k, d := range devs {
 			r.add(-inf, float64(d.Count)-pinned[k], use[k], coef[k])
 		}
-		// exports o_in >= r_in * A_{i+1}/A_i - r_(i+1)n, egress e_n = sum_i bytes_i o_in
-		e := c.add(0, 0, nd.EgressBps/unit, false)
-		eIdx, eVal := []int{e}, []float64{-1}
+		// exports o_in >= r_in * A_{i+1}/A_i - r_(i+1)n and egress e_n = sum_i bytes_i o_in,
+		// e_n in units of the node's own bound (of unit when unlimited) so that HiGHS's
+		// feasibility tolerance stays relative to it; without egress, nothing leaves n
+		own := nd.EgressBps
+		if math.IsInf(own, 1) {
+			own = unit
+		}
+		var eIdx []int
+		var eVal []float64
 		for i := 0; i+1 < N; i++ {
 			bytes := p.Operators[i].OutputBytes
 			if bytes == 0 {
 				continue
 			}
 			f := p.Operators[i+1].Amplification / p.Operators[i].Amplification
+			if nd.EgressBps == 0 {
+				r.add(-inf, 0, []int{rate[i][n], rate[i+1][n]}, []float64{f, -1})
+				continue
+			}
 			exp[i][n] = c.add(0, 0, inf, false)
 			r.add(0, inf, []int{exp[i][n], rate[i][n], rate[i+1][n]}, []float64{1, -f, 1})
-			eIdx, eVal = append(eIdx, exp[i][n]), append(eVal, bytes/unit)
+			eIdx, eVal = append(eIdx, exp[i][n]), append(eVal, bytes/own)
 		}
-		r.add(-inf, 0, eIdx, eVal)
-		r.add(-inf, 0, []int{e, E}, []float64{1, -1})
+		if len(eIdx) > 0 {
+			eUp := 1.0
+			if math.IsInf(nd.EgressBps, 1) {
+				eUp = inf
+			}
+			e := c.add(0, 0, eUp, false)
+			r.add(-inf, 0, append(eIdx, e), append(eVal, -1))
+			r.add(-inf, 0, []int{e, E}, []float64{own / unit, -1})
+		}
 	}
 	hs, err := highs.NewSolver()
 	if err != nil {

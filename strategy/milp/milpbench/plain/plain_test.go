@@ -12,9 +12,12 @@ import (
 )
 
 // The plain formulation and milp's model describe the same problem: solved to a 1e-9 gap,
-// their optima agree within 1e-6 (solver tolerances) on small heterogeneous instances
-// (device classes, zero and slow egress, running rounds mid-transition, batch caps,
-// min/max instances, shrunk nodes).
+// their optimal throughputs agree within 1e-6 and their objectives within 1e-5 on small
+// heterogeneous instances (device classes, zero and slow egress, running rounds
+// mid-transition, batch caps, min/max instances, shrunk nodes). The looser objective
+// tolerance is the tie-breakers': their weights are ~1e-7 per second or per unit of egress,
+// at HiGHS's cost tolerance and below its absolute gap (1e-6), so neither solver resolves
+// them exactly.
 func TestSameOptimumAsMilp(t *testing.T) {
 	checked := 0
 	for seed := uint64(1); seed <= 40 && checked < 12; seed++ {
@@ -40,7 +43,8 @@ func TestSameOptimumAsMilp(t *testing.T) {
 			continue
 		}
 		checked++
-		if d := math.Abs(pr.Objective - ms.Objective); d > 1e-6*math.Max(1, math.Abs(ms.Objective)) {
+		dT := math.Abs(pr.Throughput - ms.Throughput)
+		if d := math.Abs(pr.Objective - ms.Objective); d > 1e-5*math.Max(1, math.Abs(ms.Objective)) || dT > 1e-6*math.Max(1, ms.Throughput) {
 			t.Errorf("seed %d (%s): plain optimum %.9g, milp %.9g (T %.9g vs %.9g, E %.6g vs %.6g, C %.6g vs %.6g)", seed, in.Describe(),
 				pr.Objective, ms.Objective, pr.Throughput, ms.Throughput, pr.PeakEgress, ms.PeakEgress, pr.MigrationCost, ms.MigrationCost)
 		} else {
