@@ -11,7 +11,8 @@ import (
 )
 
 // runBenchMILP measures the scheduling-layer MILP: median and p95 solve time and final gap
-// per pipeline and cluster size (logic in strategy/milp/milpbench).
+// per pipeline and cluster size on the paper's instances, or with -hetero on heterogeneous
+// clusters against a plain-formulation peer (logic in strategy/milp/milpbench).
 func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := milpbench.DefaultConfig()
 	fs := flag.NewFlagSet("bench milp", flag.ContinueOnError)
@@ -26,8 +27,14 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Float64Var(&cfg.RelGap, "gap", cfg.RelGap, "requested relative MIP gap")
 	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the plain and nostart ablations only up to this many nodes")
 	verbose := fs.Bool("v", false, "print one line per solve on stderr")
+	hetero := fs.Bool("hetero", false, "heterogeneous clusters (hetgen; default sizes 8,16,32,64,128, modes trident, 10 seeds) against the plain-formulation peer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *hetero {
+		return runBenchMILPHetero(ctx, set, *sizes, *modes, cfg, *verbose, stdout, stderr)
 	}
 	var err error
 	if cfg.Sizes, err = milpbench.ParseInts(*sizes); err != nil {
@@ -57,6 +64,51 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		cfg.Progress = stderr
 	}
 	res, err := milpbench.Run(ctx, cfg, stdout)
+	if err != nil {
+		return err
+	}
+	return benchfmt.WriteResult(stdout, res)
+}
+
+// runBenchMILPHetero is `bench milp -hetero`: the flags the caller set override
+// milpbench.DefaultHeteroConfig.
+func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes string, flags milpbench.Config, verbose bool, stdout, stderr io.Writer) error {
+	cfg := milpbench.DefaultHeteroConfig()
+	var err error
+	if set["sizes"] {
+		if cfg.Sizes, err = milpbench.ParseInts(sizes); err != nil {
+			return fmt.Errorf("-sizes: %w", err)
+		}
+	}
+	if set["modes"] {
+		ms, err := milpbench.ParseList(modes, "trident", "mip", "nosym", "nostart", "nobound")
+		if err != nil {
+			return fmt.Errorf("-modes (with -hetero; the plain peer always runs): %w", err)
+		}
+		cfg.Modes = nil
+		for _, m := range ms {
+			cfg.Modes = append(cfg.Modes, milpbench.Mode(m))
+		}
+	}
+	if set["seeds"] {
+		cfg.Seeds = flags.Seeds
+	}
+	if set["time-limit"] {
+		cfg.TimeLimit = flags.TimeLimit
+	}
+	if set["gap"] {
+		cfg.RelGap = flags.RelGap
+	}
+	if set["plain-max-nodes"] {
+		cfg.PlainMax = flags.PlainMax
+	}
+	if cfg.Seeds <= 0 || cfg.TimeLimit <= 0 || cfg.RelGap <= 0 {
+		return fmt.Errorf("-seeds, -time-limit and -gap must be > 0")
+	}
+	if verbose {
+		cfg.Progress = stderr
+	}
+	res, err := milpbench.RunHetero(ctx, cfg, stdout)
 	if err != nil {
 		return err
 	}

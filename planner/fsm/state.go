@@ -11,6 +11,7 @@
 package fsm
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -34,6 +35,9 @@ type Operator struct {
 	GPUs int `json:"gpus"`
 	// GPUMemoryMB is the minimum device memory per accelerator.
 	GPUMemoryMB int `json:"gpu_memory_mb"`
+	// GPUModels lists the accelerator models (Device.Model) the operator accepts; empty
+	// accepts every model.
+	GPUModels []string `json:"gpu_models,omitempty"`
 	// OutputBytes is the mean size of one output record.
 	OutputBytes float64 `json:"output_bytes"`
 	// Amplification is output records per input record.
@@ -100,8 +104,62 @@ type Node struct {
 	GPUs int `json:"gpus"`
 	// GPUMemoryMB is the memory of the node's smallest GPU.
 	GPUMemoryMB int `json:"gpu_memory_mb,omitempty"`
+	// Devices are the node's accelerator classes, one per Nomad device group; when set
+	// they replace GPUs and GPUMemoryMB for scheduling (which then only summarise them).
+	Devices Devices `json:"devices,omitzero"`
 	// EgressBps is egress bandwidth in bytes per second (0 = unknown, treated as ample).
 	EgressBps float64 `json:"egress_bps,omitempty"`
+}
+
+// Device is one accelerator class of a node: a Nomad device group (vendor/type/name).
+type Device struct {
+	// Model is the device group's name (Nomad NodeDeviceResource.Name, e.g. "A100-SXM4-80GB").
+	Model string `json:"model"`
+	// MemoryMB is the memory of one device (the group's "memory" attribute; 0 = unknown).
+	MemoryMB int `json:"memory_mb"`
+	// Count is the group's healthy device instances.
+	Count int `json:"count"`
+}
+
+// Devices is a node's accelerator classes. It holds their canonical JSON so that Node
+// stays comparable with == (inventories are compared that way); it marshals as a JSON list
+// of Device, and the zero value is no classes.
+type Devices struct{ enc string }
+
+// MakeDevices returns the classes ds.
+func MakeDevices(ds ...Device) Devices {
+	if len(ds) == 0 {
+		return Devices{}
+	}
+	b, _ := json.Marshal(ds) // a list of plain structs always encodes
+	return Devices{enc: string(b)}
+}
+
+// List returns the classes (nil for none).
+func (d Devices) List() []Device {
+	var out []Device
+	if d.enc != "" {
+		_ = json.Unmarshal([]byte(d.enc), &out) // enc is only ever written by MakeDevices
+	}
+	return out
+}
+
+// MarshalJSON encodes the classes as a list.
+func (d Devices) MarshalJSON() ([]byte, error) {
+	if d.enc == "" {
+		return []byte("[]"), nil
+	}
+	return []byte(d.enc), nil
+}
+
+// UnmarshalJSON decodes a list of classes (null or [] is none).
+func (d *Devices) UnmarshalJSON(b []byte) error {
+	var ds []Device
+	if err := json.Unmarshal(b, &ds); err != nil {
+		return fmt.Errorf("devices: %w", err)
+	}
+	*d = MakeDevices(ds...)
+	return nil
 }
 
 // Placement counts instances of one operator on one node by configuration.

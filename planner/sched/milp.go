@@ -32,6 +32,7 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 	for i, o := range in.Operators {
 		op := milp.Operator{
 			Name: o.Name, CPU: o.CPU, MemMB: float64(o.MemoryMB), GPUs: o.GPUs, Capacity: o.Capacity,
+			GPUMemMB: float64(o.GPUMemoryMB), GPUModels: o.GPUModels,
 			Amplification: amp[i], OutputBytes: o.OutputBytes, LaunchSec: o.ColdStartSec, TerminateSec: 1,
 			MinInstances: o.MinInstances, MaxInstances: o.MaxInstances,
 		}
@@ -45,7 +46,11 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 		if eg <= 0 {
 			eg = defaultEgressBps
 		}
-		p.Nodes = append(p.Nodes, milp.Node{Name: n.Name, CPU: n.CPU, MemMB: float64(n.MemoryMB), GPUs: n.GPUs, EgressBps: eg, Class: n.Class})
+		nd := milp.Node{Name: n.Name, CPU: n.CPU, MemMB: float64(n.MemoryMB), EgressBps: eg, Class: n.Class}
+		for _, d := range deviceClasses(n) {
+			nd.Devices = append(nd.Devices, milp.Device{Model: d.Model, MemMB: float64(d.MemoryMB), Count: d.Count})
+		}
+		p.Nodes = append(p.Nodes, nd)
 	}
 	if len(in.Current) > 0 {
 		p.Current = make(milp.Deployment, len(in.Operators))
@@ -60,9 +65,9 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 	return p
 }
 
-// Plan implements Scheduler. The MILP has no per-node GPU memory: a solution that puts an
-// accelerator operator on a node whose GPUs are too small is returned as an error (the
-// planner then falls back to Proportional, which respects it).
+// Plan implements Scheduler. Accelerators reach the MILP as device classes (Node.Devices, or
+// GPUs of GPUMemoryMB each), so trident_gpu_memory_mb and GPUModels constrain its
+// placement; every plan it returns passes milp.Validate, which checks them.
 func (m MILP) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 	if err := in.Validate(); err != nil {
 		return Plan{}, err
@@ -80,9 +85,6 @@ func (m MILP) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 			pl := sol.PerNode[i][j]
 			if pl.Total() == 0 {
 				continue
-			}
-			if o.GPUs > 0 && o.GPUMemoryMB > n.GPUMemoryMB {
-				return Plan{}, fmt.Errorf("milp placed operator %q on node %q whose GPUs have %d MB < trident_gpu_memory_mb=%d", o.Name, n.Name, n.GPUMemoryMB, o.GPUMemoryMB)
 			}
 			t[n.Name] = fsm.Placement{Current: pl.Current, Candidate: pl.Candidate}
 		}

@@ -92,10 +92,12 @@ func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 				why = fmt.Sprintf("trident_cpu=%v exceeds every node (largest %v)", o.CPU, maxOf(nodes, func(n fsm.Node) float64 { return n.CPU }))
 			case o.MemoryMB > n.MemoryMB:
 				why = fmt.Sprintf("trident_memory_mb=%d exceeds every node (largest %v)", o.MemoryMB, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.MemoryMB) }))
-			case o.GPUs > n.GPUs:
-				why = fmt.Sprintf("trident_gpus=%d exceeds every node (largest %v)", o.GPUs, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.GPUs) }))
-			case o.GPUs > 0 && o.GPUMemoryMB > n.GPUMemoryMB:
-				why = fmt.Sprintf("trident_gpu_memory_mb=%d exceeds every node's GPU memory (largest %v)", o.GPUMemoryMB, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.GPUMemoryMB) }))
+			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs }):
+				why = fmt.Sprintf("trident_gpus=%d exceeds every node (largest %v)", o.GPUs, maxClass(nodes, func(d fsm.Device) int { return d.Count }))
+			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs && d.MemoryMB >= o.GPUMemoryMB }):
+				why = fmt.Sprintf("trident_gpu_memory_mb=%d exceeds every node's GPU memory (largest %v)", o.GPUMemoryMB, maxClass(nodes, func(d fsm.Device) int { return d.MemoryMB }))
+			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs && acceptsDevice(o, d) }):
+				why = fmt.Sprintf("no node has %d %s", o.GPUs, deviceNeed(o))
 			default:
 				ok = true
 			}
@@ -114,8 +116,8 @@ func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 // instances (each runs at least one, or its scaling policy's min) together need more CPU,
 // memory or GPUs than the whole inventory has. Every pipeline is planned on the whole
 // inventory, so no plan exists then; a pooled fit can still fail to pack, which the
-// schedulers report. GPUs are counted per device-memory class: operators needing at least
-// g MB of GPU memory must fit on the GPUs of nodes that have it.
+// schedulers report. GPUs are counted per set of device classes: the operators that accept
+// only classes in the set (by memory and model) must fit its devices.
 func checkMinimums(ops []fsm.Operator, nodes []fsm.Node) error {
 	type term struct {
 		name string
@@ -161,38 +163,37 @@ func checkMinimums(ops []fsm.Operator, nodes []fsm.Node) error {
 	if err := pooled("MB of memory", func(o fsm.Operator) float64 { return float64(o.MemoryMB) }, func(n fsm.Node) float64 { return float64(n.MemoryMB) }); err != nil {
 		return err
 	}
-	// GPU classes, largest memory first: the first class short of GPUs is reported.
-	var classes []int
-	for _, o := range ops {
-		if o.GPUs > 0 && !slices.Contains(classes, o.GPUMemoryMB) {
-			classes = append(classes, o.GPUMemoryMB)
+	// Accelerators per set of device classes some operator accepts, the most demanding
+	// first: the first set short of devices is reported.
+	for _, g := range deviceGroups(ops, nodes) {
+		var need float64
+		var terms []term
+		for _, o := range g.ops {
+			k := max(1, o.MinInstances)
+			need += float64(k * o.GPUs)
+			terms = append(terms, term{o.Name, k, float64(o.GPUs)})
 		}
-	}
-	slices.Sort(classes)
-	slices.Reverse(classes)
-	for _, g := range classes {
-		what := "GPUs"
-		if g > 0 {
-			what = fmt.Sprintf("GPUs with at least %d MB", g)
-		}
-		err := pooled(what,
-			func(o fsm.Operator) float64 {
-				if o.GPUMemoryMB >= g {
-					return float64(o.GPUs)
-				}
-				return 0
-			},
-			func(n fsm.Node) float64 {
-				if n.GPUMemoryMB >= g {
-					return float64(n.GPUs)
-				}
-				return 0
-			})
-		if err != nil {
-			return err
+		if need > float64(g.devices) {
+			return short(g.what, need, float64(g.devices), terms)
 		}
 	}
 	return nil
+}
+
+// hasClass reports whether some accelerator class of n satisfies ok.
+func hasClass(n fsm.Node, ok func(fsm.Device) bool) bool {
+	return slices.ContainsFunc(deviceClasses(n), ok)
+}
+
+// maxClass returns the largest f over every node's accelerator classes.
+func maxClass(nodes []fsm.Node, f func(fsm.Device) int) int {
+	m := 0
+	for _, n := range nodes {
+		for _, d := range deviceClasses(n) {
+			m = max(m, f(d))
+		}
+	}
+	return m
 }
 
 func maxOf(nodes []fsm.Node, f func(fsm.Node) float64) float64 {
@@ -324,24 +325,38 @@ func (pr Proportional) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 // pack places need[i] instances of every operator, keeping already-transitioned instances
 // pinned. It reports false when they do not fit.
 func pack(in PlanInput, need []int) (map[string]map[string]fsm.Placement, bool) {
-	type room struct{ cpu, mem, gpu float64 }
+	// room is a node's free cores and memory and its accelerator classes with their free
+	// devices; an instance takes its GPUs from one class it accepts, the one with the
+	// least memory per device that has room.
+	type room struct {
+		cpu, mem float64
+		dev      []fsm.Device
+	}
 	free := map[string]*room{}
 	for _, n := range in.Nodes {
-		free[n.Name] = &room{n.CPU, float64(n.MemoryMB), float64(n.GPUs)}
+		free[n.Name] = &room{n.CPU, float64(n.MemoryMB), deviceClasses(n)}
 	}
 	out := map[string]map[string]fsm.Placement{}
 	take := func(o OperatorInput, node string) bool {
 		r := free[node]
-		if r == nil || r.cpu < o.CPU-1e-9 || r.mem < float64(o.MemoryMB) || r.gpu < float64(o.GPUs) {
+		if r == nil || r.cpu < o.CPU-1e-9 || r.mem < float64(o.MemoryMB) {
 			return false
+		}
+		c := -1
+		if o.GPUs > 0 {
+			for k, d := range r.dev {
+				if d.Count >= o.GPUs && acceptsDevice(o.Operator, d) && (c < 0 || d.MemoryMB < r.dev[c].MemoryMB) {
+					c = k
+				}
+			}
+			if c < 0 {
+				return false
+			}
+			r.dev[c].Count -= o.GPUs
 		}
 		r.cpu -= o.CPU
 		r.mem -= float64(o.MemoryMB)
-		r.gpu -= float64(o.GPUs)
 		return true
-	}
-	nodeOK := func(o OperatorInput, n fsm.Node) bool {
-		return o.GPUs == 0 || o.GPUMemoryMB <= n.GPUMemoryMB
 	}
 	// Pinned candidate instances first.
 	for i, o := range in.Operators {
@@ -375,7 +390,7 @@ func pack(in PlanInput, need []int) (map[string]map[string]fsm.Placement, bool) 
 		// Prefer nodes where it runs now (keep up to that many), then spread round-robin.
 		for _, n := range in.Nodes {
 			keep := in.Current[o.Name][n.Name].Current
-			for k := 0; k < keep && need[i] > 0 && nodeOK(o, n) && take(o, n.Name); k++ {
+			for k := 0; k < keep && need[i] > 0 && take(o, n.Name); k++ {
 				p := out[o.Name][n.Name]
 				p.Current++
 				out[o.Name][n.Name] = p
@@ -388,7 +403,7 @@ func pack(in PlanInput, need []int) (map[string]map[string]fsm.Placement, bool) 
 				if need[i] == 0 {
 					break
 				}
-				if nodeOK(o, n) && take(o, n.Name) {
+				if take(o, n.Name) {
 					p := out[o.Name][n.Name]
 					p.Current++
 					out[o.Name][n.Name] = p

@@ -39,22 +39,35 @@ func (q *prep) capacityInstances(i int, T float64) (P, delta int) {
 }
 
 // aggregateFeasible reports whether throughput T passes the aggregate relaxation: every
-// operator gets its minimum integer parallelism, and the cluster's pooled CPU, memory and
-// accelerators hold them (nodes merged into one; packing and network ignored).
+// operator gets its minimum integer parallelism, and the cluster's pooled CPU and memory
+// and the accelerators of every device group (deviceGroups) hold them (nodes merged into
+// one; packing and network ignored).
 func (q *prep) aggregateFeasible(T float64) bool {
 	var cpu, mem float64
-	var gpu int
+	Ps := make([]int, q.N)
 	for i := range q.p.Operators {
 		P, _, ok := q.minInstances(i, T, q.lim[i])
 		if !ok {
 			return false
 		}
+		Ps[i] = P
 		o := &q.p.Operators[i]
 		cpu += float64(P) * o.CPU
 		mem += float64(P) * o.MemMB
-		gpu += P * o.GPUs
 	}
-	return cpu <= q.poolC+1e-9 && mem <= q.poolM+1e-9 && gpu <= q.poolG
+	if cpu > q.poolC+1e-9 || mem > q.poolM+1e-9 {
+		return false
+	}
+	for _, g := range q.groups {
+		need := 0
+		for _, i := range g.ops {
+			need += Ps[i] * q.p.Operators[i].GPUs
+		}
+		if need > g.devices {
+			return false
+		}
+	}
+	return true
 }
 
 // aggregateBound returns an upper bound on T valid for the full model: the supremum of

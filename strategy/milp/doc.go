@@ -8,7 +8,8 @@
 // Indices: operator i = 0..N-1 in pipeline order, node n = 0..M-1. Constants: unit rate
 // mu_i (Operator.Capacity), candidate rate mu^c_i, cold start tau_i, window W, amplification
 // A_i, output record size s_i, per-instance CPU/memory/accelerators c_i, m_i, g_i, node
-// pools C_n, M_n, G_n, egress B_n, current instances cur_in of which K_in already run the
+// pools C_n, M_n, device classes k of node n with G_nk devices (Node.Devices; a node with
+// GPUs alone is one class), egress B_n, current instances cur_in of which K_in already run the
 // candidate configuration, old instances R_i = sum_n (cur_in - K_in), batch cap delta_max.
 //
 // Columns (model.go):
@@ -22,9 +23,13 @@
 //	         mu~_i <= mu_i a transition can only lower capacity and costs a restart, so it
 //	         is never part of an optimum and the column is left out.
 //	w_in     share of T processed by i on n (continuous; the rate is A_i * w_in)
-//	l_in     share of boundary i -> i+1 kept local on n (continuous)
-//	e_n      egress of n in units of bref (continuous)
+//	o_in     export of boundary i -> i+1 from node n, in shares of T (continuous; only
+//	         at nodes with egress)
+//	e_n      egress of n in units of its own bound B_n (of bref when unlimited;
+//	         continuous; only at nodes with egress)
 //	u_in     launches Delta+_in, only where cur_in > 0 (elsewhere Delta+ = x_in)
+//	y_ink    integer instances of i on n using device class k, only where i accepts
+//	         several classes of n (elsewhere the one accepted class takes x_in)
 //
 // Rows:
 //
@@ -38,15 +43,24 @@
 //	         aggregate "tput_i": A_i T <= mu^c_i K_i + mu~_i delta_i + mu_i (P_i - K_i - delta_i)
 //	         (implied by the per-node rows and flow_i; kept as a cut).
 //	Eq. (14) "place_i": sum_n x_in = P_i.
-//	Eq. (15)-(17) "cpu_n", "mem_n", "gpu_n": sum_i c_i x_in <= C_n, etc.
+//	Eq. (15)-(16) "cpu_n", "mem_n": sum_i c_i x_in <= C_n, etc.
+//	Eq. (17) per device class, "gpu_n" (or "gpu_n_k" on nodes with several classes):
+//	         sum over the operators i accepting class k of g_i y_ink <= G_nk, and
+//	         "split_i_n": x_in = sum_k y_ink. An instance takes all its g_i devices from
+//	         one class (as Nomad assigns one device request from one device group); i
+//	         accepts k when the model is in Operator.GPUModels (or that is empty) and the
+//	         device memory is at least Operator.GPUMemMB. x_in is bounded by what fits.
 //	Eq. (18)-(19) "flow_i": sum_n w_in = T: every operator processes the whole (amplified)
-//	         stream; what operator i emits on n is consumed by i+1 on n (local, l_in) or
-//	         exported. "lout_i_n": l_in <= w_in, "lin_i_n": l_in <= w_(i+1)n.
-//	Eq. (20) "egress_n": sum_i A_(i+1) s_i (w_in - l_in) / bref <= e_n <= B_n / bref and
-//	         "peak_n": e_n <= B. This per-node local/export/import form replaces the paper's
-//	         f_inm (N*M instead of N*M^2 columns) and has the same optimum: with only egress
-//	         bounded per node, keeping min(out, in) local and shipping the rest is an optimal
-//	         routing of any transportation plan.
+//	         stream; what operator i emits on n is consumed by i+1 on n (local) or
+//	         exported: "out_i_n": o_in >= w_in - w_(i+1)n.
+//	Eq. (20) "egress_n": sum_i A_(i+1) s_i o_in / B_n <= e_n <= 1 (e_n unbounded, in
+//	         bref units, where B_n is unlimited) and "peak_n": e_n B_n / bref <= B. A node
+//	         with B_n = 0 has neither: "local_i_n": w_in <= w_(i+1)n. This per-node export
+//	         form replaces the paper's f_inm (N*M instead of N*M^2 columns) and has the
+//	         same optimum: with only egress bounded per node, keeping min(out, in) local
+//	         and shipping the rest is an optimal routing of any transportation plan.
+//	         Measuring each node's egress in its own bound keeps the solver's feasibility
+//	         tolerance relative to that bound.
 //	Eq. (21) "mig_i_n": u_in >= x_in - cur_in (u_in >= 0), Delta-_in substituted as above.
 //	Eq. (22) C enters the objective directly (no column).
 //	Eq. (23) no rollback: bound x_in >= K_in. This is the paper's P_i >= K_i strengthened
@@ -65,8 +79,10 @@
 //
 //   - Aggregate bound: T <= Tub, the largest T for which every operator's minimum integer
 //     parallelism (Eq. 13 with the best rolling batch) fits the cluster's pooled CPU,
-//     memory and accelerators; rows "agg_cpu/mem/gpu": sum_i c_i P_i <= sum_n C_n. Both
-//     are relaxations of the per-node constraints, hence valid.
+//     memory and accelerators; rows "agg_cpu/mem": sum_i c_i P_i <= sum_n C_n, and per
+//     set S of device classes some operator accepts, "agg_gpu[_j]": the operators
+//     accepting only classes in S fit S's devices (a Hall condition). All are relaxations
+//     of the per-node constraints, hence valid.
 //   - Starts: (1) the greedy plan (bisection on T, minimum parallelism, migration-aware
 //     spread placement from the current deployment); (2) the same placement re-routed by
 //     the model's LP with every integer column fixed (matters when egress binds); (3) LP
@@ -80,16 +96,20 @@
 //     form classes; "sym_c_k" orders each class by resource load
 //     (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid because any solution can be
 //     permuted inside a class. The warm start is permuted to satisfy it.
-//   - Scaling: egress is modelled in units of the largest node bandwidth and the default
-//     alpha, beta keep each tie-breaker at 1e-4 of the throughput scale, far above the
-//     solver's tolerances (unscaled, HiGHS silently ignores the network tie-breaker).
+//   - Scaling: each node's egress is modelled in units of its own bound, the peak B in
+//     units of the largest finite bound, and the default alpha, beta keep each
+//     tie-breaker at 1e-4 of the throughput scale, far above the solver's tolerances
+//     (unscaled, HiGHS silently ignores the network tie-breaker).
 //
 // # Exactness and the reported gap
 //
 // Nothing of the model is relaxed: the speed-ups are valid inequalities, starts and
 // shortcuts. Solution.Gap is (Bound - Objective)/Bound with Objective = T - alpha*B -
 // beta*C and Bound = min(Tub, HiGHS dual bound); since the tie-breakers are >= 0, this
-// is an upper bound on the relative throughput loss too. Decoding a solver incumbent may
-// give up at most 1e-7 of T to absorb solver tolerances (assemble). Every solution, from
-// HiGHS or the greedy, passes Validate before it is returned.
+// is an upper bound on the relative throughput loss too. Status optimal is a property of the
+// returned plan (its own Gap within RelGap), never inherited from HiGHS's status. Decoding
+// a solver incumbent repairs the routing instead of scaling it (assemble): it gives up only
+// the solver's residues (about 1e-9 of T), also at nodes without egress, where any export
+// left by a residue would otherwise forbid all traffic. Every solution, from HiGHS or the
+// greedy, passes Validate before it is returned.
 package milp

@@ -1,9 +1,11 @@
 package milp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -101,13 +103,11 @@ func (q *prep) zeros() [][]int {
 func (q *prep) fits(x [][]int) bool {
 	for n, nd := range q.p.Nodes {
 		var c, m float64
-		var g int
 		for i, o := range q.p.Operators {
 			c += float64(x[i][n]) * o.CPU
 			m += float64(x[i][n]) * o.MemMB
-			g += x[i][n] * o.GPUs
 		}
-		if c > nd.CPU+1e-9 || m > nd.MemMB+1e-9 || g > nd.GPUs {
+		if c > nd.CPU+1e-9 || m > nd.MemMB+1e-9 || !devicesFit(q.p.Operators, &q.p.Nodes[n], func(i int) int { return x[i][n] }) {
 			return false
 		}
 	}
@@ -125,12 +125,20 @@ func (q *prep) place(T float64, scratch bool) (x, d [][]int, ok bool) {
 }
 
 // placeFrom is place starting from the instances in base (raised to the pinned ones). It
-// adds missing instances accelerator operators first, then the largest by cores; when
-// that order leaves an instance without room, it retries with the operators taking the
-// largest share of the cluster's scarcest pool first (memory-heavy operators packed before
-// core-heavy ones).
+// adds missing instances accelerator operators first (those accepting the fewest devices
+// first), then the largest by cores; when that order leaves an instance without room, it
+// retries with the operators taking the largest share of the cluster's scarcest pool
+// first (memory-heavy operators packed before core-heavy ones).
 func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
-	if x, d, ok = q.placeOrdered(T, base, func(oa, ob *Operator) bool {
+	ops := q.p.Operators
+	if x, d, ok = q.placeOrdered(T, base, func(a, b int) bool {
+		oa, ob := &ops[a], &ops[b]
+		if (oa.GPUs > 0) != (ob.GPUs > 0) {
+			return oa.GPUs > 0
+		}
+		if q.acc[a] != q.acc[b] { // the pickiest first
+			return q.acc[a] < q.acc[b]
+		}
 		if oa.GPUs != ob.GPUs {
 			return oa.GPUs > ob.GPUs
 		}
@@ -138,18 +146,20 @@ func (q *prep) placeFrom(T float64, base [][]int) (x, d [][]int, ok bool) {
 	}); ok {
 		return x, d, ok
 	}
-	share := func(o *Operator) float64 {
+	share := func(i int) float64 {
+		o := &ops[i]
 		s := math.Max(o.CPU/math.Max(q.poolC, 1e-9), o.MemMB/math.Max(q.poolM, 1e-9))
-		if q.poolG > 0 {
-			s = math.Max(s, float64(o.GPUs)/float64(q.poolG))
+		if o.GPUs > 0 {
+			s = math.Max(s, float64(o.GPUs)/math.Max(float64(q.acc[i]), 1))
 		}
 		return s
 	}
-	return q.placeOrdered(T, base, func(oa, ob *Operator) bool { return share(oa) > share(ob) })
+	return q.placeOrdered(T, base, func(a, b int) bool { return share(a) > share(b) })
 }
 
-// placeOrdered is placeFrom adding missing instances in the order first.
-func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator) bool) (x, d [][]int, ok bool) {
+// placeOrdered is placeFrom adding missing instances in the order first (of operator
+// indices).
+func (q *prep) placeOrdered(T float64, base [][]int, first func(a, b int) bool) (x, d [][]int, ok bool) {
 	p := q.p
 	N, M := q.N, q.M
 	P := make([]int, N)
@@ -161,23 +171,20 @@ func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator
 			return nil, nil, false
 		}
 	}
-	x = make([][]int, N)
+	pl := q.newPlacer()
+	x = pl.x
 	removed := q.zeros()
-	freeC, freeM, freeG := make([]float64, M), make([]float64, M), make([]int, M)
-	for n, nd := range p.Nodes {
-		freeC[n], freeM[n], freeG[n] = nd.CPU, nd.MemMB, nd.GPUs
+	// pinned instances first (the pickiest accelerator operators first), then the rest of base
+	for _, i := range q.pickiest {
+		if q.Ki[i] > 0 {
+			for n := range M {
+				pl.add(i, n, q.K[i][n])
+			}
+		}
 	}
-	take := func(i, n, k int) {
-		o := &p.Operators[i]
-		x[i][n] += k
-		freeC[n] -= float64(k) * o.CPU
-		freeM[n] -= float64(k) * o.MemMB
-		freeG[n] -= k * o.GPUs
-	}
-	for i := range N {
-		x[i] = make([]int, M)
+	for _, i := range q.pickiest {
 		for n := range M {
-			take(i, n, max(base[i][n], q.K[i][n]))
+			pl.add(i, n, max(base[i][n], q.K[i][n])-q.K[i][n])
 		}
 	}
 	// drop surplus instances (never pinned ones), most crowded nodes first
@@ -189,24 +196,25 @@ func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator
 		if sur <= 0 {
 			continue
 		}
-		order := q.nodeOrder(func(a, b int) bool { return freeC[a]/(p.Nodes[a].CPU+1) < freeC[b]/(p.Nodes[b].CPU+1) })
+		order := q.nodeOrder(func(n int) float64 { return pl.room[n].cpu / (p.Nodes[n].CPU + 1) })
 		for _, n := range order {
 			k := min(sur, x[i][n]-q.K[i][n])
 			if k > 0 {
-				take(i, n, -k)
+				pl.remove(i, n, k)
 				removed[i][n] += k
 				sur -= k
 			}
 		}
 	}
-	// nodes over-committed by the current deployment (e.g. shrunk nodes): shed unpinned instances
+	// nodes over-committed by the current deployment (e.g. shrunk nodes): shed unpinned
+	// instances of the operators that use the exhausted resource
 	for n := range M {
-		for i := N - 1; i >= 0 && (freeC[n] < -1e-9 || freeM[n] < -1e-9 || freeG[n] < 0); i-- {
-			for x[i][n] > q.K[i][n] && (freeC[n] < -1e-9 || freeM[n] < -1e-9 || freeG[n] < 0) {
-				take(i, n, -1)
+		for i := N - 1; i >= 0 && pl.over(n); i-- {
+			for x[i][n] > q.K[i][n] && pl.over(n) && pl.culprit(i, n) {
+				pl.remove(i, n, 1)
 			}
 		}
-		if freeC[n] < -1e-9 || freeM[n] < -1e-9 || freeG[n] < 0 {
+		if pl.over(n) {
 			return nil, nil, false
 		}
 	}
@@ -215,9 +223,8 @@ func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator
 	for i := range ops {
 		ops[i] = i
 	}
-	sort.SliceStable(ops, func(a, b int) bool { return first(&p.Operators[ops[a]], &p.Operators[ops[b]]) })
+	sort.SliceStable(ops, func(a, b int) bool { return first(ops[a], ops[b]) })
 	for _, i := range ops {
-		o := &p.Operators[i]
 		def := P[i]
 		for n := range M {
 			def -= x[i][n]
@@ -226,8 +233,8 @@ func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator
 		// the nodes in proportion to the room each has for this operator: on identical
 		// nodes every node gets the same mix, which packs well and keeps traffic local
 		for n := 0; n < M && def > 0; n++ {
-			if k := min(def, removed[i][n], fit(o, freeC[n], freeM[n], freeG[n])); k > 0 {
-				take(i, n, k)
+			if k := min(def, removed[i][n], pl.fit(i, n)); k > 0 {
+				pl.add(i, n, k)
 				removed[i][n] -= k
 				def -= k
 			}
@@ -238,7 +245,7 @@ func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator
 		room := make([]int, M)
 		total := 0
 		for n := range M {
-			room[n] = fit(o, freeC[n], freeM[n], freeG[n])
+			room[n] = pl.fit(i, n)
 			total += room[n]
 		}
 		if total < def {
@@ -246,22 +253,19 @@ func (q *prep) placeOrdered(T float64, base [][]int, first func(oa, ob *Operator
 		}
 		got := spread(def, room, ones(M))
 		for n := range M {
-			if got[n] > 0 {
-				take(i, n, got[n])
-			}
+			pl.add(i, n, got[n])
 		}
 	}
 	// keep removed surplus instances where they still fit: no termination cost, more
 	// capacity (up to the operator's MaxInstances)
 	for i := range N {
-		o := &p.Operators[i]
 		room := q.lim[i]
 		for n := range M {
 			room -= x[i][n]
 		}
 		for n := range M {
-			if k := min(removed[i][n], fit(o, freeC[n], freeM[n], freeG[n]), room); k > 0 {
-				take(i, n, k)
+			if k := min(removed[i][n], pl.fit(i, n), room); k > 0 {
+				pl.add(i, n, k)
 				room -= k
 			}
 		}
@@ -304,13 +308,14 @@ func (q *prep) withinBounds(x [][]int) bool {
 	return true
 }
 
-// nodeOrder returns node indices sorted by less.
-func (q *prep) nodeOrder(less func(a, b int) bool) []int {
+// nodeOrder returns node indices sorted by key, smallest first (stable).
+func (q *prep) nodeOrder(key func(n int) float64) []int {
 	o := make([]int, q.M)
+	k := make([]float64, q.M)
 	for n := range o {
-		o[n] = n
+		o[n], k[n] = n, key(n)
 	}
-	sort.SliceStable(o, func(a, b int) bool { return less(o[a], o[b]) })
+	slices.SortStableFunc(o, func(a, b int) int { return cmp.Compare(k[a], k[b]) })
 	return o
 }
 

@@ -153,7 +153,7 @@ func (h HiGHS) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, 
 	// proven reports whether a start is already within RelGap of the aggregate bound: then
 	// HiGHS would stop at its first gap check, so it is not started at all
 	proven := func() bool {
-		if !opts.NoBound && !opts.AlwaysMIP && (g.Gap <= opts.RelGap || q.Tub == 0) {
+		if !opts.NoBound && !opts.AlwaysMIP && (provenWithin(g.Gap, opts.RelGap) || q.Tub == 0) {
 			g.Status = StatusOptimal
 			return true
 		}
@@ -197,27 +197,36 @@ func (h HiGHS) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, 
 	}
 	s := m.decode(res.values)
 	s.Source = "highs"
-	s.Bound = math.Min(q.Tub, res.dualBound)
-	if math.IsNaN(s.Bound) {
-		s.Bound = q.Tub
-	}
-	if !opts.NoWarmStart && g.Objective > s.Objective { // rounding in decode can cost a little
-		g.Bound = s.Bound
-		s = g
-	}
-	s.Gap = relGap(s.Bound, s.Objective)
-	s.Status = StatusFeasible
-	if (res.status == hsOptimal && !res.interrupted) || s.Gap <= opts.RelGap {
-		s.Status = StatusOptimal
+	bound := math.Min(q.Tub, res.dualBound)
+	if math.IsNaN(bound) {
+		bound = q.Tub
 	}
 	if err := Validate(p, s); err != nil {
-		log.Warn("milp: highs solution rejected by the checker, using the greedy solution", "err", err)
-		g.Bound = s.Bound
-		g.Gap = relGap(g.Bound, g.Objective)
-		return finish(g)
+		log.Warn("milp: highs solution rejected by the checker, using the start", "err", err)
+		s = g
+	} else if !opts.NoWarmStart && g.Objective > s.Objective {
+		s = g // the start is better than what HiGHS returned (e.g. it stopped early)
+	}
+	s.Bound = bound
+	s.Gap = relGap(s.Bound, s.Objective)
+	// "optimal" is a property of the returned plan: its own gap to the proven bound, not
+	// HiGHS's status (which describes HiGHS's incumbent, possibly not the plan returned)
+	s.Status = StatusFeasible
+	if provenWithin(s.Gap, opts.RelGap) {
+		s.Status = StatusOptimal
+	} else if s.Source == "greedy" {
+		s.Status = StatusHeuristic
 	}
 	return finish(s)
 }
+
+// decodeSlack is the relative throughput that decoding a solver incumbent may give up to
+// absorb the solver's feasibility tolerances (assemble); a plan whose gap exceeds RelGap by
+// no more than this is still reported optimal when HiGHS proved RelGap.
+const decodeSlack = 1e-7
+
+// provenWithin reports whether gap proves the requested relative gap.
+func provenWithin(gap, relGap float64) bool { return gap <= relGap+decodeSlack }
 
 // routeLP solves the model with every integer column fixed at start (an LP: routing,
 // egress and throughput of a fixed placement) within a fifth of the remaining time.

@@ -3,6 +3,7 @@ package milp
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -55,10 +56,12 @@ type model struct {
 	P       []int   // P_i parallelism (integer, Eq. 14)
 	d       [][]int // d_in transitions this round (integer), -1 when absent
 	w       [][]int // w_in share of T processed by operator i on node n
-	l       [][]int // l_in local part of boundary i -> i+1 on node n, -1 when absent
+	o       [][]int // o_in export of boundary i -> i+1 from node n, -1 when absent
 	u       [][]int // u_in launches where cur_in > 0 (Delta+), -1 when absent
-	e       []int   // e_n egress of node n, -1 when absent
-	classes [][]int // identical-node classes (size >= 2) used for symmetry breaking
+	e       []int   // e_n egress of node n in units of eUnit[n], -1 when absent
+	eUnit   []float64
+	y       [][][]int // y_ink instances of i on n using device class k (integer), nil/-1 when absent
+	classes [][]int   // identical-node classes (size >= 2) used for symmetry breaking
 }
 
 // buildModel writes the complete model of Sec. 6 (Eqs. 10-26) in the per-node
@@ -70,6 +73,7 @@ func buildModel(q *prep, opts Options) *model {
 	for i := range q.p.Operators {
 		b.operatorCols(i)
 	}
+	b.deviceCols()
 	b.networkCols()
 	for i := range q.p.Operators {
 		b.capacityRows(i)
@@ -127,7 +131,7 @@ func (b *builder) objectiveCols(opts Options) {
 	}
 	m.T = m.addCol("T", 1, 0, Tup, false)
 	m.B = m.addCol("B", -q.alpha*q.bref, 0, inf, false) // in units of bref
-	m.x, m.P, m.d, m.w, m.l, m.u = make([][]int, N), make([]int, N), make([][]int, N), make([][]int, N), make([][]int, N), make([][]int, N)
+	m.x, m.P, m.d, m.w, m.o, m.u = make([][]int, N), make([]int, N), make([][]int, N), make([][]int, N), make([][]int, N), make([][]int, N)
 }
 
 // operatorCols adds operator i's columns: instances x_in with their launch and termination
@@ -138,7 +142,7 @@ func (b *builder) operatorCols(i int) {
 	M := q.M
 	o := q.p.Operators[i]
 	beta := q.beta
-	m.x[i], m.d[i], m.w[i], m.l[i], m.u[i] = make([]int, M), make([]int, M), make([]int, M), make([]int, M), make([]int, M)
+	m.x[i], m.d[i], m.w[i], m.o[i], m.u[i] = make([]int, M), make([]int, M), make([]int, M), make([]int, M), make([]int, M)
 	tot := 0
 	for n := range M {
 		// launches are charged through x directly when nothing runs there now
@@ -153,7 +157,7 @@ func (b *builder) operatorCols(i int) {
 	m.P[i] = m.addCol(fmt.Sprintf("P_%d", i), 0, float64(max(q.Ki[i], o.MinInstances)), float64(min(tot, q.lim[i])), true)
 	useD := q.transitionable(i) && q.muT[i] > q.mu[i]
 	for n := range M {
-		m.d[i][n], m.l[i][n], m.u[i][n] = -1, -1, -1
+		m.d[i][n], m.o[i][n], m.u[i][n] = -1, -1, -1
 		if useD && q.ub[i][n] > q.K[i][n] {
 			up := min(q.dmax[i], q.ub[i][n]-q.K[i][n])
 			m.d[i][n] = m.addCol(fmt.Sprintf("d_%d_%d", i, n), -beta*(o.LaunchSec+o.TerminateSec), 0, float64(up), true)
@@ -170,8 +174,41 @@ func (b *builder) operatorCols(i int) {
 	}
 }
 
-// networkCols sets flowF and, when some boundary carries traffic, adds the local parts
-// l_in of every such boundary and the node egress columns e_n.
+// deviceCols adds, where an accelerator operator accepts several device classes of one
+// node, its instances per class y_ink (an instance takes all its devices from one class).
+// With one accepted class the class row takes x_in itself, so nodes with a single device
+// class (and clusters described by GPUs alone) get no extra column.
+func (b *builder) deviceCols() {
+	q, m := b.q, b.model
+	m.y = make([][][]int, q.N)
+	for i, o := range q.p.Operators {
+		if o.GPUs == 0 {
+			continue
+		}
+		m.y[i] = make([][]int, q.M)
+		for n := range q.M {
+			m.y[i][n] = make([]int, len(q.devs[n]))
+			for k := range m.y[i][n] {
+				m.y[i][n][k] = -1
+			}
+			if len(q.elig[i][n]) < 2 || q.ub[i][n] == 0 {
+				continue
+			}
+			for _, k := range q.elig[i][n] {
+				up := min(q.ub[i][n], q.devs[n][k].Count/o.GPUs)
+				m.y[i][n][k] = m.addCol(fmt.Sprintf("y_%d_%d_%d", i, n, k), 0, 0, float64(up), true)
+			}
+		}
+	}
+}
+
+// networkCols sets flowF and, when some boundary carries traffic, adds the exports o_in of
+// every such boundary and the egress e_n of every node that has egress. Each node's egress
+// is measured in units of its own bound (of bref when unlimited), so that the solver's
+// feasibility tolerance is relative to that bound: in units of the largest bound, a
+// 1e-7 tolerance let a 125 MB/s node exceed its bound by 1.25 kB/s of real traffic, which
+// decoding then had to take back from T. A node without egress gets neither: its rows
+// keep every boundary local (egressRows).
 func (b *builder) networkCols() {
 	q, m := b.q, b.model
 	p := q.p
@@ -182,16 +219,25 @@ func (b *builder) networkCols() {
 		b.flowF[i] = p.Operators[i+1].Amplification * p.Operators[i].OutputBytes
 		if b.flowF[i] > 0 {
 			b.network = true
-			for n := range M {
-				m.l[i][n] = m.addCol(fmt.Sprintf("l_%d_%d", i, n), 0, 0, inf, false)
+			for n, nd := range p.Nodes {
+				if nd.EgressBps > 0 {
+					m.o[i][n] = m.addCol(fmt.Sprintf("o_%d_%d", i, n), 0, 0, inf, false)
+				}
 			}
 		}
 	}
-	m.e = make([]int, M)
+	m.e, m.eUnit = make([]int, M), make([]float64, M)
 	for n, nd := range p.Nodes {
 		m.e[n] = -1
-		if b.network {
-			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, nd.EgressBps/q.bref, false)
+		if !b.network || nd.EgressBps == 0 {
+			continue
+		}
+		if math.IsInf(nd.EgressBps, 1) {
+			m.eUnit[n] = q.bref
+			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, inf, false)
+		} else {
+			m.eUnit[n] = nd.EgressBps
+			m.e[n] = m.addCol(fmt.Sprintf("e_%d", n), 0, 0, 1, false)
 		}
 	}
 }
@@ -270,55 +316,91 @@ func (b *builder) launchRows(i int) {
 	}
 }
 
-// poolRows adds every node's CPU, memory and (when some operator needs them) accelerator
-// rows (Eqs. 15-17).
+// poolRows adds every node's CPU and memory rows (Eqs. 15-16) and, when some operator
+// needs accelerators, one row per device class (Eq. 17 per class) with the split rows
+// x_in = sum_k y_ink of the operators accepting several classes of the node.
 func (b *builder) poolRows() {
 	q, m := b.q, b.model
 	p := q.p
 	inf := math.Inf(1)
-	// (15)-(17) node resource pools (memory rows in GiB for better scaling)
+	// (15)-(16) node resource pools (memory rows in GiB for better scaling)
 	for n, nd := range p.Nodes {
-		for r, res := range []string{"cpu", "mem", "gpu"} {
-			if r == 2 && !q.gpu {
-				continue
-			}
-			capR := []float64{nd.CPU, nd.MemMB / 1024, float64(nd.GPUs)}[r]
+		for r, res := range []string{"cpu", "mem"} {
+			capR := []float64{nd.CPU, nd.MemMB / 1024}[r]
 			for i, o := range p.Operators {
-				b.put(m.x[i][n], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
+				b.put(m.x[i][n], []float64{o.CPU, o.MemMB / 1024}[r])
 			}
 			b.row(fmt.Sprintf("%s_%d", res, n), -inf, capR)
+		}
+		if !q.gpu {
+			continue
+		}
+		// (17) per device class
+		for k, dev := range q.devs[n] {
+			for i, o := range p.Operators {
+				if o.GPUs == 0 || !slices.Contains(q.elig[i][n], k) {
+					continue
+				}
+				if m.y[i][n][k] >= 0 {
+					b.put(m.y[i][n][k], float64(o.GPUs))
+				} else {
+					b.put(m.x[i][n], float64(o.GPUs))
+				}
+			}
+			name := fmt.Sprintf("gpu_%d", n)
+			if len(q.devs[n]) > 1 {
+				name = fmt.Sprintf("gpu_%d_%d", n, k)
+			}
+			b.row(name, -inf, float64(dev.Count))
+		}
+		for i := range p.Operators {
+			if m.y[i] == nil || len(q.elig[i][n]) < 2 || q.ub[i][n] == 0 {
+				continue
+			}
+			b.put(m.x[i][n], 1)
+			for _, k := range q.elig[i][n] {
+				b.put(m.y[i][n][k], -1)
+			}
+			b.row(fmt.Sprintf("split_%d_%d", i, n), 0, 0)
 		}
 	}
 }
 
-// egressRows adds per node the local-part rows of every boundary with traffic and the
-// egress and peak-egress rows (Eq. 20).
+// egressRows adds per node the export rows of every boundary with traffic, the egress
+// row and the peak-egress row (Eq. 20); a node without egress instead keeps every such
+// boundary local: w_in <= w_(i+1)n.
 func (b *builder) egressRows() {
 	q, m := b.q, b.model
 	N, M := q.N, q.M
 	inf := math.Inf(1)
-	// (20) egress in local/export/import form
+	// (20) egress in export form: o_in >= w_in - w_(i+1)n
 	for n := range M {
-		for i := 0; i+1 < N; i++ {
-			if m.l[i][n] < 0 {
-				continue
+		if m.e[n] < 0 {
+			for i := 0; i+1 < N; i++ {
+				if b.flowF[i] > 0 {
+					b.put(m.w[i][n], 1)
+					b.put(m.w[i+1][n], -1)
+					b.row(fmt.Sprintf("local_%d_%d", i, n), -inf, 0)
+				}
 			}
-			b.put(m.l[i][n], 1)
-			b.put(m.w[i][n], -1)
-			b.row(fmt.Sprintf("lout_%d_%d", i, n), -inf, 0)
-			b.put(m.l[i][n], 1)
-			b.put(m.w[i+1][n], -1)
-			b.row(fmt.Sprintf("lin_%d_%d", i, n), -inf, 0)
+			continue
 		}
 		for i := 0; i+1 < N; i++ {
-			if m.l[i][n] >= 0 {
-				b.put(m.w[i][n], b.flowF[i]/q.bref)
-				b.put(m.l[i][n], -b.flowF[i]/q.bref)
+			if m.o[i][n] >= 0 {
+				b.put(m.o[i][n], 1)
+				b.put(m.w[i][n], -1)
+				b.put(m.w[i+1][n], 1)
+				b.row(fmt.Sprintf("out_%d_%d", i, n), 0, inf)
+			}
+		}
+		for i := 0; i+1 < N; i++ {
+			if m.o[i][n] >= 0 {
+				b.put(m.o[i][n], b.flowF[i]/m.eUnit[n])
 			}
 		}
 		b.put(m.e[n], -1)
 		b.row(fmt.Sprintf("egress_%d", n), -inf, 0)
-		b.put(m.e[n], 1)
+		b.put(m.e[n], m.eUnit[n]/q.bref)
 		b.put(m.B, -1)
 		b.row(fmt.Sprintf("peak_%d", n), -inf, 0)
 	}
@@ -329,15 +411,23 @@ func (b *builder) aggregateRows() {
 	q, m := b.q, b.model
 	inf := math.Inf(1)
 	// aggregate pools: valid, redundant for the LP, give the MIP knapsack structure on P
-	C, Mm, G := q.poolC, q.poolM, float64(q.poolG)
-	for r, res := range []string{"cpu", "mem", "gpu"} {
-		if r == 2 && !q.gpu {
-			continue
-		}
+	C, Mm := q.poolC, q.poolM
+	for r, res := range []string{"cpu", "mem"} {
 		for i, o := range q.p.Operators {
-			b.put(m.P[i], []float64{o.CPU, o.MemMB / 1024, float64(o.GPUs)}[r])
+			b.put(m.P[i], []float64{o.CPU, o.MemMB / 1024}[r])
 		}
-		b.row("agg_"+res, -inf, []float64{C, Mm / 1024, G}[r])
+		b.row("agg_"+res, -inf, []float64{C, Mm / 1024}[r])
+	}
+	// accelerators per device group (the first is the whole cluster's devices)
+	for k, g := range q.groups {
+		for _, i := range g.ops {
+			b.put(m.P[i], float64(q.p.Operators[i].GPUs))
+		}
+		name := "agg_gpu"
+		if k > 0 {
+			name = fmt.Sprintf("agg_gpu_%d", k)
+		}
+		b.row(name, -inf, float64(g.devices))
 	}
 }
 
@@ -386,7 +476,10 @@ func (q *prep) loadKey() []float64 {
 func (q *prep) identicalClasses() [][]int {
 	sig := func(n int) string {
 		nd := q.p.Nodes[n]
-		s := fmt.Sprintf("%g|%g|%d|%g", nd.CPU, nd.MemMB, nd.GPUs, nd.EgressBps)
+		s := fmt.Sprintf("%g|%g|%g", nd.CPU, nd.MemMB, nd.EgressBps)
+		for _, d := range q.devs[n] {
+			s += fmt.Sprintf("|%q,%g,%d", d.Model, d.MemMB, d.Count)
+		}
 		for i := range q.N {
 			s += fmt.Sprintf("|%d,%d", q.cur[i][n], q.K[i][n])
 		}
@@ -460,14 +553,34 @@ func (m *model) startVector(s *Solution) []float64 {
 	}
 	for i := 0; i+1 < N; i++ {
 		for n := range M {
-			if m.l[i][n] >= 0 {
-				v[m.l[i][n]] = math.Min(w[i][n], w[i+1][n])
+			if m.o[i][n] >= 0 {
+				v[m.o[i][n]] = math.Max(0, w[i][n]-w[i+1][n])
+			}
+		}
+	}
+	for n := range M { // a device assignment of the start's instances (exists: it is valid)
+		needs, ok := nodeNeeds(q.p.Operators, q.devs[n], func(i int) int { return s.PerNode[i][perm[n]].Total() })
+		if !ok {
+			continue
+		}
+		as, ok := assignDevices(deviceCounts(q.devs[n]), needs)
+		if !ok {
+			continue
+		}
+		for i := range N {
+			if m.y[i] == nil {
+				continue
+			}
+			for k, col := range m.y[i][n] {
+				if col >= 0 {
+					v[col] = float64(as[i][k])
+				}
 			}
 		}
 	}
 	for n := range M {
 		if m.e[n] >= 0 {
-			v[m.e[n]] = s.Egress[perm[n]] / q.bref
+			v[m.e[n]] = s.Egress[perm[n]] / m.eUnit[n]
 		}
 	}
 	return v

@@ -40,6 +40,8 @@ func (p *Problem) Check() error {
 			return fmt.Errorf("milp: operator %d (%s): MemMB %v must be finite and >= 0", i, o.Name, o.MemMB)
 		case o.GPUs < 0:
 			return fmt.Errorf("milp: operator %d (%s): GPUs %d must be >= 0", i, o.Name, o.GPUs)
+		case !fin(o.GPUMemMB) || o.GPUMemMB < 0:
+			return fmt.Errorf("milp: operator %d (%s): GPUMemMB %v must be finite and >= 0", i, o.Name, o.GPUMemMB)
 		case o.CPU == 0 && o.MemMB == 0 && o.GPUs == 0:
 			return fmt.Errorf("milp: operator %d (%s): needs at least one resource (CPU, MemMB or GPUs)", i, o.Name)
 		case !fin(o.Capacity) || o.Capacity <= 0:
@@ -71,23 +73,39 @@ func (p *Problem) Check() error {
 		if math.IsNaN(nd.EgressBps) || nd.EgressBps < 0 {
 			return fmt.Errorf("milp: node %d (%s): EgressBps %v must be >= 0 (+Inf for unlimited)", n, nd.Name, nd.EgressBps)
 		}
+		tot := 0
+		for k, d := range nd.Devices {
+			if d.Count < 0 || !fin(d.MemMB) || d.MemMB < 0 {
+				return fmt.Errorf("milp: node %d (%s): Devices[%d] (%s): Count %d and MemMB %v must be finite and >= 0",
+					n, nd.Name, k, d.Model, d.Count, d.MemMB)
+			}
+			tot += d.Count
+		}
+		if len(nd.Devices) > 0 && nd.GPUs != 0 && nd.GPUs != tot {
+			return fmt.Errorf("milp: node %d (%s): GPUs %d disagrees with its Devices (%d devices): set 0 or their total",
+				n, nd.Name, nd.GPUs, tot)
+		}
 	}
 	for i := range p.Operators {
 		o := &p.Operators[i]
 		fits := false
-		for _, nd := range p.Nodes {
-			fits = fits || fit(o, nd.CPU, nd.MemMB, nd.GPUs) > 0
+		for n := range p.Nodes {
+			fits = fits || fitNode(o, &p.Nodes[n]) > 0
 		}
 		if !fits {
-			return fmt.Errorf("milp: operator %d (%s): one instance (CPU %g, MemMB %g, GPUs %d) fits on no node",
-				i, o.Name, o.CPU, o.MemMB, o.GPUs)
+			acc := ""
+			if o.GPUs > 0 && (o.GPUMemMB > 0 || len(o.GPUModels) > 0) {
+				acc = fmt.Sprintf(" of at least %g MiB, models %v", o.GPUMemMB, o.GPUModels)
+			}
+			return fmt.Errorf("milp: operator %d (%s): one instance (CPU %g, MemMB %g, GPUs %d%s) fits on no node",
+				i, o.Name, o.CPU, o.MemMB, o.GPUs, acc)
 		}
 	}
 	for i := range p.Operators {
 		o := &p.Operators[i]
 		room := 0
-		for _, nd := range p.Nodes {
-			room += fit(o, nd.CPU, nd.MemMB, nd.GPUs)
+		for n := range p.Nodes {
+			room += fitNode(o, &p.Nodes[n])
 		}
 		if o.MinInstances > room {
 			return fmt.Errorf("milp: operator %d (%s): MinInstances %d, but at most %d instances fit the nodes even alone",
@@ -130,14 +148,13 @@ func (p *Problem) Check() error {
 	// Already-transitioned instances are pinned (no rollback): they must still fit.
 	for n, nd := range p.Nodes {
 		var c, m float64
-		var g int
 		for i, o := range p.Operators {
 			k := float64(p.Current[i][n].Candidate)
 			c += k * o.CPU
 			m += k * o.MemMB
-			g += p.Current[i][n].Candidate * o.GPUs
 		}
-		if c > nd.CPU+1e-9 || m > nd.MemMB+1e-9 || g > nd.GPUs {
+		pinnedDev := devicesFit(p.Operators, &p.Nodes[n], func(i int) int { return p.Current[i][n].Candidate })
+		if c > nd.CPU+1e-9 || m > nd.MemMB+1e-9 || !pinnedDev {
 			return fmt.Errorf("milp: node %d (%s): the already-transitioned (pinned) instances exceed its resources", n, nd.Name)
 		}
 	}
@@ -146,8 +163,9 @@ func (p *Problem) Check() error {
 
 // pooled returns the cluster's summed cores, memory and accelerators.
 func (p *Problem) pooled() (cpu, mem float64, gpus int) {
-	for _, nd := range p.Nodes {
-		cpu, mem, gpus = cpu+nd.CPU, mem+nd.MemMB, gpus+nd.GPUs
+	for n := range p.Nodes {
+		nd := &p.Nodes[n]
+		cpu, mem, gpus = cpu+nd.CPU, mem+nd.MemMB, gpus+totalDevices(nd)
 	}
 	return cpu, mem, gpus
 }
@@ -158,11 +176,13 @@ func (p *Problem) pooled() (cpu, mem float64, gpus int) {
 func (p *Problem) checkMinimums(pinned []int) error {
 	var needC, needM float64
 	var needG int
+	keep := make([]int, len(p.Operators))
 	for i, o := range p.Operators {
 		k := o.MinInstances
 		if pinned != nil {
 			k = max(k, pinned[i])
 		}
+		keep[i] = k
 		needC += float64(k) * o.CPU
 		needM += float64(k) * o.MemMB
 		needG += k * o.GPUs
@@ -171,6 +191,18 @@ func (p *Problem) checkMinimums(pinned []int) error {
 	if needC > totC+1e-9 || needM > totM+1e-9 || needG > totG {
 		return fmt.Errorf("milp: the operators' MinInstances (and pinned instances) need cpu %g, memory %g MiB and %d GPUs; the cluster has %g, %g and %d",
 			needC, needM, needG, totC, totM, totG)
+	}
+	for _, g := range p.deviceGroups() {
+		need := 0
+		var names []string
+		for _, i := range g.ops {
+			need += keep[i] * p.Operators[i].GPUs
+			names = append(names, p.Operators[i].Name)
+		}
+		if need > g.devices {
+			return fmt.Errorf("milp: the MinInstances (and pinned instances) of %v need %d accelerators of the classes they accept; the cluster has %d",
+				names, need, g.devices)
+		}
 	}
 	return nil
 }
@@ -190,6 +222,21 @@ type prep struct {
 	ub   [][]int   // max instances of op i that fit node n alone
 	lim  []int     // max parallelism of op i: sum_n ub, capped at MaxInstances
 	gpu  bool      // any operator uses accelerators
+	// devs[n] are node n's accelerator classes (nodeDevices); elig[i][n] the classes of
+	// node n that operator i accepts (nil for operators without accelerators).
+	devs [][]Device
+	elig [][][]int
+	// devOff[n] is the index of node n's first class among all nodes' classes (nClass).
+	devOff []int
+	nClass int
+	// groups are the Hall-type accelerator aggregates (deviceGroups).
+	groups []devGroup
+	// acc[i] is the number of devices operator i accepts (accepted); pickiest orders the
+	// operators by it.
+	acc      []int
+	pickiest []int
+	// pl is the greedy's placer, reused from one placement to the next.
+	pl *placer
 	// poolC, poolM and poolG are the cluster's summed cores, memory (MiB) and accelerators.
 	poolC, poolM float64
 	poolG        int
@@ -204,8 +251,10 @@ type prep struct {
 // transitionable reports whether operator i may start transitions this round.
 func (q *prep) transitionable(i int) bool { return q.dmax[i] > 0 && q.muT[i] > 0 }
 
-// fit returns how many instances of operator o fit in the given free resources.
-func fit(o *Operator, cpu, mem float64, gpus int) int {
+// fit returns how many instances of operator o fit in cpu free cores, mem free MiB and
+// free[k] free devices of each accelerator class devs[k] (an instance takes its devices
+// from one class it accepts).
+func fit(o *Operator, cpu, mem float64, devs []Device, free []int) int {
 	best := math.MaxInt32
 	if o.CPU > 0 {
 		best = min(best, int(math.Floor(cpu/o.CPU+1e-9)))
@@ -214,9 +263,21 @@ func fit(o *Operator, cpu, mem float64, gpus int) int {
 		best = min(best, int(math.Floor(mem/o.MemMB+1e-9)))
 	}
 	if o.GPUs > 0 {
-		best = min(best, gpus/o.GPUs)
+		n := 0
+		for k, d := range devs {
+			if accepts(o, d) {
+				n += max(free[k], 0) / o.GPUs
+			}
+		}
+		best = min(best, n)
 	}
 	return max(best, 0)
+}
+
+// fitNode returns how many instances of o fit on the empty node nd.
+func fitNode(o *Operator, nd *Node) int {
+	devs := nodeDevices(nd)
+	return fit(o, nd.CPU, nd.MemMB, devs, deviceCounts(devs))
 }
 
 func newPrep(p *Problem) (*prep, error) {
@@ -227,8 +288,16 @@ func newPrep(p *Problem) (*prep, error) {
 	q := &prep{p: p, N: N, M: M,
 		mu: make([]float64, N), muC: make([]float64, N), muT: make([]float64, N),
 		K: make([][]int, N), Ki: make([]int, N), cur: make([][]int, N), R: make([]int, N),
-		dmax: make([]int, N), ub: make([][]int, N), lim: make([]int, N)}
+		dmax: make([]int, N), ub: make([][]int, N), lim: make([]int, N),
+		devs: make([][]Device, M), elig: make([][][]int, N)}
 	q.poolC, q.poolM, q.poolG = p.pooled()
+	q.groups = p.deviceGroups()
+	q.devOff = make([]int, M)
+	for n := range p.Nodes {
+		q.devs[n] = nodeDevices(&p.Nodes[n])
+		q.devOff[n] = q.nClass
+		q.nClass += len(q.devs[n])
+	}
 	W := p.Params.WindowSec
 	if W == 0 {
 		W = DefaultWindowSec
@@ -242,6 +311,14 @@ func newPrep(p *Problem) (*prep, error) {
 		}
 		if o.GPUs > 0 {
 			q.gpu = true
+			q.elig[i] = make([][]int, M)
+			for n := range M {
+				for k, d := range q.devs[n] {
+					if accepts(o, d) {
+						q.elig[i][n] = append(q.elig[i][n], k)
+					}
+				}
+			}
 		}
 		q.K[i], q.cur[i], q.ub[i] = make([]int, M), make([]int, M), make([]int, M)
 		old := 0
@@ -253,8 +330,7 @@ func newPrep(p *Problem) (*prep, error) {
 				q.Ki[i] += pl.Candidate
 				old += pl.Current
 			}
-			nd := &p.Nodes[n]
-			q.ub[i][n] = max(fit(o, nd.CPU, nd.MemMB, nd.GPUs), q.K[i][n])
+			q.ub[i][n] = max(fitNode(o, &p.Nodes[n]), q.K[i][n])
 			q.lim[i] += q.ub[i][n]
 		}
 		if o.MaxInstances > 0 {
@@ -268,6 +344,11 @@ func newPrep(p *Problem) (*prep, error) {
 			}
 		}
 	}
+	q.acc = make([]int, N)
+	for i := range p.Operators {
+		q.acc[i] = accepted(&p.Operators[i], q.devs)
+	}
+	q.pickiest = pickiestFirst(q.acc)
 	q.Tub = q.aggregateBound()
 	q.alpha, q.beta = p.Params.NetWeight, p.Params.MigrationWeight
 	scale := q.Tub

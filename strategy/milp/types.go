@@ -14,8 +14,15 @@ type Operator struct {
 	CPU float64
 	// MemMB is the memory one instance reserves, in MiB (m_i, Eq. 16).
 	MemMB float64
-	// GPUs is the number of accelerator devices one instance reserves (g_i, Eq. 17).
+	// GPUs is the number of accelerator devices one instance reserves (g_i, Eq. 17). An
+	// instance takes all of them from one device class of its node.
 	GPUs int
+	// GPUMemMB is the memory each of those devices must have, in MiB (0: any). A device
+	// class of unknown memory (Device.MemMB 0) meets no positive requirement.
+	GPUMemMB float64
+	// GPUModels lists the device models the operator accepts (Device.Model, compared
+	// exactly); empty accepts every model.
+	GPUModels []string
 	// Capacity is the unit throughput of one instance on the current configuration (mu_i),
 	// in input records per second.
 	Capacity float64
@@ -59,8 +66,12 @@ type Node struct {
 	CPU float64
 	// MemMB is the schedulable memory in MiB (M_n).
 	MemMB float64
-	// GPUs is the number of accelerator devices (G_n).
+	// GPUs is the number of accelerator devices (G_n) when Devices is empty: one class of
+	// unknown model and memory. With Devices set it must be 0 or their total Count.
 	GPUs int
+	// Devices are the node's accelerator classes (one per Nomad device group): an
+	// operator's instance uses devices of a single class that it accepts (Eq. 17 per class).
+	Devices []Device
 	// EgressBps is the egress bandwidth available to pipeline traffic, in BYTES per second
 	// (B_n, Eq. 20); 100 Gbit/s is 12.5e9. 0 forbids cross-node traffic from this node;
 	// use math.Inf(1) for unlimited.
@@ -68,6 +79,18 @@ type Node struct {
 	// Class is an optional label for hardware of the same kind; informational only (the
 	// symmetry detection compares the actual capacities and deployments).
 	Class string
+}
+
+// Device is one class of identical accelerators on a node: a Nomad device group
+// (vendor/type/name) with its healthy instances.
+type Device struct {
+	// Model names the accelerator (Nomad's device name, e.g. "A100-SXM4-80GB").
+	Model string
+	// MemMB is the memory of one device in MiB (the device attribute "memory"); 0 is
+	// unknown and meets no Operator.GPUMemMB requirement.
+	MemMB float64
+	// Count is the number of healthy devices of the class.
+	Count int
 }
 
 // Placement is the number of instances of one operator on one node, split by configuration.
@@ -119,12 +142,15 @@ type Problem struct {
 type Status string
 
 const (
-	// StatusOptimal means the solver proved the requested relative gap (or optimality).
+	// StatusOptimal means the returned plan is proven within the requested relative gap:
+	// its own Gap to a proven Bound is at most Options.RelGap (plus 1e-7, the decoding
+	// tolerance), whichever part of Solve produced it.
 	StatusOptimal Status = "optimal"
-	// StatusFeasible means the solver stopped (time limit, watchdog, cancellation) with a
-	// feasible incumbent whose gap is reported in Solution.Gap.
+	// StatusFeasible means HiGHS stopped (time limit, watchdog, cancellation) and its
+	// incumbent, not proven within the gap, is returned; Solution.Gap says how far.
 	StatusFeasible Status = "feasible"
-	// StatusHeuristic means the greedy fallback produced the solution.
+	// StatusHeuristic means a start (greedy, routing LP or LP rounding) is returned without
+	// being proven within the gap.
 	StatusHeuristic Status = "heuristic"
 )
 

@@ -14,8 +14,9 @@ const (
 
 // Validate checks s against every constraint of p, independently of how s was computed
 // (it re-derives Eq. 11 and all sums from p): integrality and non-negativity, no rollback
-// of already-transitioned instances (23), transition bounds (24)-(26), node CPU, memory and
-// accelerator pools (15)-(17), per-node capacity of the routed rates (13), flow
+// of already-transitioned instances (23), transition bounds (24)-(26), node CPU and memory
+// pools (15)-(16), accelerators (17: an exact search for an assignment of every instance
+// to one device class it accepts), per-node capacity of the routed rates (13), flow
 // conservation (18)-(19: every operator processes A_i*T in total), egress bandwidth (20),
 // migration accounting (21)-(22) and the reported objective (10).
 func Validate(p *Problem, s *Solution) error {
@@ -39,7 +40,7 @@ func Validate(p *Problem, s *Solution) error {
 		W = DefaultWindowSec
 	}
 	near := func(a, b float64) bool { return math.Abs(a-b) <= relTol*math.Max(math.Abs(a), math.Abs(b))+absTol }
-	usedC, usedM, usedG := make([]float64, M), make([]float64, M), make([]int, M)
+	usedC, usedM := make([]float64, M), make([]float64, M)
 	cost := 0.0
 	rates := make([][]float64, N)
 	for i, o := range p.Operators {
@@ -78,7 +79,6 @@ func Validate(p *Problem, s *Solution) error {
 			}
 			usedC[n] += float64(x) * o.CPU
 			usedM[n] += float64(x) * o.MemMB
-			usedG[n] += x * o.GPUs
 			capn := float64(pl.Current)*o.Capacity + float64(d)*muT
 			if cur.Candidate > 0 {
 				capn += float64(cur.Candidate) * o.Candidate.Capacity
@@ -120,9 +120,13 @@ func Validate(p *Problem, s *Solution) error {
 	}
 	peak := 0.0
 	for n, nd := range p.Nodes {
-		if usedC[n] > nd.CPU+1e-9 || usedM[n] > nd.MemMB+1e-9 || usedG[n] > nd.GPUs {
-			return fmt.Errorf("milp: validate: node %s over-committed: cpu %.6g/%.6g mem %.6g/%.6g gpu %d/%d (Eqs. 15-17)",
-				nd.Name, usedC[n], nd.CPU, usedM[n], nd.MemMB, usedG[n], nd.GPUs)
+		if usedC[n] > nd.CPU+1e-9 || usedM[n] > nd.MemMB+1e-9 {
+			return fmt.Errorf("milp: validate: node %s over-committed: cpu %.6g/%.6g mem %.6g/%.6g (Eqs. 15-16)",
+				nd.Name, usedC[n], nd.CPU, usedM[n], nd.MemMB)
+		}
+		if !devicesFit(p.Operators, &p.Nodes[n], func(i int) int { return s.PerNode[i][n].Total() }) {
+			return fmt.Errorf("milp: validate: node %s: the accelerator instances cannot be assigned to device classes they accept, each taking its devices from one class (Eq. 17)",
+				nd.Name)
 		}
 		e := 0.0
 		for i := 0; i+1 < N; i++ {

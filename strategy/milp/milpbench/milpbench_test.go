@@ -48,3 +48,33 @@ func TestParse(t *testing.T) {
 		t.Fatal("ParseList accepted audio")
 	}
 }
+
+// The -hetero run reports, per size, our figures and the plain peer's, losses against the
+// best proven bound, and no inconsistency between the two formulations.
+func TestRunHeteroSmall(t *testing.T) {
+	cfg := milpbench.DefaultHeteroConfig()
+	cfg.Sizes, cfg.Seeds, cfg.TimeLimit = []int{4}, 3, 20*time.Second
+	var out bytes.Buffer
+	res, err := milpbench.RunHetero(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"hetero_4_trident_median_ms", "hetero_4_trident_within_1pct", "hetero_4_trident_worst_loss",
+		"hetero_4_trident_worst_vs_plain", "hetero_all_trident_within_1pct"} {
+		if _, ok := res.Figures[k]; !ok {
+			t.Errorf("figure %s missing: %v", k, res.Figures)
+		}
+	}
+	if _, ok := res.Peers["hetero_4_plain_within_1pct"]; !ok {
+		t.Errorf("peer figures missing: %v", res.Peers)
+	}
+	if n := res.Figures["hetero_inconsistent"]; n != 0 {
+		t.Errorf("%v plans beat another run's proven bound:\n%s", n, out.String())
+	}
+	if l := res.Figures["hetero_4_trident_worst_loss"].(float64); l < 0 || l > 1 {
+		t.Errorf("worst loss %v outside [0, 1]", l)
+	}
+	if !strings.Contains(out.String(), "within 1%") {
+		t.Errorf("table missing:\n%s", out.String())
+	}
+}
