@@ -681,6 +681,11 @@ func (t *Trident) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error
 		for n, pl := range sol.PerNode[i] {
 			op.PerNode[n] = pl.Total()
 		}
+		// A plan that shrinks the operator keeps two production instances beside its
+		// probes: trials beyond that wait (adapt sized them on the old count).
+		if keep := max(sumRow(op.PerNode)-2, 0); len(op.Probes) > keep {
+			op.Probes = op.Probes[:keep]
+		}
 		if o.candidate != nil && sol.Transitions != nil && sol.Transitions[i] > 0 {
 			op.Config = o.candidate.cfg
 			op.Transition = sol.Transitions[i]
