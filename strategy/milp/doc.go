@@ -92,10 +92,13 @@
 //     already within RelGap of Tub, HiGHS is not started (it would stop at its first gap
 //     check): the start is returned with Status optimal, Source "greedy" and its proven
 //     gap. Options.AlwaysMIP forces the HiGHS run.
-//   - Symmetry breaking: nodes with equal pools, bandwidth, current and pinned instances
-//     form classes; "sym_c_k" orders each class by resource load
-//     (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid because any solution can be
-//     permuted inside a class. The warm start is permuted to satisfy it.
+//   - Symmetry breaking (Options.SymmetryRows, off by default): nodes with equal pools,
+//     devices, bandwidth, current and pinned instances form classes; "sym_c_k" orders
+//     each class by resource load (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid
+//     because any solution can be permuted inside a class; starts are permuted to satisfy
+//     it. HiGHS's own symmetry detection handles identical nodes better: with the rows,
+//     every measured instance class (uniform and bandwidth-bound clusters of the paper's
+//     pipelines, heterogeneous clusters) was slower or no faster.
 //   - Scaling: each node's egress is modelled in units of its own bound, the peak B in
 //     units of the largest finite bound, and the default alpha, beta keep each
 //     tie-breaker at 1e-4 of the throughput scale, far above the solver's tolerances

@@ -87,7 +87,7 @@ func buildModel(q *prep, opts Options) *model {
 	if !opts.NoBound {
 		b.aggregateRows()
 	}
-	if !opts.NoSymmetryBreaking {
+	if opts.SymmetryRows {
 		b.symmetryRows()
 	}
 	return b.model

@@ -198,10 +198,13 @@ type Options struct {
 	TimeLimit time.Duration
 	// Threads for HiGHS. Default 1.
 	Threads int
-	// NoWarmStart disables passing the greedy / current deployment as a start.
+	// NoWarmStart disables every start (greedy, routing LP, LP rounding, RENS): HiGHS runs
+	// alone on the model (ablation).
 	NoWarmStart bool
-	// NoSymmetryBreaking disables the ordering constraints on identical nodes.
-	NoSymmetryBreaking bool
+	// SymmetryRows adds rows ordering the nodes of every identical class by load. Off by
+	// default: HiGHS detects the symmetry of identical nodes itself, and the rows, which
+	// hide it, made every measured instance slower or no faster (bench milp -modes mip,sym).
+	SymmetryRows bool
 	// NoBound disables the aggregate-relaxation bound on T and the aggregate rows.
 	NoBound bool
 	// AlwaysMIP runs HiGHS even when the greedy plan is already proven within RelGap by
