@@ -185,8 +185,9 @@ type Solution struct {
 	Status Status
 	// SolveTime is the wall-clock time of Solve.
 	SolveTime time.Duration
-	// Source is "highs" (HiGHS's incumbent) or "greedy" (the greedy plan, possibly improved
-	// by the routing LP or LP rounding, proven within Gap by the aggregate bound).
+	// Source is the phase that produced the plan: "greedy" (the greedy plan, possibly
+	// re-routed by the routing LP or replaced by LP rounding), "rens" (HiGHS on the model
+	// restricted around the LP relaxation) or "highs" (HiGHS on the full model).
 	Source string
 }
 
@@ -205,7 +206,7 @@ type Options struct {
 	// default: HiGHS detects the symmetry of identical nodes itself, and the rows, which
 	// hide it, made every measured instance slower or no faster (bench milp -modes mip,sym).
 	SymmetryRows bool
-	// NoBound disables the aggregate-relaxation bound on T and the aggregate rows.
+	// NoBound disables the aggregate-relaxation bound on T (ablation).
 	NoBound bool
 	// AlwaysMIP runs HiGHS even when the greedy plan is already proven within RelGap by
 	// the aggregate bound (HiGHS may then still improve the tie-breakers).

@@ -38,7 +38,7 @@ const (
 	ModeSym Mode = "sym"
 	// ModeNoStart is ModeMIP without any start (no greedy, routing LP, LP rounding or RENS).
 	ModeNoStart Mode = "nostart"
-	// ModeNoBound is ModeMIP without the aggregate bound and rows (ablation).
+	// ModeNoBound is ModeMIP without the aggregate bound on T (ablation).
 	ModeNoBound Mode = "nobound"
 )
 
