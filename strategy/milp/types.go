@@ -203,8 +203,10 @@ type Options struct {
 	// alone on the model (ablation).
 	NoWarmStart bool
 	// SymmetryRows adds rows ordering the nodes of every identical class by load. Off by
-	// default: HiGHS detects the symmetry of identical nodes itself, and the rows, which
-	// hide it, made every measured instance slower or no faster (bench milp -modes mip,sym).
+	// default: HiGHS detects the symmetry of identical nodes itself, and on the paper's
+	// clusters, whose classes are large, the rows made HiGHS slower or no faster on every
+	// configuration measured (bench milp -modes mip,sym); on heterogeneous clusters they
+	// were neutral (bench milp -hetero -modes mip,sym).
 	SymmetryRows bool
 	// NoBound disables the aggregate-relaxation bound on T (ablation).
 	NoBound bool
