@@ -21,11 +21,11 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	pipelines := fs.String("pipelines", "pdf,video", "comma-separated pipelines: pdf, video")
 	mixes := fs.String("mixes", "uniform,hetero,hetero-net", "comma-separated node mixes: uniform, hetero, hetero-net")
 	scenarios := fs.String("scenarios", "startup,resched", "comma-separated scenarios: startup, resched")
-	modes := fs.String("modes", "trident,mip,plain", "comma-separated modes: trident, mip, plain, nosym, nostart, nobound")
+	modes := fs.String("modes", "trident,mip,bare", "comma-separated modes: trident, mip, bare, sym, nostart, nobound (with -hetero: trident, mip, sym, nostart, nobound; the plain peer always runs)")
 	fs.IntVar(&cfg.Seeds, "seeds", cfg.Seeds, "seeds per pipeline, size, mix and scenario")
 	fs.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "time limit per solve")
 	fs.Float64Var(&cfg.RelGap, "gap", cfg.RelGap, "requested relative MIP gap")
-	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the plain and nostart ablations only up to this many nodes")
+	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the bare and nostart ablations (with -hetero: the plain peer) only up to this many nodes")
 	verbose := fs.Bool("v", false, "print one line per solve on stderr")
 	hetero := fs.Bool("hetero", false, "heterogeneous clusters (hetgen; default sizes 8,16,32,64,128, modes trident, 10 seeds) against the plain-formulation peer")
 	if err := parseFlags(fs, args); err != nil {
@@ -49,7 +49,7 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Scenarios, err = milpbench.ParseList(*scenarios, "startup", "resched"); err != nil {
 		return fmt.Errorf("-scenarios: %w", err)
 	}
-	ms, err := milpbench.ParseList(*modes, "trident", "mip", "plain", "nosym", "nostart", "nobound")
+	ms, err := milpbench.ParseList(*modes, "trident", "mip", "bare", "sym", "nostart", "nobound")
 	if err != nil {
 		return fmt.Errorf("-modes: %w", err)
 	}
@@ -81,7 +81,7 @@ func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes s
 		}
 	}
 	if set["modes"] {
-		ms, err := milpbench.ParseList(modes, "trident", "mip", "nosym", "nostart", "nobound")
+		ms, err := milpbench.ParseList(modes, "trident", "mip", "sym", "nostart", "nobound")
 		if err != nil {
 			return fmt.Errorf("-modes (with -hetero; the plain peer always runs): %w", err)
 		}

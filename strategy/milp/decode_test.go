@@ -20,7 +20,7 @@ func TestDecodeKeepsTheObjective(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		obj, s, err := milp.SolveRaw(in.Problem, milp.Options{NoSymmetryBreaking: true}, 20*time.Second)
+		obj, s, err := milp.SolveRaw(in.Problem, milp.Options{}, 20*time.Second)
 		if err != nil || s == nil {
 			t.Fatalf("%s: %v", spec, err)
 		}

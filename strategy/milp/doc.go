@@ -78,24 +78,34 @@
 // # Speed-ups (all exact)
 //
 //   - Aggregate bound: T <= Tub, the largest T for which every operator's minimum integer
-//     parallelism (Eq. 13 with the best rolling batch) fits the cluster's pooled CPU,
-//     memory and accelerators; rows "agg_cpu/mem": sum_i c_i P_i <= sum_n C_n, and per
-//     set S of device classes some operator accepts, "agg_gpu[_j]": the operators
-//     accepting only classes in S fit S's devices (a Hall condition). All are relaxations
-//     of the per-node constraints, hence valid.
-//   - Starts: (1) the greedy plan (bisection on T, minimum parallelism, migration-aware
-//     spread placement from the current deployment); (2) the same placement re-routed by
-//     the model's LP with every integer column fixed (matters when egress binds); (3) LP
-//     rounding: the LP relaxation's placement floored (keeps every pool feasible), topped
-//     up by the greedy placer for targets just below the LP throughput, then routed by
-//     the same LP. The best start is passed to HiGHS as its MIP start. When a start is
-//     already within RelGap of Tub, HiGHS is not started (it would stop at its first gap
-//     check): the start is returned with Status optimal, Source "greedy" and its proven
-//     gap. Options.AlwaysMIP forces the HiGHS run.
-//   - Symmetry breaking: nodes with equal pools, bandwidth, current and pinned instances
-//     form classes; "sym_c_k" orders each class by resource load
-//     (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid because any solution can be
-//     permuted inside a class. The warm start is permuted to satisfy it.
+//     parallelism (Eq. 13 with the best rolling batch) fits the cluster's pooled CPU and
+//     memory and, per set S of device classes some operator accepts, the operators
+//     accepting only classes in S fit S's devices (a Hall condition): a relaxation of the
+//     per-node constraints, hence valid. It bounds the column T and proves the greedy
+//     plan on uniform clusters. The same aggregates as rows on the parallelisms P_i
+//     ("agg_*", redundant for the LP) were removed: on heterogeneous clusters they misled
+//     HiGHS's search (het/128/s1: 107 with them, 396 without, bound 452).
+//   - Phased search (search.go), every phase on the clock of Options.TimeLimit and the
+//     whole solve stopping as soon as the best plan is proven within RelGap of the best
+//     bound: (1) the greedy plan (bisection on T, minimum parallelism, migration-aware
+//     spread placement from the current deployment) against Tub; (2) the same placement
+//     re-routed by the model's LP with every integer column fixed (matters when egress
+//     binds); (3) the LP relaxation, whose optimum is a proven bound; (4) LP rounding:
+//     the LP placement floored (keeps every pool feasible), topped up by the greedy placer
+//     for targets just below the LP throughput, then routed by the same LP; (5) RENS:
+//     HiGHS on the model with x_in and d_in restricted to the floor or ceiling of an
+//     interior optimal LP point (interior point method without crossover; a simplex
+//     vertex would pin most x_in at 0), at most 40 % of the remaining time; (6) HiGHS on
+//     the full model from the best plan for the rest. Uniform clusters end at (1): the
+//     greedy plan is within the gap of Tub. Options.AlwaysMIP runs every phase.
+//   - Symmetry breaking (Options.SymmetryRows, off by default): nodes with equal pools,
+//     devices, bandwidth, current and pinned instances form classes; "sym_c_k" orders
+//     each class by resource load (sum_i key_i x_in >= sum_i key_i x_i(n+1)), valid
+//     because any solution can be permuted inside a class; starts are permuted to satisfy
+//     it. HiGHS's own symmetry detection handles identical nodes better: with the rows,
+//     HiGHS was slower or no faster on every configuration of the paper's uniform and
+//     bandwidth-bound clusters (large classes; video/32/hetero-net median 2.6 s instead of
+//     0.29 s), and neutral on heterogeneous clusters (small classes).
 //   - Scaling: each node's egress is modelled in units of its own bound, the peak B in
 //     units of the largest finite bound, and the default alpha, beta keep each
 //     tie-breaker at 1e-4 of the throughput scale, far above the solver's tolerances
@@ -105,11 +115,12 @@
 //
 // Nothing of the model is relaxed: the speed-ups are valid inequalities, starts and
 // shortcuts. Solution.Gap is (Bound - Objective)/Bound with Objective = T - alpha*B -
-// beta*C and Bound = min(Tub, HiGHS dual bound); since the tie-breakers are >= 0, this
-// is an upper bound on the relative throughput loss too. Status optimal is a property of the
+// beta*C and Bound = min(Tub, LP relaxation optimum, HiGHS dual bound of the full model;
+// RENS's bound covers only its neighbourhood and is discarded); since the tie-breakers are
+// >= 0, this is an upper bound on the relative throughput loss too. Status optimal is a property of the
 // returned plan (its own Gap within RelGap), never inherited from HiGHS's status. Decoding
 // a solver incumbent repairs the routing instead of scaling it (assemble): it gives up only
 // the solver's residues (about 1e-9 of T), also at nodes without egress, where any export
-// left by a residue would otherwise forbid all traffic. Every solution, from HiGHS or the
-// greedy, passes Validate before it is returned.
+// left by a residue would otherwise forbid all traffic. Every plan, from HiGHS, RENS or the
+// greedy, passes Validate before it is kept. Solution.Source says which phase produced it.
 package milp

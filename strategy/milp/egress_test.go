@@ -40,7 +40,7 @@ func cbcOptimum(t *testing.T, p *milp.Problem) (float64, bool) {
 		return 0, false
 	}
 	var buf bytes.Buffer
-	offset, err := milp.WriteMPS(&buf, p, milp.Options{NoBound: true, NoSymmetryBreaking: true})
+	offset, err := milp.WriteMPS(&buf, p, milp.Options{NoBound: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestZeroEgressNodeKeepsThroughput(t *testing.T) {
 	}
 	for _, o := range []milp.Options{
 		{}, {RelGap: 1e-9}, {RelGap: 1e-9, AlwaysMIP: true, NoWarmStart: true},
-		{RelGap: 1e-9, NoBound: true, NoSymmetryBreaking: true, NoWarmStart: true},
+		{RelGap: 1e-9, NoBound: true, NoWarmStart: true},
 	} {
 		o.TimeLimit = 30 * time.Second
 		p := zeroEgress()

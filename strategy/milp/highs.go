@@ -104,15 +104,16 @@ const (
 	hsInterrupt  = 17
 )
 
-// HiGHS solves the model with the HiGHS MILP solver through cgo. It first builds a start:
-// the greedy plan, re-routed by an LP with the placement fixed, and an LP-rounding plan
-// (floored LP relaxation, greedy top-up, routing LP); if the best start is already within
-// Options.RelGap of the aggregate bound it is returned without the MIP. Otherwise HiGHS
-// runs from that start (relative gap and time limit set, OS thread locked, a watchdog
-// interrupting it at the deadline or when ctx ends). The start is returned when HiGHS
-// fails, stops without an incumbent or returns something the checker rejects.
+// HiGHS solves the model with the HiGHS MILP solver through cgo, in phases that share
+// the time limit (search.go): the greedy plan and the aggregate bound; the LP relaxation,
+// whose optimum is a proven bound and which guides the next starts; the greedy placement
+// re-routed by an LP, LP rounding and RENS (HiGHS on the model with every integer column
+// restricted to the floor or ceiling of its LP value); then HiGHS on the full model from
+// the best start. Whenever the best plan is proven within Options.RelGap of the best
+// bound, the solve stops. Every HiGHS run has the relative gap and a time limit set, runs
+// on a locked OS thread and is interrupted by a watchdog at its deadline or when ctx ends.
 type HiGHS struct {
-	// Logger receives one debug line per solve; nil uses slog.Default().
+	// Logger receives debug lines per solve and phase; nil uses slog.Default().
 	Logger *slog.Logger
 }
 
@@ -142,82 +143,26 @@ func (h HiGHS) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, 
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	g := q.greedy(ctx)
-	finish := func(s *Solution) (*Solution, error) {
-		s.SolveTime = time.Since(start)
-		if err := Validate(p, s); err != nil {
-			return nil, fmt.Errorf("milp: %s solution rejected by the checker: %w", s.Source, err)
-		}
-		return s, nil
-	}
-	// proven reports whether a start is already within RelGap of the aggregate bound: then
-	// HiGHS would stop at its first gap check, so it is not started at all
-	proven := func() bool {
-		if !opts.NoBound && !opts.AlwaysMIP && (provenWithin(g.Gap, opts.RelGap) || q.Tub == 0) {
-			g.Status = StatusOptimal
-			return true
-		}
-		return false
-	}
-	if proven() || ctx.Err() != nil {
-		return finish(g)
-	}
-	m := buildModel(q, opts)
-	var startVals []float64
-	if !opts.NoWarmStart {
-		startVals = m.startVector(g)
-		// (1) route the greedy placement optimally: the model with its integer columns
-		// fixed is an LP, which matters when the network binds; (2) LP rounding
-		for _, improve := range []func() *Solution{
-			func() *Solution { return m.routeLP(ctx, startVals, opts, deadline) },
-			func() *Solution { return m.lpRound(ctx, opts, deadline) },
-		} {
-			r := improve()
-			if r == nil || r.Objective <= g.Objective || Validate(p, r) != nil {
-				continue
-			}
-			log.Debug("milp: start improved", "from", g.Objective, "to", r.Objective)
-			r.Status, r.Source, r.Bound = StatusHeuristic, "greedy", q.Tub
-			r.Gap = relGap(r.Bound, r.Objective)
-			g = r
-			startVals = m.startVector(g)
-			if proven() {
-				return finish(g)
-			}
-		}
-	}
-	res := runHiGHS(ctx, &m.lp, startVals, opts, deadline)
-	log.Debug("milp: highs finished", "status", res.status, "interrupted", res.interrupted,
-		"objective", res.objective, "bound", res.dualBound, "err", res.err, "elapsed", time.Since(start))
-	if res.err != nil || res.values == nil || res.status == hsInfeasible {
-		if res.err != nil {
-			log.Warn("milp: highs failed, using the greedy solution", "err", res.err)
-		}
-		return finish(g)
-	}
-	s := m.decode(res.values)
-	s.Source = "highs"
-	bound := math.Min(q.Tub, res.dualBound)
-	if math.IsNaN(bound) {
-		bound = q.Tub
-	}
-	if err := Validate(p, s); err != nil {
-		log.Warn("milp: highs solution rejected by the checker, using the start", "err", err)
-		s = g
-	} else if !opts.NoWarmStart && g.Objective > s.Objective {
-		s = g // the start is better than what HiGHS returned (e.g. it stopped early)
-	}
-	s.Bound = bound
-	s.Gap = relGap(s.Bound, s.Objective)
+	s := &search{ctx: ctx, q: q, opts: opts, log: log, start: start, deadline: deadline, bound: math.Inf(1)}
+	s.run()
+	sol := s.best
+	sol.Bound = s.bound
+	sol.Gap = relGap(sol.Bound, sol.Objective)
 	// "optimal" is a property of the returned plan: its own gap to the proven bound, not
-	// HiGHS's status (which describes HiGHS's incumbent, possibly not the plan returned)
-	s.Status = StatusFeasible
-	if provenWithin(s.Gap, opts.RelGap) {
-		s.Status = StatusOptimal
-	} else if s.Source == "greedy" {
-		s.Status = StatusHeuristic
+	// any HiGHS status (which describes HiGHS's incumbent, possibly not the plan returned)
+	switch {
+	case provenWithin(sol.Gap, opts.RelGap):
+		sol.Status = StatusOptimal
+	case sol.Source == "highs":
+		sol.Status = StatusFeasible
+	default:
+		sol.Status = StatusHeuristic
 	}
-	return finish(s)
+	sol.SolveTime = time.Since(start)
+	if err := Validate(p, sol); err != nil {
+		return nil, fmt.Errorf("milp: %s solution rejected by the checker: %w", sol.Source, err)
+	}
+	return sol, nil
 }
 
 // decodeSlack is the relative throughput that decoding a solver incumbent may give up to
@@ -227,73 +172,6 @@ const decodeSlack = 1e-7
 
 // provenWithin reports whether gap proves the requested relative gap.
 func provenWithin(gap, relGap float64) bool { return gap <= relGap+decodeSlack }
-
-// routeLP solves the model with every integer column fixed at start (an LP: routing,
-// egress and throughput of a fixed placement) within a fifth of the remaining time.
-func (m *model) routeLP(ctx context.Context, start []float64, opts Options, deadline time.Time) *Solution {
-	fixed := m.lp
-	fixed.colLo = append([]float64(nil), m.colLo...)
-	fixed.colUp = append([]float64(nil), m.colUp...)
-	for j, isInt := range m.integer {
-		if isInt {
-			fixed.colLo[j], fixed.colUp[j] = start[j], start[j]
-		}
-	}
-	if d := time.Now().Add(time.Until(deadline) / 5); d.Before(deadline) {
-		deadline = d
-	}
-	res := runHiGHS(ctx, &fixed, nil, opts, deadline)
-	if res.err != nil || res.values == nil {
-		return nil
-	}
-	s := m.decode(res.values)
-	if Validate(m.q.p, s) != nil {
-		return nil
-	}
-	return s
-}
-
-// lpRound solves the LP relaxation, floors its placement (which keeps every pool
-// feasible), tops the placement up for a few target throughputs just below the LP's with
-// the greedy placer, routes each candidate with routeLP and returns the best.
-func (m *model) lpRound(ctx context.Context, opts Options, deadline time.Time) *Solution {
-	q := m.q
-	relaxed := m.lp
-	relaxed.integer = make([]bool, len(m.integer))
-	lpDeadline := deadline
-	if d := time.Now().Add(time.Until(deadline) / 4); d.Before(deadline) {
-		lpDeadline = d
-	}
-	res := runHiGHS(ctx, &relaxed, nil, opts, lpDeadline)
-	if res.err != nil || res.values == nil {
-		return nil
-	}
-	base := q.zeros()
-	for i := range q.N {
-		for n := range q.M {
-			base[i][n] = int(math.Floor(res.values[m.x[i][n]] + 1e-6))
-		}
-	}
-	T := res.values[m.T]
-	var best *Solution
-	for _, f := range []float64{1, 0.995, 0.99, 0.98, 0.96, 0.92} {
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			break
-		}
-		x, d, ok := q.placeFrom(T*f, base)
-		if !ok {
-			continue
-		}
-		s := q.assemble(x, d, nil, math.Inf(1))
-		if r := m.routeLP(ctx, m.startVector(s), opts, deadline); r != nil && r.Objective > s.Objective {
-			s = r
-		}
-		if best == nil || s.Objective > best.Objective {
-			best = s
-		}
-	}
-	return best
-}
 
 // withDefaults fills zero Options fields.
 func (o Options) withDefaults() Options {
@@ -314,12 +192,18 @@ func (o Options) withDefaults() Options {
 // if HiGHS still has not returned after a grace period, runHiGHS returns without it and
 // the goroutine frees the HiGHS instance when the C call finally comes back.
 func runHiGHS(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time) highsResult {
+	return runHiGHSWith(ctx, m, start, opts, deadline, false)
+}
+
+// runHiGHSWith is runHiGHS; with interior, an LP is solved by the interior-point method
+// without crossover (a point in the relative interior of the optimal face, not a vertex).
+func runHiGHSWith(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time, interior bool) highsResult {
 	flag := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
 	done := make(chan highsResult, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		done <- solveHiGHS(m, start, opts, deadline, flag)
+		done <- solveHiGHS(m, start, opts, deadline, interior, flag)
 	}()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -347,7 +231,7 @@ func runHiGHS(ctx context.Context, m *lp, start []float64, opts Options, deadlin
 }
 
 // solveHiGHS runs one HiGHS instance to completion; it must run on a locked OS thread.
-func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, flag *C.int) highsResult {
+func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interior bool, flag *C.int) highsResult {
 	h := C.Highs_create()
 	if h == nil {
 		return highsResult{err: errors.New("highs: create failed")}
@@ -427,6 +311,16 @@ func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, flag *
 	setI("threads", opts.Threads)
 	setI("random_seed", 1)
 	setD("mip_rel_gap", opts.RelGap)
+	if interior { // an LP solved to the relative interior of its optimal face
+		setS := func(k, v string) {
+			ck, cv := C.CString(k), C.CString(v)
+			defer C.free(unsafe.Pointer(ck))
+			defer C.free(unsafe.Pointer(cv))
+			C.Highs_setStringOptionValue(h, ck, cv)
+		}
+		setS("solver", "ipm")
+		setS("run_crossover", "off")
+	}
 	setD("time_limit", math.Max(0.01, time.Until(deadline).Seconds()))
 	if st := C.trident_install_interrupt(h, flag); st < 0 {
 		return highsResult{err: fmt.Errorf("highs: setCallback status %d", int(st))}

@@ -104,7 +104,7 @@ func TestCrossCheckReferenceSolvers(t *testing.T) {
 		p := tiny(seed, seed%2 == 0)
 		sol := mustSolve(t, milp.HiGHS{}, p, milp.Options{RelGap: 1e-9, TimeLimit: 30 * time.Second})
 		var buf bytes.Buffer
-		offset, err := milp.WriteMPS(&buf, p, milp.Options{NoBound: true, NoSymmetryBreaking: true})
+		offset, err := milp.WriteMPS(&buf, p, milp.Options{NoBound: true})
 		if err != nil {
 			t.Fatal(err)
 		}

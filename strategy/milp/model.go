@@ -84,10 +84,7 @@ func buildModel(q *prep, opts Options) *model {
 	if b.network {
 		b.egressRows()
 	}
-	if !opts.NoBound {
-		b.aggregateRows()
-	}
-	if !opts.NoSymmetryBreaking {
+	if opts.SymmetryRows {
 		b.symmetryRows()
 	}
 	return b.model
@@ -403,31 +400,6 @@ func (b *builder) egressRows() {
 		b.put(m.e[n], m.eUnit[n]/q.bref)
 		b.put(m.B, -1)
 		b.row(fmt.Sprintf("peak_%d", n), -inf, 0)
-	}
-}
-
-// aggregateRows adds the cluster-wide pool rows on the parallelisms P_i.
-func (b *builder) aggregateRows() {
-	q, m := b.q, b.model
-	inf := math.Inf(1)
-	// aggregate pools: valid, redundant for the LP, give the MIP knapsack structure on P
-	C, Mm := q.poolC, q.poolM
-	for r, res := range []string{"cpu", "mem"} {
-		for i, o := range q.p.Operators {
-			b.put(m.P[i], []float64{o.CPU, o.MemMB / 1024}[r])
-		}
-		b.row("agg_"+res, -inf, []float64{C, Mm / 1024}[r])
-	}
-	// accelerators per device group (the first is the whole cluster's devices)
-	for k, g := range q.groups {
-		for _, i := range g.ops {
-			b.put(m.P[i], float64(q.p.Operators[i].GPUs))
-		}
-		name := "agg_gpu"
-		if k > 0 {
-			name = fmt.Sprintf("agg_gpu_%d", k)
-		}
-		b.row(name, -inf, float64(g.devices))
 	}
 }
 

@@ -185,8 +185,9 @@ type Solution struct {
 	Status Status
 	// SolveTime is the wall-clock time of Solve.
 	SolveTime time.Duration
-	// Source is "highs" (HiGHS's incumbent) or "greedy" (the greedy plan, possibly improved
-	// by the routing LP or LP rounding, proven within Gap by the aggregate bound).
+	// Source is the phase that produced the plan: "greedy" (the greedy plan, possibly
+	// re-routed by the routing LP or replaced by LP rounding), "rens" (HiGHS on the model
+	// restricted around the LP relaxation) or "highs" (HiGHS on the full model).
 	Source string
 }
 
@@ -198,11 +199,16 @@ type Options struct {
 	TimeLimit time.Duration
 	// Threads for HiGHS. Default 1.
 	Threads int
-	// NoWarmStart disables passing the greedy / current deployment as a start.
+	// NoWarmStart disables every start (greedy, routing LP, LP rounding, RENS): HiGHS runs
+	// alone on the model (ablation).
 	NoWarmStart bool
-	// NoSymmetryBreaking disables the ordering constraints on identical nodes.
-	NoSymmetryBreaking bool
-	// NoBound disables the aggregate-relaxation bound on T and the aggregate rows.
+	// SymmetryRows adds rows ordering the nodes of every identical class by load. Off by
+	// default: HiGHS detects the symmetry of identical nodes itself, and on the paper's
+	// clusters, whose classes are large, the rows made HiGHS slower or no faster on every
+	// configuration measured (bench milp -modes mip,sym); on heterogeneous clusters they
+	// were neutral (bench milp -hetero -modes mip,sym).
+	SymmetryRows bool
+	// NoBound disables the aggregate-relaxation bound on T (ablation).
 	NoBound bool
 	// AlwaysMIP runs HiGHS even when the greedy plan is already proven within RelGap by
 	// the aggregate bound (HiGHS may then still improve the tie-breakers).
