@@ -345,7 +345,7 @@ job "pdf-curation" {
     count = 1
 
     meta {
-      trident_order         = "4"
+      trident_order         = "3"
       trident_cpu           = "2"
       trident_memory_mb     = "4096"
       trident_gpus          = "1"
@@ -537,7 +537,7 @@ job "pdf-curation" {
     count = 1
 
     meta {
-      trident_order         = "4"
+      trident_order         = "5"
       trident_cpu           = "2"
       trident_memory_mb     = "4096"
       trident_gpus          = "1"
@@ -633,7 +633,7 @@ job "pdf-curation" {
     count = 1
 
     meta {
-      trident_order         = "5"
+      trident_order         = "6"
       trident_cpu           = "1"
       trident_memory_mb     = "1024"
       trident_gpus          = "0"

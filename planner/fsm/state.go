@@ -659,6 +659,9 @@ func ValidatePipeline(p *Pipeline) error {
 		if i > 0 && p.Operators[i-1].Order > o.Order {
 			return fmt.Errorf("pipeline %q: operators not sorted by trident_order at %q", p.Job, o.Name)
 		}
+		if i > 0 && p.Operators[i-1].Order == o.Order {
+			return fmt.Errorf("pipeline %q: trident_order %d of %q is also the order of %q: every operator needs its own stage index", p.Job, o.Order, o.Name, p.Operators[i-1].Name)
+		}
 		capacity := o.CapacityHint
 		if capacity == 0 {
 			capacity = 1 // the planner's default

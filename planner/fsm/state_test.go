@@ -250,3 +250,20 @@ func TestShortListAndClip(t *testing.T) {
 		t.Errorf("Short: %d bytes", len(got))
 	}
 }
+
+// TestValidatePipelineUniqueOrder: two operators with one trident_order are refused with an
+// error naming both groups (the chain's order would otherwise be the job file's group order).
+func TestValidatePipelineUniqueOrder(t *testing.T) {
+	op := func(name string, order int) Operator {
+		return Operator{Name: name, Order: order, CPU: 1, MemoryMB: 1024, Amplification: 1}
+	}
+	p := &Pipeline{Job: "j", Operators: []Operator{op("parse", 0), op("ocr-text", 4), op("ocr-table", 4)}}
+	want := `pipeline "j": trident_order 4 of "ocr-table" is also the order of "ocr-text": every operator needs its own stage index`
+	if err := ValidatePipeline(p); err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	p.Operators[2].Order = 5
+	if err := ValidatePipeline(p); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -179,12 +179,9 @@ func TestParseJobRefusesTooManyGroups(t *testing.T) {
 	}
 }
 
-// TestParseJobKeepsEqualOrders: operators may share a trident_order, as the OCR branches of
-// jobs/pdf-curation.nomad.hcl (ocr-text, ocr-table, ocr-formula, all "4") do. The planner
-// plans them as consecutive stages in job-file order. (Issue #28 proposed refusing equal
-// orders; that would refuse the example job, so it is left to a decision on how branches
-// are modelled.)
-func TestParseJobKeepsEqualOrders(t *testing.T) {
+// TestParseJobRefusesEqualOrders: two operator groups with one trident_order are refused
+// before anything reaches raft, naming both groups (issue #28).
+func TestParseJobRefusesEqualOrders(t *testing.T) {
 	job := testJob("pipe")
 	third := *job.TaskGroups[1]
 	third.Name = ptr("gpu2")
@@ -193,12 +190,13 @@ func TestParseJobKeepsEqualOrders(t *testing.T) {
 		third.Meta[k] = v
 	}
 	job.TaskGroups = append(job.TaskGroups, &third)
-	p, err := ParseJob(job)
-	if err != nil {
-		t.Fatal(err)
+	_, err := ParseJob(job)
+	if err == nil || !strings.Contains(err.Error(), `of "gpu2" is also the order of "gpu"`) {
+		t.Fatalf("error %v, want the duplicate trident_order named", err)
 	}
-	if p.Operators[1].Name != "gpu" || p.Operators[2].Name != "gpu2" || p.Operators[1].Order != p.Operators[2].Order {
-		t.Fatalf("operators %+v", p.Operators)
+	third.Meta["trident_order"] = "7"
+	if _, err := ParseJob(job); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -390,9 +390,9 @@ func ocrOutput(r Record) []Record {
 	return []Record{r}
 }
 
-func ocrOperator(kind string, m LLMModel, defaults string) *Operator {
+func ocrOperator(kind string, order int, m LLMModel, defaults string) *Operator {
 	return &Operator{
-		Name: "ocr-" + kind, Order: 4, Engine: EngineLLM,
+		Name: "ocr-" + kind, Order: order, Engine: EngineLLM,
 		CPU: 2, MemoryMB: 4096, GPUs: 1, GPUMemoryMB: 40960,
 		OutputBytes: 2000, Amplification: 1,
 		Features:     []string{"input_tokens", "output_tokens"},
@@ -421,13 +421,13 @@ func pdfOperators() (parse, layout, segment, ocrText, ocrTable, ocrFormula, aggr
 		Params: cpuParams, Defaults: "threads=1", ColdStartSec: 2,
 		Expand: pdfBlocks, Next: func(b Record) string { return "ocr-" + b.Kind },
 		CPUModel: CPUModel{Time: func(r Record) float64 { return 0.01 + 0.005*r.F("pages") }}}
-	ocrText = ocrOperator("text", LLMModel{WeightsMiB: 15360, KVMiBPerToken: 0.5, ActMiBPerBatchTok: 0.25,
+	ocrText = ocrOperator("text", 3, LLMModel{WeightsMiB: 15360, KVMiBPerToken: 0.5, ActMiBPerBatchTok: 0.25,
 		StepSec: 0.02, Knee: 48, PrefillTokPerSec: 16000}, "max_num_seqs=8,block_size=16,max_num_batched_tokens=8192")
-	ocrTable = ocrOperator("table", LLMModel{WeightsMiB: 15360, KVMiBPerToken: 0.5, ActMiBPerBatchTok: 0.25,
+	ocrTable = ocrOperator("table", 4, LLMModel{WeightsMiB: 15360, KVMiBPerToken: 0.5, ActMiBPerBatchTok: 0.25,
 		StepSec: 0.025, Knee: 32, PrefillTokPerSec: 14000}, "max_num_seqs=8,block_size=16,max_num_batched_tokens=8192")
-	ocrFormula = ocrOperator("formula", LLMModel{WeightsMiB: 7168, KVMiBPerToken: 0.25, ActMiBPerBatchTok: 0.125,
+	ocrFormula = ocrOperator("formula", 5, LLMModel{WeightsMiB: 7168, KVMiBPerToken: 0.25, ActMiBPerBatchTok: 0.125,
 		StepSec: 0.012, Knee: 64, PrefillTokPerSec: 24000}, "max_num_seqs=16,block_size=16,max_num_batched_tokens=8192")
-	aggregate = &Operator{Name: "aggregate", Order: 5, Engine: EngineCPU, CPU: 1, MemoryMB: 1024,
+	aggregate = &Operator{Name: "aggregate", Order: 6, Engine: EngineCPU, CPU: 1, MemoryMB: 1024,
 		OutputBytes: 2000, Amplification: 1, Features: []string{"output_tokens"},
 		Params: cpuParams, Defaults: "threads=1", ColdStartSec: 2,
 		Expand: same, Next: to(""),
