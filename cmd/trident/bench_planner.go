@@ -25,6 +25,7 @@ func runBenchPlanner(ctx context.Context, args []string, stdout, stderr io.Write
 	flip := fs.Duration("flip", 10*time.Second, "busy phase: how often the observed capacities switch between the two settings")
 	sample := fs.Duration("sample", 2*time.Second, "period of the CPU, RSS and status samples")
 	settle := fs.Duration("settle", 10*time.Second, "after the oversize requests, sample RSS once more this much later")
+	warmup := fs.Duration("warmup", time.Minute, "RSS flatness is judged from this far into each phase to its end (none for a phase shorter than twice this)")
 	bin := fs.String("bin", "", "trident binary the planner servers run (default: this executable)")
 	nomadBin := fs.String("nomad", "", "nomad binary (default: from $TRIDENT_TOOLS_BIN, the make-tools cache, ./bin or $PATH)")
 	dir := fs.String("dir", "", "working directory of the clusters, kept afterwards (default: a temp dir, removed after a successful run)")
@@ -38,7 +39,8 @@ first decision to be applied, then measures
 
   idle   for -idle: nothing changes; rounds and solves per interval, Nomad requests
          per round, CPU (% of one core, from /proc/<pid>/stat) of the leader and the
-         followers, RSS (/proc/<pid>/status VmRSS), raft log size;
+         followers, RSS (/proc/<pid>/status VmRSS; its drift is judged from
+         -warmup into each phase), raft log size;
   busy   for -busy: observations of both operators every 500ms with capacities that
          switch every -flip, so the leader re-plans and Nomad applies its decisions;
          the same figures plus the decisions committed and applied;
@@ -60,7 +62,7 @@ flags:
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idle", *idle}, {"busy", *busy}, {"interval", *interval}, {"flip", *flip}, {"sample", *sample}, {"settle", *settle}} {
+	}{{"idle", *idle}, {"busy", *busy}, {"interval", *interval}, {"flip", *flip}, {"sample", *sample}, {"settle", *settle}, {"warmup", *warmup}} {
 		if d.v <= 0 {
 			return fmt.Errorf("-%s %v: want a positive duration", d.name, d.v)
 		}
@@ -78,7 +80,7 @@ flags:
 	}
 	rep, err := soakbench.Run(ctx, soakbench.Options{
 		TridentBin: *bin, NomadBin: *nomadBin, Idle: *idle, Busy: *busy, Interval: *interval,
-		Flip: *flip, Sample: *sample, Settle: *settle, Dir: *dir, Progress: stderr, Logger: log,
+		Flip: *flip, Sample: *sample, Settle: *settle, Warmup: *warmup, Dir: *dir, Progress: stderr, Logger: log,
 	})
 	if rep != nil && len(rep.Phases) > 0 {
 		fmt.Fprintf(stdout, "planner soak of %s, load average (1 5 15 min) %s at the start of the idle phase, %s at the end of the busy phase\n",

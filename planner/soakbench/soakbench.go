@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,10 @@ type Options struct {
 	Sample time.Duration
 	// ProgressEvery is the period of the progress lines (default 10s).
 	ProgressEvery time.Duration
+	// Warmup is how far into each phase the RSS the flatness goal starts from is sampled
+	// (default 1m; none when the phase is shorter than twice that): the servers' heaps grow
+	// to the phase's working set first (observation bodies, decisions, raft log cache).
+	Warmup time.Duration
 	// Settle is how long after the oversize requests RSS is sampled once more, to show
 	// whether growth is kept or returned (default 10s).
 	Settle time.Duration
@@ -95,10 +100,11 @@ func (o *Options) defaults() error {
 	def(&o.Sample, 2*time.Second)
 	def(&o.ProgressEvery, 10*time.Second)
 	def(&o.Settle, 10*time.Second)
+	def(&o.Warmup, time.Minute)
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idle", o.Idle}, {"busy", o.Busy}, {"interval", o.Interval}, {"flip", o.Flip}, {"observe period", o.ObserveEvery}, {"sample period", o.Sample}, {"progress period", o.ProgressEvery}, {"settle period", o.Settle}} {
+	}{{"idle", o.Idle}, {"busy", o.Busy}, {"interval", o.Interval}, {"flip", o.Flip}, {"observe period", o.ObserveEvery}, {"sample period", o.Sample}, {"progress period", o.ProgressEvery}, {"settle period", o.Settle}, {"warm-up", o.Warmup}} {
 		if d.v < 0 {
 			return fmt.Errorf("soak: %s %v must be positive", d.name, d.v)
 		}
@@ -154,8 +160,10 @@ type Phase struct {
 	LastStatus string
 	// CPU is each server's CPU time over the phase, in % of one core.
 	CPU []float64
-	// RSSStart, RSSEnd and RSSMax are each server's VmRSS in bytes.
-	RSSStart, RSSEnd, RSSMax []uint64
+	// RSSStart, RSSEnd and RSSMax are each server's VmRSS in bytes; RSSWarm is the first
+	// sample at least Options.Warmup into the phase (RSSStart if the phase is shorter than
+	// twice the warm-up).
+	RSSStart, RSSWarm, RSSEnd, RSSMax []uint64
 	// Observations, ObserveErrors and Ignored count the busy phase's observation
 	// requests, the failed ones and the observations the planner ignored as stale.
 	Observations, ObserveErrors, Ignored int
@@ -466,6 +474,9 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 	for i, p := range s0.proc {
 		ph.RSSStart[i], ph.RSSMax[i] = p.RSS, p.RSS
 	}
+	if d < 2*b.o.Warmup {
+		ph.RSSWarm = slices.Clone(ph.RSSStart)
+	}
 	since := maxIndex(s0)
 	fmt.Fprintf(b.o.Progress, "bench planner: %s phase for %s (leader %s, load %s)\n", name, d, ph.Leader, ph.LoadStart)
 
@@ -511,6 +522,11 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 		for i, p := range s.proc {
 			ph.RSSMax[i] = max(ph.RSSMax[i], p.RSS)
 		}
+		if ph.RSSWarm == nil && s.t.Sub(s0.t) >= b.o.Warmup {
+			for _, p := range s.proc {
+				ph.RSSWarm = append(ph.RSSWarm, p.RSS)
+			}
+		}
 		if busy && s.leader >= 0 {
 			b.trackDecisions(ctx, b.cls[s.leader], since, sentToNomad, done)
 		}
@@ -521,6 +537,9 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 	}
 	stopFeed()
 	s1 := last
+	if ph.RSSWarm == nil { // the phase ended (or its context) before the warm-up
+		ph.RSSWarm = slices.Clone(ph.RSSStart)
+	}
 	ph.Elapsed = s1.t.Sub(s0.t)
 	ph.Rounds = sum(s1, rounds) - sum(s0, rounds)
 	ph.Solves = sum(s1, solves) - sum(s0, solves)

@@ -104,9 +104,12 @@ func TestGoalsAndResult(t *testing.T) {
 		RSSStart: []uint64{40 * mb, 35 * mb, 35 * mb}, RSSEnd: []uint64{40 * mb, 35 * mb, 35 * mb}, RSSMax: []uint64{41 * mb, 36 * mb, 36 * mb}}
 	busy := idle
 	busy.Name, busy.Rounds, busy.CPU = "busy", 80, []float64{3, 1, 1}
-	busy.RSSEnd = []uint64{45 * mb, 36 * mb, 35 * mb} // p1 +12.5 %
+	idle.RSSWarm = idle.RSSStart
+	busy.RSSStart = []uint64{40 * mb, 35 * mb, 35 * mb}
+	busy.RSSWarm = []uint64{40 * mb, 35 * mb, 35 * mb}
+	busy.RSSEnd = []uint64{45 * mb, 36 * mb, 35 * mb} // p1 +12.5 % after the busy phase's warm-up
 	r := &Report{Servers: []string{"p1", "p2", "p3"}, ClockTick: 100, Phases: []Phase{idle, busy},
-		Options: Options{Interval: 2 * time.Second, Sample: 2 * time.Second, Settle: 10 * time.Second},
+		Options: Options{Interval: 2 * time.Second, Sample: 2 * time.Second, Settle: 10 * time.Second, Warmup: time.Minute},
 		Oversize: []OversizeRequest{
 			{Target: "leader", Server: "p1", Code: 413, Latency: time.Millisecond},
 			{Target: "follower", Server: "p2", Code: 413, Latency: 3 * time.Millisecond},
@@ -129,7 +132,7 @@ func TestGoalsAndResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"idle.rounds_per_interval":1.02`, `"idle.nomad_requests_per_round":3`, `"goal.rss_flat":"NOT met"`, `"rss.p1.change_pct":12.5`, `"oversize.answered_413":3`} {
+	for _, s := range []string{`"idle.rounds_per_interval":1.02`, `"idle.nomad_requests_per_round":3`, `"goal.rss_flat":"NOT met"`, `"rss.p1.change_pct":12.5`, `"rss.p1.drift_after_warmup_pct":12.5`, `"oversize.answered_413":3`} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("RESULT lacks %s: %s", s, b)
 		}
@@ -142,6 +145,24 @@ func TestGoalsAndResult(t *testing.T) {
 	}
 	if !strings.Contains(sb.String(), "NOT met") {
 		t.Errorf("tables do not show the goal not met:\n%s", sb.String())
+	}
+
+	// A step to the busy phase's working set within its warm-up is not drift: 40 -> 45
+	// MiB in the first minute, then 45 -> 46 MiB (+2.2 %) is met, while the whole soak
+	// changed +15 %; 45 -> 50 MiB after the warm-up (+11.1 %) is not.
+	r.Phases[1].RSSWarm = []uint64{45 * mb, 35 * mb, 35 * mb}
+	r.Phases[1].RSSEnd = []uint64{46 * mb, 35 * mb, 35 * mb}
+	for _, tc := range []struct {
+		end  uint64
+		met  bool
+		text string
+	}{{46 * mb, true, "+2.2 % (p1); over the whole soak, warm-up included, +15.0 %"}, {50 * mb, false, "+11.1 % (p1)"}} {
+		r.Phases[1].RSSEnd[0] = tc.end
+		for _, g := range r.Goals() {
+			if g.Key == "rss_flat" && (g.Met != tc.met || !strings.Contains(g.Figure, tc.text)) {
+				t.Errorf("busy end %d MiB: rss_flat met %v (%s), want %v and %q", tc.end/mb, g.Met, g.Figure, tc.met, tc.text)
+			}
+		}
 	}
 
 	// A leader change during the idle phase voids the idle CPU goal (the figure is the
