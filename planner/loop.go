@@ -24,6 +24,32 @@ type StepResult struct {
 	Status string
 	// Detail explains it (deployment ID, failure reason).
 	Detail string
+	// Canaries are the decision's canaries while it is applying in its canary phase.
+	Canaries []CanaryStatus
+}
+
+// CanaryStatus is one operator's canary in a decision's canary phase: the first instance
+// of its candidate config, placed as a Nomad canary and waiting for the planner's verdict.
+type CanaryStatus struct {
+	// Operator, Group, Node and Config name the canary's operator, Nomad task group, node
+	// and candidate config.
+	Operator, Group, Node, Config string
+	// Deployment is the Nomad deployment that holds the canary.
+	Deployment string
+	// Healthy reports that the canary allocation passed Nomad's health checks.
+	Healthy bool
+	// Promoted reports that the deployment's group was promoted (by the planner or by a
+	// user's nomad deployment promote).
+	Promoted bool
+}
+
+// CanaryActuator is an optional Actuator extension: Step reports canaries
+// (StepResult.Canaries) that the loop judges and then promotes or fails.
+type CanaryActuator interface {
+	// PromoteCanary promotes the canaries of deployment of job.
+	PromoteCanary(ctx context.Context, job, deployment string) error
+	// FailCanary fails deployment of job (the cluster reverts to the stable version).
+	FailCanary(ctx context.Context, job, deployment string) error
 }
 
 // Actuator turns committed decisions into cluster changes. Every method must be safe to
@@ -94,6 +120,9 @@ type LoopConfig struct {
 	// AutoRegister makes the leader register, every interval, the running jobs the
 	// Actuator's PipelineFinder reports that are not registered yet (off by default).
 	AutoRegister bool
+	// CanaryProbe is a canary's probe window beyond its candidate's cold start: how long
+	// it is measured before its verdict (default DefaultCanaryProbe).
+	CanaryProbe time.Duration
 	// CatchUpSec, when positive, sizes operators to also process their published backlog
 	// within this many seconds (sched.PlanInput.CatchUpSec; 0 = steady state only).
 	CatchUpSec float64
@@ -151,6 +180,9 @@ func newLoop(s *Server, cfg LoopConfig) *Loop {
 	}
 	if cfg.MinGain <= 0 {
 		cfg.MinGain = 0.05
+	}
+	if cfg.CanaryProbe <= 0 {
+		cfg.CanaryProbe = DefaultCanaryProbe
 	}
 	return &Loop{s: s, cfg: cfg, log: s.log.With("component", "loop"),
 		kickCh: make(chan struct{}, 1), nudgeCh: make(chan struct{}, 1)}
@@ -371,8 +403,12 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 			return
 		}
 		if res.Status == fsm.StatusApplying {
+			if len(res.Canaries) > 0 {
+				l.judgeCanaries(ctx, job, dec, res.Canaries)
+			}
 			return
 		}
+		res.Detail = fsm.Clip(l.canaryOutcome(ctx, job, dec, res.Status, res.Detail), 2048)
 		_, err = l.s.Propose(ctx, fsm.Command{Op: fsm.OpProgress, Job: job, Progress: &fsm.Progress{Decision: dec.Index, Status: res.Status, Detail: res.Detail}})
 		if err != nil {
 			l.log.Warn("commit progress", "job", job, "decision", dec.Index, "err", err)

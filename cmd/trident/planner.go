@@ -57,6 +57,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
 	oomPattern := fs.String("oom-log-pattern", nomadact.DefaultOOMLogPattern, "regexp (Go syntax) that marks a candidate-config task's non-zero exit as an OOM when its stderr tail matches; empty: exit 137 and Nomad's oom_killed only")
+	canary := fs.Bool("canary", true, "start a config transition with one Nomad canary of the operator's canary slot group, measured for its cold start + -canary-probe, then promoted or failed by its measured gain")
+	canaryProbe := fs.Duration("canary-probe", planner.DefaultCanaryProbe, "a canary's probe window beyond the candidate's cold start")
 	oomAbort := fs.Int("oom-abort-after", 2, "fail a config rollout's deployment (auto_revert) once a candidate-config instance has been OOM-killed this many times; -1 = wait for the healthy deadline")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
 	nodePool := fs.String("node-pool", "", "plan only on nodes of this Nomad node pool (set it to the pipeline jobs' node_pool)")
@@ -172,7 +174,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		*bootstrap = true
 	}
 	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds(),
-		AutoRegister: *autoRegister}
+		AutoRegister: *autoRegister, CanaryProbe: *canaryProbe}
 	switch *scheduler {
 	case "milp":
 		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}, Options: milp.Options{TimeLimit: *solveTimeout}}
@@ -183,7 +185,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if nomadClient != nil {
 		act := nomadact.New(nomadClient, nomadact.Options{MinHealthyTime: *minHealthy, HealthyDeadline: *healthyDeadline, ProgressDeadline: *progressDeadline,
-			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, OOMLogPattern: oomRE, NodePool: *nodePool,
+			ApplyTimeout: *applyTimeout, KillTimeout: *killTimeout, OOMAbortAfter: *oomAbort, OOMLogPattern: oomRE, NodePool: *nodePool, Canary: *canary,
 			Datacenters: strings.FieldsFunc(*datacenters, func(r rune) bool { return r == ',' || r == ' ' }), Logger: log})
 		lc.Actuator = act
 		lc.Invalidator = act

@@ -26,6 +26,7 @@ const (
 	OpDecide           Op = "decide"
 	OpProgress         Op = "progress"
 	OpPlanError        Op = "plan_error"
+	OpCanary           Op = "canary"
 )
 
 // Command is one raft log entry.
@@ -53,6 +54,8 @@ type Command struct {
 	Deployed map[string]map[string]Placement `json:"deployed,omitempty"`
 	// PlanError for OpPlanError: why the newest round found no plan (nil clears it).
 	PlanError *PlanError `json:"plan_error,omitempty"`
+	// Canary for OpCanary (with Job and Operator).
+	Canary *Canary `json:"canary,omitempty"`
 }
 
 // ObservationEntry is one element of an observation batch.
@@ -191,6 +194,9 @@ func (s *State) fill() {
 	if s.PlanErrors == nil {
 		s.PlanErrors = n.PlanErrors
 	}
+	if s.Canaries == nil {
+		s.Canaries = n.Canaries
+	}
 }
 
 type snapshot []byte
@@ -231,6 +237,8 @@ func apply(st *State, c Command, idx uint64) error {
 		return applyProgress(st, c, idx)
 	case OpPlanError:
 		return applyPlanError(st, c, idx)
+	case OpCanary:
+		return applyCanary(st, c, idx)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -261,6 +269,8 @@ func check(st *State, c Command, admit bool) error {
 		return CheckDecision(st, c.Decision)
 	case OpProgress:
 		return checkProgress(st, c)
+	case OpCanary:
+		return checkCanary(st, c)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -339,6 +349,7 @@ func applyDeletePipeline(st *State, c Command) error {
 	delete(st.Progress, c.Job)
 	delete(st.Stable, c.Job)
 	delete(st.PlanErrors, c.Job)
+	delete(st.Canaries, c.Job)
 	// The job's logs go too: a pipeline registered again under the same ID starts
 	// without a latest decision, and jobs that come and go do not grow the state.
 	// Epochs stay, so that a re-registered operator's epochs keep increasing.
@@ -411,6 +422,7 @@ func applyObserve(st *State, c Command, idx uint64) error {
 		case TargetCandidate:
 			cand := st.Candidates[e.Job][e.Operator]
 			cand.Capacity = o.Capacity
+			cand.MeasuredIndex = idx
 			st.Candidates[e.Job][e.Operator] = cand
 			// The backlog is the operator's whatever config measured it.
 			if cur, ok := st.Observations[e.Job][e.Operator]; ok {

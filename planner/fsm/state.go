@@ -183,6 +183,9 @@ type Candidate struct {
 	ColdStartSec float64 `json:"cold_start_s"`
 	// Index is the raft index at which the candidate was proposed.
 	Index uint64 `json:"index"`
+	// MeasuredIndex is the raft index of the newest observation of the candidate's own
+	// instances (0: Capacity is still the proposer's prediction).
+	MeasuredIndex uint64 `json:"measured_index,omitempty"`
 }
 
 // Observation is the latest capacity estimate of one operator from the observation layer.
@@ -315,6 +318,8 @@ type State struct {
 	// the ID its leader proposed, and every decision carries it. A cluster rebuilt after
 	// losing its state gets a new one (its raft indexes start again).
 	ClusterID string `json:"cluster_id,omitempty"`
+	// Canaries are the newest canary of each operator: job -> operator -> canary.
+	Canaries map[string]map[string]Canary `json:"canaries,omitempty"`
 }
 
 // PlanError is a scheduling round's failure, kept so that every server can show it.
@@ -350,6 +355,7 @@ func NewState() *State {
 		Progress:     map[string]Progress{},
 		Stable:       map[string]uint64{},
 		PlanErrors:   map[string]PlanError{},
+		Canaries:     map[string]map[string]Canary{},
 	}
 }
 

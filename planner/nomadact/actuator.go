@@ -55,6 +55,10 @@ type Options struct {
 	// groups to nodes Nomad will never place them on.
 	NodePool    string
 	Datacenters []string
+	// Canary makes a candidate config's first instance a Nomad canary of the operator's
+	// canary slot group, judged by the planner before the rest roll (see canary.go;
+	// operators with a parameter space only). Off, transitions go straight to the surge.
+	Canary bool
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -265,6 +269,9 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		phase := PhaseFinal
 		if transitions > 0 && job != nil {
 			phase = PhaseSurge
+			if a.o.Canary {
+				phase = PhaseCanary
+			}
 		}
 		return a.submit(ctx, p, d, phase, job)
 	case cur > d.Index:
@@ -279,13 +286,15 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 	if err != nil {
 		return applying, fmt.Errorf("list deployments of %q: %w", p.Job, err)
 	}
+	seen := false
 	for _, dep := range deps {
 		if dep.JobVersion != version {
 			continue
 		}
+		seen = seen || dep.Status == "successful"
 		switch dep.Status {
 		case "running", "pending", "paused", "initializing", "blocked", "unblocking":
-			why, err := a.abortOOMing(ctx, dep, candidateGroups(d))
+			why, err := a.abortOOMing(ctx, dep, candidateGroups(d, job))
 			if err != nil {
 				return applying, err
 			}
@@ -303,8 +312,21 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 					return planner.StepResult{Status: fsm.StatusFailed, Detail: why}, nil
 				}
 			}
+			if phase == PhaseCanary {
+				applying.Canaries = canaryStatus(dep, job)
+				applying.Detail = "canary deployment " + dep.ID
+			}
 			return applying, nil
 		}
+	}
+	if phase == PhaseCanary && !seen {
+		// The canary slot's old allocation runs until the promotion, so the version
+		// looks converged before Nomad has even created its deployment: only the
+		// deployment's success (promoted, canary healthy) ends the canary phase.
+		if late, after := a.overdue(job); late {
+			return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("canary version %d has no successful deployment within %s (submitted %s ago)", version, a.o.ApplyTimeout, after)}, nil
+		}
+		return applying, nil
 	}
 	converged, why, err := a.converged(ctx, job, version)
 	if err != nil || !converged {
@@ -318,8 +340,11 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		}
 		return applying, err
 	}
-	if phase == PhaseSurge {
+	if phase == PhaseSurge || (phase == PhaseCanary && pendingCandidates(job, d) == 0) {
 		return a.submit(ctx, p, d, PhaseFinal, job)
+	}
+	if phase == PhaseCanary {
+		return a.submit(ctx, p, d, PhaseSurge, job)
 	}
 	return planner.StepResult{Status: fsm.StatusDone, Detail: fmt.Sprintf("job version %d", version)}, nil
 }
@@ -418,9 +443,38 @@ func (a *Actuator) failedFor(ctx context.Context, jobID string, d fsm.Decision) 
 	return false, "", nil
 }
 
-// candidateGroups names the rendered groups of d that run a candidate config.
-func candidateGroups(d fsm.Decision) map[string]bool {
+// pendingCandidates is how many of decision d's candidate-config instances job does not
+// run yet (its canary slots count as the instances of their config).
+func pendingCandidates(job *api.Job, d fsm.Decision) int {
+	want := 0
+	for _, t := range d.Operators {
+		for _, pl := range t.Nodes {
+			want += pl.Candidate
+		}
+	}
+	for _, g := range job.TaskGroups {
+		t, ok := d.Operators[g.Meta[MetaOperator]]
+		if ok && g.Meta[MetaAnchor] != "true" && t.CandidateConfig != "" && g.Count != nil &&
+			g.Meta[MetaConfigEpoch] == strconv.FormatUint(t.Epoch+1, 10) {
+			want -= *g.Count
+		}
+	}
+	return max(0, want)
+}
+
+// candidateGroups names the groups of d that run a candidate config: the rendered ones and
+// the canary slots of job (may be nil) that run it.
+func candidateGroups(d fsm.Decision, job *api.Job) map[string]bool {
 	out := map[string]bool{}
+	if job != nil {
+		for _, g := range job.TaskGroups {
+			t, ok := d.Operators[g.Meta[MetaOperator]]
+			if ok && g.Name != nil && g.Meta[MetaCanarySlot] == "true" && t.CandidateConfig != "" &&
+				g.Meta[MetaConfigEpoch] == strconv.FormatUint(t.Epoch+1, 10) {
+				out[*g.Name] = true
+			}
+		}
+	}
 	for op, t := range d.Operators {
 		if t.CandidateConfig == "" {
 			continue
@@ -617,7 +671,7 @@ func (a *Actuator) submit(ctx context.Context, p *fsm.Pipeline, d fsm.Decision, 
 // nodes of the current inventory (see Render).
 func (a *Actuator) register(ctx context.Context, p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job) error {
 	var nodes map[string]fsm.Node
-	if phase == PhaseSurge {
+	if phase == PhaseSurge || phase == PhaseCanary {
 		inv, err := a.Inventory(ctx)
 		if err != nil {
 			return fmt.Errorf("fit the surge version of decision %d: %w", d.Index, err)
@@ -627,9 +681,27 @@ func (a *Actuator) register(ctx context.Context, p *fsm.Pipeline, d fsm.Decision
 			nodes[n.Name] = n
 		}
 	}
-	job, err := Render(p, d, phase, existing, nodes, a.o)
-	if err != nil {
-		return err
+	var job *api.Job
+	if phase == PhaseCanary {
+		j, ops, err := renderCanary(p, d, existing, nodes)
+		if err != nil {
+			return err
+		}
+		if j == nil {
+			// No operator of d has a slot whose canary fits: straight to the surge.
+			a.log.Info("no canary fits; the transition starts with its surge version", "job", p.Job, "decision", d.Index)
+			phase = PhaseSurge
+		} else {
+			a.log.Info("canary version", "job", p.Job, "decision", d.Index, "operators", ops)
+			job = j
+		}
+	}
+	if job == nil {
+		j, err := Render(p, d, phase, existing, nodes, a.o)
+		if err != nil {
+			return err
+		}
+		job = j
 	}
 	var modify uint64
 	if existing != nil && existing.JobModifyIndex != nil {
@@ -674,20 +746,23 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 		ws := map[string]groupWant{}
 		for node, pl := range t.Nodes {
 			if pl.Current > 0 {
-				ws[GroupName(op.Name, node, t.Epoch)] = groupWant{node, t.Config, t.Epoch, pl.Current, pl.Current}
+				ws[GroupName(op.Name, node, t.Epoch)] = groupWant{node, t.Config, t.Epoch, pl.Current, pl.Current, false}
 			}
 			if pl.Candidate > 0 {
-				ws[GroupName(op.Name, node, t.Epoch+1)] = groupWant{node, t.CandidateConfig, t.Epoch + 1, pl.Candidate, pl.Candidate}
+				ws[GroupName(op.Name, node, t.Epoch+1)] = groupWant{node, t.CandidateConfig, t.Epoch + 1, pl.Candidate, pl.Candidate, false}
 			}
+		}
+		if o.Canary && op.Params != "" {
+			takeSlot(op.Name, t, ws, existing)
 		}
 		if phase == PhaseSurge && t.Transitions > 0 && existing != nil {
 			for _, g := range existing.TaskGroups {
-				if g.Meta[MetaOperator] != op.Name || g.Count == nil || *g.Count == 0 {
+				if g.Meta[MetaOperator] != op.Name || g.Count == nil || *g.Count == 0 || g.Meta[MetaCanarySlot] == "true" {
 					continue
 				}
 				gen, _ := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
 				if w, ok := ws[*g.Name]; !ok || w.count < *g.Count {
-					ws[*g.Name] = groupWant{g.Meta[MetaNode], g.Meta[opcontract.MetaConfig], gen, *g.Count, w.final}
+					ws[*g.Name] = groupWant{g.Meta[MetaNode], g.Meta[opcontract.MetaConfig], gen, *g.Count, w.final, false}
 				}
 			}
 		}
@@ -718,49 +793,12 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 			if w.count == 0 {
 				continue
 			}
-			g, err := cloneGroup(base)
+			g, err := renderGroup(base, *job.ID, op, name, w, t, o)
 			if err != nil {
-				return nil, err
-			}
-			g.Name = ptr(name)
-			g.Count = ptr(w.count)
-			g.Scaling = nil
-			g.Constraints = append(g.Constraints, api.NewConstraint("${node.unique.name}", "=", w.node))
-			if g.Meta == nil {
-				g.Meta = map[string]string{}
-			}
-			g.Meta[MetaOperator] = op.Name
-			g.Meta[MetaNode] = w.node
-			g.Meta[opcontract.MetaConfig] = w.config
-			if err := setParamMeta(g.Meta, w.config); err != nil {
 				return nil, fmt.Errorf("job %q group %q: %w", p.Job, name, err)
 			}
-			g.Meta[MetaConfigEpoch] = strconv.FormatUint(w.gen, 10)
-			g.Update = &api.UpdateStrategy{
-				MaxParallel:      ptr(max(1, t.Transitions)),
-				HealthCheck:      ptr("task_states"),
-				MinHealthyTime:   ptr(o.MinHealthyTime),
-				HealthyDeadline:  ptr(o.HealthyDeadline),
-				ProgressDeadline: ptr(o.ProgressDeadline),
-				AutoRevert:       ptr(true),
-				Canary:           ptr(0),
-			}
-			nameServices(g, *job.ID, op.Name)
-			main := mainTask(g)
-			for i, task := range g.Tasks {
-				if task.KillTimeout == nil {
-					task.KillTimeout = ptr(o.KillTimeout)
-				}
-				if i == main && op.GPUs > 0 {
-					if task.Resources == nil {
-						task.Resources = &api.Resources{}
-					}
-					dev := &api.RequestedDevice{Name: "nvidia/gpu", Count: ptr(uint64(op.GPUs))}
-					if op.GPUMemoryMB > 0 {
-						dev.Constraints = []*api.Constraint{api.NewConstraint("${device.attr.memory}", ">=", fmt.Sprintf("%d MiB", op.GPUMemoryMB))}
-					}
-					task.Resources.Devices = []*api.RequestedDevice{dev}
-				}
+			if w.slot {
+				g.Meta[MetaCanarySlot] = "true"
 			}
 			groups = append(groups, g)
 		}
@@ -780,12 +818,66 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 	return &job, nil
 }
 
+// renderGroup builds the rendered group name of operator op from its template group base:
+// w.count instances pinned to w.node, running w.config at generation w.gen, with the
+// planner's update block (t is the decision's target of op).
+func renderGroup(base *api.TaskGroup, jobID string, op fsm.Operator, name string, w groupWant, t fsm.OpTarget, o Options) (*api.TaskGroup, error) {
+	g, err := cloneGroup(base)
+	if err != nil {
+		return nil, err
+	}
+	g.Name = ptr(name)
+	g.Count = ptr(w.count)
+	g.Scaling = nil
+	g.Constraints = append(g.Constraints, api.NewConstraint("${node.unique.name}", "=", w.node))
+	if g.Meta == nil {
+		g.Meta = map[string]string{}
+	}
+	g.Meta[MetaOperator] = op.Name
+	g.Meta[MetaNode] = w.node
+	g.Meta[opcontract.MetaConfig] = w.config
+	if err := setParamMeta(g.Meta, w.config); err != nil {
+		return nil, err
+	}
+	g.Meta[MetaConfigEpoch] = strconv.FormatUint(w.gen, 10)
+	g.Update = &api.UpdateStrategy{
+		MaxParallel:      ptr(max(1, t.Transitions)),
+		HealthCheck:      ptr("task_states"),
+		MinHealthyTime:   ptr(o.MinHealthyTime),
+		HealthyDeadline:  ptr(o.HealthyDeadline),
+		ProgressDeadline: ptr(o.ProgressDeadline),
+		AutoRevert:       ptr(true),
+		Canary:           ptr(0),
+	}
+	nameServices(g, jobID, op.Name)
+	main := mainTask(g)
+	for i, task := range g.Tasks {
+		if task.KillTimeout == nil {
+			task.KillTimeout = ptr(o.KillTimeout)
+		}
+		if i == main && op.GPUs > 0 {
+			if task.Resources == nil {
+				task.Resources = &api.Resources{}
+			}
+			dev := &api.RequestedDevice{Name: "nvidia/gpu", Count: ptr(uint64(op.GPUs))}
+			if op.GPUMemoryMB > 0 {
+				dev.Constraints = []*api.Constraint{api.NewConstraint("${device.attr.memory}", ">=", fmt.Sprintf("%d MiB", op.GPUMemoryMB))}
+			}
+			task.Resources.Devices = []*api.RequestedDevice{dev}
+		}
+	}
+	return g, nil
+}
+
 // groupWant is one rendered group of an operator: its node, config and generation, the
 // count this version runs, and the count the decision's final version runs.
 type groupWant struct {
 	node, config string
 	gen          uint64
 	count, final int
+	// slot marks the operator's canary slot (SlotGroupName): one of its instances, in a
+	// group of its own so that a config change is a canary Nomad recognises.
+	slot bool
 }
 
 // fitSurge lowers, on every node the surge version would overfill in the planner's model
