@@ -436,6 +436,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var failed uint64
+		latest := d.Index
 		if pr := st.Progress[job]; pr.Decision == d.Index && pr.Status == fsm.StatusFailed {
 			// Nomad reverted to the last stable version: show the decision that runs.
 			if prev, ok := st.Decision(st.Stable[job]); ok {
@@ -445,6 +446,19 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		resp = planResponse(st, d)
 		if failed != 0 {
 			resp.FailedDecisionIndex, resp.Status = failed, fsm.StatusFailed
+		}
+		if pr := st.Progress[job]; pr.Decision == latest {
+			resp.Detail = pr.Detail
+		}
+		for op, k := range st.Canaries[job] {
+			if k.Decision != latest {
+				continue
+			}
+			if resp.Canaries == nil {
+				resp.Canaries = map[string]client.Canary{}
+			}
+			resp.Canaries[op] = client.Canary{Config: k.Config, Node: k.Node, Deployment: k.Deployment, Verdict: k.Verdict, By: k.By,
+				Detail: k.Detail, HealthyUnixMilli: k.HealthyUnixMilli, CurrentCapacity: k.CurrentCapacity, CandidateCapacity: k.CandidateCapacity}
 		}
 	})
 	switch {

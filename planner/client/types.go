@@ -94,6 +94,29 @@ type PlanResponse struct {
 	// PlanError is set when the newest scheduling round found no plan (e.g. the scaling
 	// minimums cannot be packed on the nodes): the plan shown stays in force.
 	PlanError string `json:"plan_error,omitempty"`
+	// Detail is the actuator's note on the newest decision (its failure, when it failed).
+	Detail string `json:"detail,omitempty"`
+	// Canaries are the newest decision's canaries by operator (see docs/planner.md).
+	Canaries map[string]Canary `json:"canaries,omitempty"`
+}
+
+// Canary is one operator's canary in PlanResponse: the first instance of a candidate
+// config, run as a Nomad canary and judged by the planner.
+type Canary struct {
+	Config     string `json:"config"`
+	Node       string `json:"node,omitempty"`
+	Deployment string `json:"deployment"`
+	// Verdict is "" while it is measured, then "promoted" or "failed"; By is "planner",
+	// "user" (nomad deployment promote / fail) or "nomad" (health checks, deadlines).
+	Verdict string `json:"verdict,omitempty"`
+	By      string `json:"by,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+	// HealthyUnixMilli is when the planner first saw it healthy (its probe window starts).
+	HealthyUnixMilli int64 `json:"healthy_unix_ms"`
+	// CurrentCapacity and CandidateCapacity are the running config's and the canary's
+	// capacities per instance behind the verdict (records/s).
+	CurrentCapacity   float64 `json:"current_capacity"`
+	CandidateCapacity float64 `json:"candidate_capacity,omitempty"`
 }
 
 // PlanGroup is one operator's committed target.
