@@ -239,6 +239,9 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 	if pp.PlanError != "" {
 		fmt.Fprintf(c.out, "Plan error     = %s\n", pp.PlanError)
 	}
+	if pp.Detail != "" && (pp.Status == "failed" || len(pp.Canaries) > 0) {
+		fmt.Fprintf(c.out, "Detail         = %s\n", pp.Detail)
+	}
 	fmt.Fprintln(c.out, "\nOperators")
 	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tCount\tConfig\tCandidate\tPlacement")
@@ -249,6 +252,41 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 			cand = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", o.Name, g.Count, orDash(g.Config), cand, placement(g))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return c.canaryTable(pp.Canaries)
+}
+
+// canaryTable prints the newest decision's canaries, if any.
+func (c *pipelineCmd) canaryTable(cs map[string]client.Canary) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	ops := make([]string, 0, len(cs))
+	for op := range cs {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	fmt.Fprintln(c.out, "\nCanaries")
+	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "Operator\tConfig\tNode\tDeployment\tVerdict\tBy\tCapacity (running -> canary)\tDetail")
+	for _, op := range ops {
+		k := cs[op]
+		verdict := k.Verdict
+		if verdict == "" {
+			verdict = "measuring"
+		}
+		capa := fmt.Sprintf("%.3g -> %s", k.CurrentCapacity, "?")
+		if k.CandidateCapacity > 0 {
+			capa = fmt.Sprintf("%.3g -> %.3g", k.CurrentCapacity, k.CandidateCapacity)
+		}
+		dep := k.Deployment
+		if len(dep) > 8 {
+			dep = dep[:8]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", op, k.Config, orDash(k.Node), dep, verdict, orDash(k.By), capa, orDash(k.Detail))
 	}
 	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,32 @@ func TestSecret(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%+v: %q, %v", tc, got, err)
 		}
+	}
+}
+
+// TestCanaryTable: `trident pipeline status` lists the newest decision's canaries with
+// their verdict, who gave it and the capacities behind it.
+func TestCanaryTable(t *testing.T) {
+	var b strings.Builder
+	c := &pipelineCmd{out: &b}
+	if err := c.canaryTable(map[string]client.Canary{
+		"ocr-text":  {Config: "max_num_seqs=64", Node: "gpu-1", Deployment: "8ef7b76a-1234", Verdict: "promoted", By: "planner", CurrentCapacity: 3.1, CandidateCapacity: 4.2, Detail: "gain"},
+		"ocr-table": {Config: "max_num_seqs=32", Deployment: "77", CurrentCapacity: 2},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, re := range []string{
+		`(?m)^Operator\s+Config\s+Node\s+Deployment\s+Verdict\s+By\s+Capacity`,
+		`(?m)^ocr-table\s+max_num_seqs=32\s+-\s+77\s+measuring\s+-\s+2 -> \?\s+-$`,
+		`(?m)^ocr-text\s+max_num_seqs=64\s+gpu-1\s+8ef7b76a\s+promoted\s+planner\s+3.1 -> 4.2\s+gain$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("canary table lacks %s:\n%s", re, out)
+		}
+	}
+	b.Reset()
+	if err := c.canaryTable(nil); err != nil || b.Len() != 0 {
+		t.Errorf("no canaries printed %q (%v)", b.String(), err)
 	}
 }
