@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/trident-sched/trident/e2e/harness"
 	"github.com/trident-sched/trident/internal/localcluster"
 	"github.com/trident-sched/trident/planner/client"
+	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/sim/worker"
 )
 
@@ -111,9 +113,11 @@ type planGroup struct {
 }
 
 type plan struct {
-	DecisionIndex uint64               `json:"decision_index"`
-	Status        string               `json:"status"`
-	Groups        map[string]planGroup `json:"groups"`
+	DecisionIndex       uint64                   `json:"decision_index"`
+	FailedDecisionIndex uint64                   `json:"failed_decision_index"`
+	Status              string                   `json:"status"`
+	Groups              map[string]planGroup     `json:"groups"`
+	Canaries            map[string]client.Canary `json:"canaries"`
 }
 
 // stack is the Trident deployment the pipeline tests run against.
@@ -128,7 +132,7 @@ type stack struct {
 	job        *api.Job
 }
 
-// startStack starts Nomad (cpu1, cpu2, gpu1 with 4 fake GPUs), NATS, three planners and the
+// startStack starts Nomad (cpu1, cpu2, gpu1 with 4 fake GPUs and 4 modelled cores), NATS, three planners and the
 // autoscaler with the three Trident plugins (apmExtra are extra trident-apm config keys),
 // registers the 4-operator pipeline job with Nomad and the planner.
 func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *stack {
@@ -147,7 +151,11 @@ func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *
 		Clients: []harness.ClientSpec{
 			{Name: "cpu1", NodeClass: "cpu", Meta: map[string]string{opcontract.MetaNodeCPUCores: "2"}},
 			{Name: "cpu2", NodeClass: "cpu", Meta: map[string]string{opcontract.MetaNodeCPUCores: "2"}},
-			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opcontract.MetaNodeCPUCores: "2"}},
+			// gpu1 models 4 cores: two ocr-text instances (2 cores each), so that a
+			// candidate's canary fits by stopping the one beside the canary slot (with a
+			// single instance on a full node there is no room for a canary, and the
+			// transition starts with its surge).
+			{Name: "gpu1", NodeClass: "gpu", FakeGPUs: 4, FakeGPUMemoryMiB: 81920, Meta: map[string]string{opcontract.MetaNodeCPUCores: "4"}},
 		},
 	})
 	cl := n.API()
@@ -168,7 +176,11 @@ func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *
 
 	ps := harness.StartPlanners(t, harness.PlannerOptions{
 		Binary: tridentBin, NomadAddr: n.Addr,
-		Args: []string{"-interval", "3s", "-max-batch", "1", "-min-healthy-time", "1s", "-healthy-deadline", "30s"},
+		// Canary probe windows of 20 s: the planner's warm-up term is off, the APM's
+		// observation layer still rejects the canary's first two minutes, and its
+		// useful-time rate of the canary's own instances measures it meanwhile.
+		Args: []string{"-interval", "3s", "-max-batch", "1", "-min-healthy-time", "1s", "-healthy-deadline", "30s",
+			"-canary-warmup", "0", "-canary-probe", "20s"},
 	})
 	leader, err := ps.Leader(ctx)
 	if err != nil {
@@ -278,41 +290,67 @@ func TestPipelineUnderTrident(t *testing.T) {
 		}
 	}
 
-	// 3. One config transition (as the adaptation layer proposes it) becomes a rolling
-	// deployment of the candidate config.
-	candidate := "block_size=16,max_num_batched_tokens=8192,max_num_seqs=16"
+	// 3. A config the adaptation layer proposes first runs on one Nomad canary of
+	// ocr-text's canary slot, which the planner measures (through the real APM feed) and
+	// then promotes (the rest rolls) or fails (Nomad reverts).
+	// 32-token KV blocks: decode steps 4 % faster, the memory of the job file's config
+	// (16 sequences OOM on this dataset's long documents, which the canary also catches).
+	candidate := "block_size=32,max_num_batched_tokens=8192,max_num_seqs=8"
 	if code := plannerCall(t, http.MethodPut, leader+"/v1/candidates/pdf-curation/ocr-text",
 		map[string]any{"config": candidate, "capacity": 1000.0, "cold_start_s": 1.0}, nil); code/100 != 2 {
 		t.Fatalf("propose candidate: HTTP %d", code)
 	}
 	var dep *api.Deployment
-	waitFor(t, 3*time.Minute, "a deployment running the candidate config of ocr-text", func() (bool, string) {
-		j, _, err := cl.Jobs().Info("pdf-curation", nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		found := ""
-		for _, g := range j.TaskGroups {
-			if g.Meta["trident_operator"] == "ocr-text" && g.Meta["trident_config"] == candidate && g.Count != nil && *g.Count > 0 {
-				found = *g.Name
-			}
-		}
-		if found == "" {
-			return false, "no group with the candidate config yet"
-		}
+	waitFor(t, 3*time.Minute, "a Nomad canary of ocr-text's candidate config", func() (bool, string) {
 		d, _, err := cl.Jobs().LatestDeployment("pdf-curation", nil)
 		if err != nil || d == nil {
 			return false, fmt.Sprintf("no deployment: %v", err)
 		}
-		if _, ok := d.TaskGroups[found]; !ok {
-			return false, fmt.Sprintf("latest deployment %s does not cover %s", d.ID, found)
+		g, ok := d.TaskGroups["ocr-text@canary"]
+		if !ok || g.DesiredCanaries != 1 || len(g.PlacedCanaries) != 1 {
+			return false, fmt.Sprintf("latest deployment %s (%s) has no canary of ocr-text@canary", d.ID[:8], d.Status)
 		}
 		dep = d
-		return d.Status == "successful", fmt.Sprintf("deployment %s %s", d.ID, d.Status)
+		return true, ""
 	})
 	depStatus := runCLI(t, nomadBin, n.Addr, "deployment", "status", dep.ID)
-	if !strings.Contains(depStatus, "ocr-text@gpu1") || !strings.Contains(depStatus, "successful") {
-		t.Errorf("nomad deployment status does not show the ocr-text transition:\n%s", depStatus)
+	if !regexp.MustCompile(`(?m)^ocr-text@canary\s`).MatchString(depStatus) || !strings.Contains(depStatus, "Canaries") {
+		t.Errorf("nomad deployment status does not show the canary of ocr-text:\n%s", depStatus)
+	}
+	var verdict client.Canary
+	var decided plan
+	waitFor(t, 5*time.Minute, "the planner's verdict on the canary, measured by the APM feed", func() (bool, string) {
+		decided = plan{}
+		plannerCall(t, http.MethodGet, leader+"/v1/plan/pdf-curation", nil, &decided)
+		verdict = decided.Canaries["ocr-text"]
+		return verdict.Verdict != "" && decided.Status != "applying", fmt.Sprintf("canary %+v, decision status %q", verdict, decided.Status)
+	})
+	t.Logf("canary verdict: %+v", verdict)
+	if verdict.By != fsm.ByPlanner || verdict.CandidateCapacity <= 0 || verdict.CurrentCapacity <= 0 {
+		t.Errorf("canary verdict %+v: want the planner's, on measured capacities", verdict)
+	}
+	switch verdict.Verdict {
+	case fsm.VerdictPromoted:
+		if decided.Status != "done" {
+			t.Errorf("canary promoted but the decision is %q", decided.Status)
+		}
+	case fsm.VerdictFailed:
+		if decided.Status != "failed" || decided.FailedDecisionIndex == 0 {
+			t.Errorf("canary failed but the plan shows %+v", decided)
+		}
+		// Nomad reverted: the slot runs the job file's config again.
+		waitFor(t, time.Minute, "Nomad to revert the slot", func() (bool, string) {
+			j, _, err := cl.Jobs().Info("pdf-curation", nil)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, g := range j.TaskGroups {
+				if *g.Name == "ocr-text@canary" {
+					return g.Meta["trident_config"] != candidate, "slot config " + g.Meta["trident_config"]
+				}
+			}
+			return false, "no slot group"
+		})
 	}
 	if !strings.Contains(as.Log(), "trident") {
 		t.Error("the autoscaler log never mentions the trident plugins")

@@ -11,13 +11,16 @@ import (
 )
 
 // DefaultCanaryProbe is the part of a canary's probe window beyond the candidate's cold
-// start (LoopConfig.CanaryProbe): twelve of the observation feed's 5 s periods, the
-// samples the observation layer needs for a first estimate of a new config epoch.
-const DefaultCanaryProbe = time.Minute
+// start and the observation layer's warm-up (LoopConfig.CanaryProbe): six of the
+// observation feed's 5 s periods, the accepted samples of a first estimate of the new
+// config epoch.
+const DefaultCanaryProbe = 30 * time.Second
 
-// canaryWindow is how long the canary of candidate cand is measured before its verdict.
+// canaryWindow is how long the canary of candidate cand is measured before its verdict:
+// its cold start, the observation layer's warm-up (observe.DefaultWarmUp: samples of an
+// instance's first minutes are rejected) and LoopConfig.CanaryProbe.
 func (l *Loop) canaryWindow(cand fsm.Candidate) time.Duration {
-	return time.Duration(cand.ColdStartSec*float64(time.Second)) + l.cfg.CanaryProbe
+	return time.Duration(cand.ColdStartSec*float64(time.Second)) + l.cfg.CanaryWarmUp + l.cfg.CanaryProbe
 }
 
 // CanaryGain decides a canary: promote when the candidate's measured capacity, discounted
@@ -152,7 +155,7 @@ func (l *Loop) canaryOutcome(ctx context.Context, job string, dec fsm.Decision, 
 		case k.Verdict == "":
 			k.Verdict, k.By, k.VerdictUnixMilli = fsm.VerdictFailed, fsm.ByNomad, time.Now().UnixMilli()
 			switch {
-			case strings.Contains(detail, "out of memory"):
+			case strings.Contains(detail, "candidate config OOM"), strings.Contains(detail, "out of memory"):
 				k.By = fsm.ByPlanner // the actuator's OOM abort
 			case strings.Contains(detail, "marked as failed"):
 				k.By = fsm.ByUser // nomad deployment fail (the planner's own fails record a verdict first)

@@ -131,7 +131,7 @@ func TestCanaryVerdicts(t *testing.T) {
 			fc := newCanaryFake()
 			fc.userPromote = tc.userPromote
 			c := newTestCluster(t, 3, func(int) *LoopConfig {
-				return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, MaxBatch: 1, CanaryProbe: probe}
+				return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, MaxBatch: 1, CanaryProbe: probe, CanaryWarmUp: -1}
 			})
 			li, _ := c.leader(10 * time.Second)
 			ld := c.peers[li].HTTPAddr

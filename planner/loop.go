@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 )
@@ -120,9 +121,14 @@ type LoopConfig struct {
 	// AutoRegister makes the leader register, every interval, the running jobs the
 	// Actuator's PipelineFinder reports that are not registered yet (off by default).
 	AutoRegister bool
-	// CanaryProbe is a canary's probe window beyond its candidate's cold start: how long
-	// it is measured before its verdict (default DefaultCanaryProbe).
+	// CanaryProbe is a canary's probe window beyond its candidate's cold start and
+	// CanaryWarmUp: how long it is measured before its verdict (default
+	// DefaultCanaryProbe).
 	CanaryProbe time.Duration
+	// CanaryWarmUp is the observation layer's warm-up included in every probe window
+	// (default observe.DefaultWarmUp; negative: none, for tests whose observations are
+	// posted directly).
+	CanaryWarmUp time.Duration
 	// CatchUpSec, when positive, sizes operators to also process their published backlog
 	// within this many seconds (sched.PlanInput.CatchUpSec; 0 = steady state only).
 	CatchUpSec float64
@@ -183,6 +189,12 @@ func newLoop(s *Server, cfg LoopConfig) *Loop {
 	}
 	if cfg.CanaryProbe <= 0 {
 		cfg.CanaryProbe = DefaultCanaryProbe
+	}
+	switch {
+	case cfg.CanaryWarmUp == 0:
+		cfg.CanaryWarmUp = observe.DefaultWarmUp
+	case cfg.CanaryWarmUp < 0:
+		cfg.CanaryWarmUp = 0
 	}
 	return &Loop{s: s, cfg: cfg, log: s.log.With("component", "loop"),
 		kickCh: make(chan struct{}, 1), nudgeCh: make(chan struct{}, 1)}

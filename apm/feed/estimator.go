@@ -51,7 +51,7 @@ type Estimator struct {
 	mu       sync.Mutex
 	features map[string][]string  // key -> declared feature names
 	latest   map[string][]float64 // key -> feature means of the latest snapshot
-	rate     map[string]float64   // key -> EMA of the useful-time rate (fallback)
+	rate     map[string]epochRate // key -> EMA of the newest epoch's useful-time rate (fallback)
 	stats    map[string]*Counters // key -> accepted/rejected counts by reason
 	snaps    map[string]Snapshot  // key -> latest snapshot offered to Observe
 	// starts holds, per operator, when each instance was seen to (re)start: it was missing
@@ -73,7 +73,7 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		layer:    observe.NewLayer(log),
 		features: map[string][]string{},
 		latest:   map[string][]float64{},
-		rate:     map[string]float64{},
+		rate:     map[string]epochRate{},
 		stats:    map[string]*Counters{},
 		snaps:    map[string]Snapshot{},
 		starts:   map[string]map[string]time.Time{},
@@ -115,12 +115,20 @@ const SourceUsefulTime = "useful-time"
 
 // usefulTimeRate is the per-instance processing rate over the interval: records consumed
 // per second of useful (processing) time, over instances present in both snapshots.
-func usefulTimeRate(prev, cur Snapshot) (float64, bool) {
+//
+// Only instances of the newest config epoch of cur count (returned with the rate): while
+// a candidate config runs beside the current one (a canary, a rolling batch), the rate of
+// the mix would be labelled with the candidate's epoch and taken for its measurement.
+func usefulTimeRate(prev, cur Snapshot) (float64, float64, bool) {
+	newest := 0.0
+	for _, m := range cur.Instances {
+		newest = math.Max(newest, m.Epoch)
+	}
 	recs, useful := 0.0, 0.0
 	n := 0
 	for id, m := range cur.Instances {
 		old, ok := prev.Instances[id]
-		if !ok || m.RecordsIn < old.RecordsIn || m.UsefulSeconds < old.UsefulSeconds {
+		if !ok || m.Epoch != newest || old.Epoch != m.Epoch || m.RecordsIn < old.RecordsIn || m.UsefulSeconds < old.UsefulSeconds {
 			continue
 		}
 		recs += m.RecordsIn - old.RecordsIn
@@ -128,9 +136,15 @@ func usefulTimeRate(prev, cur Snapshot) (float64, bool) {
 		n++
 	}
 	if n == 0 || recs <= 0 || useful <= 0 {
-		return 0, false
+		return 0, newest, false
 	}
-	return recs / useful, true
+	return recs / useful, newest, true
+}
+
+// epochRate is the EMA of the useful-time rate of one config epoch's instances.
+type epochRate struct {
+	rate  float64
+	epoch float64
 }
 
 // EstimatorConfig is the observation layer configuration of a declared operator: the
@@ -251,12 +265,12 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	e.mu.Lock()
 	e.snaps[k] = cur
 	e.mu.Unlock()
-	if r, ok := usefulTimeRate(prev, cur); ok {
+	if r, epoch, ok := usefulTimeRate(prev, cur); ok {
 		e.mu.Lock()
-		if old, seen := e.rate[k]; seen {
-			e.rate[k] = 0.7*old + 0.3*r
+		if old, seen := e.rate[k]; seen && old.epoch == epoch {
+			e.rate[k] = epochRate{0.7*old.rate + 0.3*r, epoch}
 		} else {
-			e.rate[k] = r
+			e.rate[k] = epochRate{r, epoch} // a new epoch starts its own average
 		}
 		e.mu.Unlock()
 	}
@@ -294,9 +308,9 @@ func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
 		e.mu.Lock()
 		r, ok := e.rate[k]
 		e.mu.Unlock()
-		if ok && r > 0 {
-			epoch, _ := e.layer.Epoch(k)
-			return observe.Estimate{Capacity: r, Source: SourceUsefulTime, Epoch: epoch}, nil
+		epoch, _ := e.layer.Epoch(k)
+		if ok && r.rate > 0 && uint64(math.Max(0, r.epoch)) == epoch {
+			return observe.Estimate{Capacity: r.rate, Source: SourceUsefulTime, Epoch: epoch}, nil
 		}
 	}
 	if err != nil {

@@ -231,3 +231,27 @@ func TestFeedUptimeAndEngineGauges(t *testing.T) {
 		t.Errorf("accepted %d, rejections %v: want 24 warming up and 34 accepted", st.Accepted, st.Rejected)
 	}
 }
+
+// TestUsefulTimeRateOfNewestEpoch: while a canary runs a candidate config (epoch 1) beside
+// the current one (epoch 0), the useful-time rate is the canary's alone, so that the
+// fallback estimate labelled with epoch 1 measures the candidate, not the mix.
+func TestUsefulTimeRateOfNewestEpoch(t *testing.T) {
+	prev := Snapshot{Instances: map[string]Instance{
+		"old": {RecordsIn: 100, UsefulSeconds: 10, Epoch: 0},
+		"can": {RecordsIn: 10, UsefulSeconds: 10, Epoch: 1},
+	}}
+	cur := Snapshot{Instances: map[string]Instance{
+		"old": {RecordsIn: 200, UsefulSeconds: 20, Epoch: 0}, // 10 records/s
+		"can": {RecordsIn: 40, UsefulSeconds: 20, Epoch: 1},  // 3 records/s
+	}}
+	r, epoch, ok := usefulTimeRate(prev, cur)
+	if !ok || epoch != 1 || math.Abs(r-3) > 1e-12 {
+		t.Fatalf("rate %v epoch %v ok %v, want the canary's 3 records/s at epoch 1", r, epoch, ok)
+	}
+	// An instance whose epoch changed between the snapshots (restarted onto the
+	// candidate) has no interval of one config.
+	cur.Instances["old"] = Instance{RecordsIn: 200, UsefulSeconds: 20, Epoch: 1}
+	if r, _, _ := usefulTimeRate(prev, cur); math.Abs(r-3) > 1e-12 {
+		t.Fatalf("rate %v, want 3 (the restarted instance's interval spans two configs)", r)
+	}
+}

@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// DefaultWarmUp is SignalConfig.WarmUp's default: samples of an instance's first two
+// minutes after a (re)start are rejected.
+const DefaultWarmUp = 2 * time.Minute
+
 // SignalConfig configures the stage-1 signal filter. A zero field takes its default.
 //
 // The filter asks one question of every interval: did the operator have work for all of
@@ -121,7 +125,7 @@ func (c SignalConfig) withDefaults() SignalConfig {
 		c.BoundHistory = 60
 	}
 	if c.WarmUp == 0 {
-		c.WarmUp = 2 * time.Minute
+		c.WarmUp = DefaultWarmUp
 	}
 	return c
 }

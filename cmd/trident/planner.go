@@ -18,6 +18,7 @@ import (
 	consul "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/planner"
 	"github.com/trident-sched/trident/planner/discovery"
 	"github.com/trident-sched/trident/planner/nomadact"
@@ -57,8 +58,9 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
 	healthyDeadline := fs.Duration("healthy-deadline", 2*time.Minute, "Nomad update.healthy_deadline of planner-written groups")
 	oomPattern := fs.String("oom-log-pattern", nomadact.DefaultOOMLogPattern, "regexp (Go syntax) that marks a candidate-config task's non-zero exit as an OOM when its stderr tail matches; empty: exit 137 and Nomad's oom_killed only")
-	canary := fs.Bool("canary", true, "start a config transition with one Nomad canary of the operator's canary slot group, measured for its cold start + -canary-probe, then promoted or failed by its measured gain")
-	canaryProbe := fs.Duration("canary-probe", planner.DefaultCanaryProbe, "a canary's probe window beyond the candidate's cold start")
+	canary := fs.Bool("canary", true, "start a config transition with one Nomad canary of the operator's canary slot group, measured for its cold start + -canary-warmup + -canary-probe, then promoted or failed by its measured gain")
+	canaryProbe := fs.Duration("canary-probe", planner.DefaultCanaryProbe, "a canary's probe window beyond the candidate's cold start and -canary-warmup")
+	canaryWarmUp := fs.Duration("canary-warmup", observe.DefaultWarmUp, "the observation layer's warm-up (samples of a new instance's first minutes are rejected), part of every canary's probe window; 0: none")
 	oomAbort := fs.Int("oom-abort-after", 2, "fail a config rollout's deployment (auto_revert) once a candidate-config instance has been OOM-killed this many times; -1 = wait for the healthy deadline")
 	killTimeout := fs.Duration("kill-timeout", 30*time.Second, "task kill_timeout (graceful drain on scale-down) when the job sets none")
 	nodePool := fs.String("node-pool", "", "plan only on nodes of this Nomad node pool (set it to the pipeline jobs' node_pool)")
@@ -174,7 +176,10 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		*bootstrap = true
 	}
 	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds(),
-		AutoRegister: *autoRegister, CanaryProbe: *canaryProbe}
+		AutoRegister: *autoRegister, CanaryProbe: *canaryProbe, CanaryWarmUp: *canaryWarmUp}
+	if *canaryWarmUp == 0 {
+		lc.CanaryWarmUp = -1
+	}
 	switch *scheduler {
 	case "milp":
 		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}, Options: milp.Options{TimeLimit: *solveTimeout}}
