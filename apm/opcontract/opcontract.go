@@ -264,3 +264,13 @@ func ParseConfig(s string) (map[string]string, error) {
 	}
 	return c, nil
 }
+
+// Environment variables trident-gpu sets in a task that holds accelerators.
+const (
+	// EnvVisibleDevices lists the UUIDs of the task's devices (comma-separated).
+	EnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+	// EnvGPUUsageDir (fake mode with fake_usage_dir only) is the directory where the task
+	// reports its device memory use: file <dir>/<uuid> holds "<used MiB> [<utilisation
+	// %>]", which the plugin exports as the device's stats (Nomad's alloc and node stats).
+	EnvGPUUsageDir = "TRIDENT_GPU_USAGE_DIR"
+)

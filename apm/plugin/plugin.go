@@ -87,10 +87,10 @@ type Plugin struct {
 	groups   map[string]*groupState // key job/group
 	capacity *feed.Estimator
 	stopFeed context.CancelFunc
-	// profiles caches each group's metrics profile, epochs the config epoch of the
-	// allocations whose metrics do not carry it (key job/group, then allocation ID).
+	// profiles caches each group's metrics profile, allocs what is read once from each
+	// allocation (key job/group, then allocation ID; see allocsOf).
 	profiles map[string]groupProfile
-	epochs   map[string]map[string]float64
+	allocs   map[string]map[string]allocFacts
 }
 
 var _ apm.APM = (*Plugin)(nil)
@@ -105,7 +105,7 @@ func New(log hclog.Logger) *Plugin {
 		history:  15 * time.Minute,
 		groups:   map[string]*groupState{},
 		profiles: map[string]groupProfile{},
-		epochs:   map[string]map[string]float64{},
+		allocs:   map[string]map[string]allocFacts{},
 		capacity: feed.NewEstimator(hclogslog.NewMin(log.Named("observe"), slog.LevelWarn)),
 	}
 }
@@ -340,7 +340,10 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 		snap.instances[t.AllocID] = m
 	}
 	k := key(job, group)
-	errs = append(errs, p.fillEpochs(ctx, cl, k, &snap)...)
+	facts, ferrs := p.allocsOf(ctx, cl, k, &snap)
+	errs = append(errs, ferrs...)
+	errs = append(errs, fillEpochs(facts, &snap)...)
+	errs = append(errs, fillDeviceMemory(ctx, cl, facts, &snap)...)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gs, ok := p.groups[k]

@@ -68,62 +68,90 @@ func groupMeta(ctx context.Context, cl *api.Client, job, group string) (map[stri
 	return nil, fmt.Errorf("trident-apm: job %q has no group %q", job, group)
 }
 
-// allocEpoch reads the config epoch of an allocation from its group's meta
-// (trident_config_epoch; 0 when unset): the epoch of instances whose metrics do not carry
-// it (server profiles). An allocation's meta never changes (Nomad replaces allocations
-// whose meta changes), so the value can be cached by allocation ID.
-func allocEpoch(ctx context.Context, cl *api.Client, allocID string) (float64, error) {
+// allocFacts is what the plugin reads once from an allocation: its config epoch from its
+// group's meta (trident_config_epoch; 0 when unset; the epoch of instances whose metrics
+// do not carry it, e.g. server profiles; epochErr when the meta is malformed) and the node
+// and devices it holds. An allocation's meta and devices never change (Nomad replaces
+// allocations whose meta changes), so the facts are cached by allocation ID.
+type allocFacts struct {
+	epoch    float64
+	epochErr error
+	devices  allocDevices
+}
+
+// readAlloc reads allocID's facts.
+func readAlloc(ctx context.Context, cl *api.Client, allocID string) (allocFacts, error) {
 	al, _, err := cl.Allocations().Info(allocID, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return 0, fmt.Errorf("trident-apm: read allocation %s: %w", allocID, err)
+		return allocFacts{}, fmt.Errorf("trident-apm: read allocation %s: %w", allocID, err)
 	}
+	f := allocFacts{devices: devicesOf(al)}
 	if al.Job == nil {
-		return 0, fmt.Errorf("trident-apm: allocation %s carries no job", allocID)
+		f.epochErr = fmt.Errorf("trident-apm: allocation %s carries no job", allocID)
+		return f, nil
 	}
 	tg := al.Job.LookupTaskGroup(al.TaskGroup)
 	if tg == nil {
-		return 0, fmt.Errorf("trident-apm: allocation %s: its job has no group %q", allocID, al.TaskGroup)
+		f.epochErr = fmt.Errorf("trident-apm: allocation %s: its job has no group %q", allocID, al.TaskGroup)
+		return f, nil
 	}
-	v := strings.TrimSpace(tg.Meta[opcontract.MetaConfigEpoch])
-	if v == "" {
-		return 0, nil
+	if v := strings.TrimSpace(tg.Meta[opcontract.MetaConfigEpoch]); v != "" {
+		e, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			f.epochErr = fmt.Errorf("trident-apm: allocation %s group %q: meta %s=%q: not an epoch", allocID, al.TaskGroup, opcontract.MetaConfigEpoch, v)
+		}
+		f.epoch = float64(e)
 	}
-	e, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("trident-apm: allocation %s group %q: meta %s=%q: not an epoch", allocID, al.TaskGroup, opcontract.MetaConfigEpoch, v)
+	return f, nil
+}
+
+// allocsOf returns the facts of every allocation of snap, read once per allocation and
+// cached per group (the cache keeps the allocations of the latest snapshot only). An
+// allocation that cannot be read is missing, with an error.
+func (p *Plugin) allocsOf(ctx context.Context, cl *api.Client, k string, snap *snapshot) (map[string]allocFacts, []error) {
+	p.mu.Lock()
+	cache := p.allocs[k]
+	p.mu.Unlock()
+	next := map[string]allocFacts{}
+	var errs []error
+	for id := range snap.instances {
+		f, ok := cache[id]
+		if !ok {
+			var err error
+			if f, err = readAlloc(ctx, cl, id); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		next[id] = f
 	}
-	return float64(e), nil
+	p.mu.Lock()
+	p.allocs[k] = next
+	p.mu.Unlock()
+	return next, errs
 }
 
 // fillEpochs sets the epoch of every instance of snap that does not export one from its
-// allocation's meta, caching it per group; an instance whose allocation cannot be read is
-// dropped from the snapshot (its samples would carry a wrong epoch) with an error.
-func (p *Plugin) fillEpochs(ctx context.Context, cl *api.Client, k string, snap *snapshot) []error {
-	p.mu.Lock()
-	cache := p.epochs[k]
-	p.mu.Unlock()
-	next := map[string]float64{}
+// allocation's meta; an instance whose allocation cannot be read (or whose epoch meta is
+// malformed) is dropped from the snapshot (its samples would carry a wrong epoch) with
+// an error.
+func fillEpochs(facts map[string]allocFacts, snap *snapshot) []error {
 	var errs []error
 	for id, m := range snap.instances {
 		if m.HasEpoch {
 			continue
 		}
-		e, ok := cache[id]
-		if !ok {
-			var err error
-			if e, err = allocEpoch(ctx, cl, id); err != nil {
-				errs = append(errs, err)
-				delete(snap.instances, id)
-				continue
+		f, ok := facts[id]
+		if !ok || f.epochErr != nil {
+			if ok {
+				errs = append(errs, f.epochErr)
 			}
+			delete(snap.instances, id)
+			continue
 		}
-		next[id] = e
-		m.Epoch = e
+		m.Epoch = f.epoch
 		snap.instances[id] = m
 	}
-	p.mu.Lock()
-	p.epochs[k] = next
-	p.mu.Unlock()
 	return errs
 }
 

@@ -201,6 +201,7 @@ func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Speed: *speed, CPUs: *cpus, DeviceMemoryMiB: *devMem, MetricsAddr: *metricsAddr,
 		StateDir: *stateDir, BatchWait: *batchWait, AckWait: *ackWait, Storage: st,
 		CrashAfterPublish: *crash, Instance: os.Getenv("NOMAD_ALLOC_ID"), Log: log, QueueCap: *queueCap,
+		DeviceUsageDir: os.Getenv(opcontract.EnvGPUUsageDir), VisibleDevices: os.Getenv(opcontract.EnvVisibleDevices),
 	})
 	var oom *worker.OOMError
 	if errors.As(err, &oom) || errors.Is(err, worker.ErrInjectedCrash) {

@@ -282,6 +282,11 @@ func Launch(ctx context.Context, o NomadOptions) (*Nomad, error) {
 			fakeGPUs: c.FakeGPUs, gpuMemMiB: c.FakeGPUMemoryMiB, pluginDir: o.DevicePluginDir,
 			cpuMHz: c.CPUTotalMHz, memMB: c.MemoryMB, dynMin: base, dynMax: base + 999,
 		})
+		if c.FakeGPUs > 0 {
+			if err := os.MkdirAll(GPUUsageDir(filepath.Join(n.Dir, c.Name)), 0o755); err != nil {
+				return nil, fmt.Errorf("clients[%d] (%s): %w", i, c.Name, err)
+			}
+		}
 		if err := n.startAgent(ctx, o.Binary, c.Name, hcl); err != nil {
 			return nil, err
 		}
@@ -364,7 +369,10 @@ func agentHCL(c agentConfig) string {
 		if mem == 0 {
 			mem = 81920
 		}
-		fmt.Fprintf(&b, "plugin \"trident-gpu\" {\n  config {\n    mode = \"fake\"\n    fake_gpus = %d\n    fake_memory_mib = %d\n    stats_period = \"5s\"\n  }\n}\n", c.fakeGPUs, mem)
+		// The tasks holding the fake devices report their device memory under
+		// fake_usage_dir, so that Nomad's alloc stats show it as they would NVML's.
+		fmt.Fprintf(&b, "plugin \"trident-gpu\" {\n  config {\n    mode = \"fake\"\n    fake_gpus = %d\n    fake_memory_mib = %d\n    stats_period = \"5s\"\n    fake_usage_dir = %q\n  }\n}\n",
+			c.fakeGPUs, mem, GPUUsageDir(c.dataDir))
 	}
 	return b.String()
 }
@@ -688,3 +696,7 @@ func waitHTTP(ctx context.Context, url string, p *agentProc) error {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// GPUUsageDir is the fake_usage_dir of the trident-gpu plugin of a client whose data
+// directory is dataDir: where the tasks holding its fake devices report their memory.
+func GPUUsageDir(dataDir string) string { return filepath.Join(dataDir, "gpu-usage") }

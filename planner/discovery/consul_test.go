@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -94,44 +95,19 @@ func TestConsulDiscoveryBootstrapsRaft(t *testing.T) {
 	d := Consul{Client: cl, Service: "trident-planner-test"}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	selves := make([]planner.Peer, 3)
-	for i := range selves {
-		selves[i] = planner.Peer{ID: fmt.Sprintf("s%d", i), RaftAddr: harness.FreeAddr(t), HTTPAddr: "http://" + harness.FreeAddr(t)}
-	}
-	found := make([][]planner.Peer, 3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i := range selves {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * 300 * time.Millisecond) // staggered start
-			if errs[i] = d.Register(ctx, selves[i]); errs[i] == nil {
-				found[i], errs[i] = d.WaitPeers(ctx, 3)
-			}
-		}(i)
-	}
-	wg.Wait()
-	for i := range found {
-		if errs[i] != nil {
-			t.Fatalf("server %d: %v", i, errs[i])
+	// Ports are picked free but can be taken before the servers bind them (other tests'
+	// agents run in parallel): a bind failure picks new addresses, at most three times.
+	var servers []*planner.Server
+	for attempt := 1; ; attempt++ {
+		var err error
+		servers, err = discoverAndStart(ctx, t, d)
+		if err == nil {
+			break
 		}
-		if fmt.Sprint(found[i]) != fmt.Sprint(selves) {
-			t.Fatalf("server %d discovered %v, want %v", i, found[i], selves)
-		}
-	}
-	servers := make([]*planner.Server, 3)
-	for i, p := range selves {
-		s, err := planner.New(planner.Config{ID: p.ID, RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr[len("http://"):], DataDir: t.TempDir(),
-			Peers: found[i], Bootstrap: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			t.Fatal(err)
 		}
-		servers[i] = s
-		sctx, scancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Serve(sctx) }()
-		t.Cleanup(func() { scancel(); <-done })
+		t.Logf("attempt %d: %v; picking new addresses", attempt, err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -162,4 +138,55 @@ func TestConsulDiscoveryBootstrapsRaft(t *testing.T) {
 	if ps, err := d.Peers(ctx); err != nil || len(ps) != 2 {
 		t.Fatalf("after deregister: %v %v", ps, err)
 	}
+}
+
+// discoverAndStart registers three servers on fresh loopback addresses in d, waits until
+// each discovers all three, and starts them from the discovered peers. On an error no
+// server is left running.
+func discoverAndStart(ctx context.Context, t *testing.T, d Consul) ([]*planner.Server, error) {
+	selves := make([]planner.Peer, 3)
+	for i := range selves {
+		selves[i] = planner.Peer{ID: fmt.Sprintf("s%d", i), RaftAddr: harness.FreeAddr(t), HTTPAddr: "http://" + harness.FreeAddr(t)}
+	}
+	found := make([][]planner.Peer, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range selves {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 300 * time.Millisecond) // staggered start
+			if errs[i] = d.Register(ctx, selves[i]); errs[i] == nil {
+				found[i], errs[i] = d.WaitPeers(ctx, 3)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := range found {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("server %d: %w", i, errs[i])
+		}
+		if fmt.Sprint(found[i]) != fmt.Sprint(selves) {
+			t.Fatalf("server %d discovered %v, want %v", i, found[i], selves)
+		}
+	}
+	servers := make([]*planner.Server, 0, 3)
+	for i, p := range selves {
+		s, err := planner.New(planner.Config{ID: p.ID, RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr[len("http://"):], DataDir: t.TempDir(),
+			Peers: found[i], Bootstrap: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			for _, s := range servers {
+				_ = s.Close()
+			}
+			return nil, err
+		}
+		servers = append(servers, s)
+	}
+	for _, s := range servers {
+		sctx, scancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(sctx) }()
+		t.Cleanup(func() { scancel(); <-done })
+	}
+	return servers, nil
 }

@@ -1,7 +1,14 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -74,4 +81,51 @@ func (f *FakeNVML) SetUsage(i int, usedBytes uint64, utilPct uint32) error {
 	}
 	f.used[i], f.util[i] = usedBytes, utilPct
 	return nil
+}
+
+// LoadUsage sets every device's usage from dir/<uuid> ("<used MiB> [<utilisation %>]", as
+// the tasks holding the devices write it); a device without a file is idle. A malformed
+// file is an error naming it, and leaves that device's usage as it was.
+func (f *FakeNVML) LoadUsage(dir string) error {
+	var errs []error
+	for i, d := range f.devices {
+		b, err := os.ReadFile(filepath.Join(dir, d.UUID))
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := f.SetUsage(i, 0, 0); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		used, util, err := ParseUsage(string(b))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", filepath.Join(dir, d.UUID), err))
+			continue
+		}
+		usedBytes := min(uint64(used)<<20, f.devices[i].MemoryInfo.Total)
+		if err := f.SetUsage(i, usedBytes, uint32(min(util, 100))); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParseUsage parses a usage file: "<used MiB> [<utilisation %>]", non-negative numbers.
+func ParseUsage(s string) (usedMiB, utilPct float64, err error) {
+	fields := strings.Fields(s)
+	if len(fields) < 1 || len(fields) > 2 {
+		return 0, 0, fmt.Errorf("usage %q: want \"<used MiB> [<utilisation %%>]\"", strings.TrimSpace(s))
+	}
+	vals := make([]float64, 2)
+	for i, f := range fields {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, 0, fmt.Errorf("usage %q: %q is not a non-negative number", strings.TrimSpace(s), f)
+		}
+		vals[i] = v
+	}
+	return vals[0], vals[1], nil
 }

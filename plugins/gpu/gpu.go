@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 	"github.com/hashicorp/nomad/plugins/shared/structs"
+	"github.com/trident-sched/trident/apm/opcontract"
 )
 
 const (
@@ -30,7 +31,7 @@ const (
 	Vendor     = "nvidia"
 	DeviceType = "gpu"
 	// VisibleDevicesEnv is set on reservation to the reserved GPU UUIDs.
-	VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
+	VisibleDevicesEnv = opcontract.EnvVisibleDevices
 
 	// Attribute names on each device group.
 	AttrMemory        = "memory"
@@ -52,6 +53,8 @@ func configSpec() *hclspec.Spec {
 			hclspec.NewLiteral(`"1m"`)),
 		"stats_period": hclspec.NewDefault(hclspec.NewAttr("stats_period", "string", false),
 			hclspec.NewLiteral(`"10s"`)),
+		"fake_usage_dir": hclspec.NewDefault(hclspec.NewAttr("fake_usage_dir", "string", false),
+			hclspec.NewLiteral(`""`)),
 	})
 }
 
@@ -69,7 +72,16 @@ type Config struct {
 	FingerprintPeriod string `codec:"fingerprint_period"`
 	// StatsPeriod is unused by Nomad (it passes its own interval) but kept for docs.
 	StatsPeriod string `codec:"stats_period"`
+	// FakeUsageDir (fake mode, optional) is a directory where the tasks holding fake
+	// devices report their device memory use: file <dir>/<uuid> holds "<used MiB>
+	// [<utilisation %>]". The plugin exports it as the devices' stats (Nomad's alloc and
+	// node stats), and tells each task the directory in TRIDENT_GPU_USAGE_DIR.
+	FakeUsageDir string `codec:"fake_usage_dir"`
 }
+
+// UsageDirEnv is the environment variable that tells a task holding fake devices where to
+// report their device memory use (Config.FakeUsageDir).
+const UsageDirEnv = opcontract.EnvGPUUsageDir
 
 // Validate checks the configuration and names the offending field.
 func (c Config) Validate() error {
@@ -394,9 +406,11 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 			return nil, fmt.Errorf("reserve: GPU %q is unhealthy", id)
 		}
 	}
-	return &device.ContainerReservation{
-		Envs: map[string]string{VisibleDevicesEnv: strings.Join(deviceIDs, ",")},
-	}, nil
+	envs := map[string]string{VisibleDevicesEnv: strings.Join(deviceIDs, ",")}
+	if p.cfg.Mode == "fake" && p.cfg.FakeUsageDir != "" {
+		envs[UsageDirEnv] = p.cfg.FakeUsageDir
+	}
+	return &device.ContainerReservation{Envs: envs}, nil
 }
 
 // DeviceStats is one GPU's sampled telemetry; a metric NVML could not read (or does not
@@ -413,10 +427,15 @@ type DeviceStats struct {
 // Sample reads memory used and utilisation of every GPU.
 func (p *Plugin) Sample() ([]DeviceStats, error) {
 	p.mu.Lock()
-	lib := p.lib
+	lib, usageDir := p.lib, p.cfg.FakeUsageDir
 	p.mu.Unlock()
 	if lib == nil {
 		return nil, errors.New("trident-gpu is not configured")
+	}
+	if f, ok := lib.(*FakeNVML); ok && usageDir != "" {
+		if err := f.LoadUsage(usageDir); err != nil {
+			p.log.Warn("read the fake devices' usage", "dir", usageDir, "error", err)
+		}
 	}
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {

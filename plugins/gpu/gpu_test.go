@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -254,5 +256,59 @@ func TestReconfigureShutsNVMLDown(t *testing.T) {
 	configure(t, p, cfg)
 	if shut != 1 {
 		t.Fatalf("previous NVML handle shut down %d times, want 1", shut)
+	}
+}
+
+// TestFakeUsageDir: in fake mode with fake_usage_dir, a task holding a device learns the
+// directory from its reservation's environment, and what it writes to <dir>/<uuid> is the
+// device's memory use in the plugin's stats (Nomad's alloc and node stats); a device
+// without a file is idle, a malformed file leaves the device's value as it was.
+func TestFakeUsageDir(t *testing.T) {
+	dir := t.TempDir()
+	fake := NewFakeNVML(2, 80<<30, "Fake H100")
+	p := NewWithNVML(hclog.NewNullLogger(), fake)
+	configure(t, p, Config{Mode: "fake", FakeGPUs: 2, FakeMemoryMiB: 81920, FingerprintPeriod: "1m", FakeUsageDir: dir})
+	if _, _, err := p.scan(); err != nil {
+		t.Fatal(err)
+	}
+	const dev1 = "GPU-fake0000-0000-0000-0000-000000000001"
+	p.mu.Lock()
+	p.known = map[string]bool{dev1: true}
+	p.mu.Unlock()
+	res, err := p.Reserve([]string{dev1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Envs[UsageDirEnv] != dir || res.Envs[VisibleDevicesEnv] != dev1 {
+		t.Fatalf("reservation env %v: want %s=%s", res.Envs, UsageDirEnv, dir)
+	}
+	if err := os.WriteFile(filepath.Join(dir, dev1), []byte("30720.4 55\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	used := func() map[string]uint64 {
+		t.Helper()
+		ss, err := p.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for _, s := range ss {
+			out[s.UUID] = s.MemoryUsedBytes >> 20
+		}
+		return out
+	}
+	if got := used(); got[dev1] != 30720 || got["GPU-fake0000-0000-0000-0000-000000000000"] != 0 {
+		t.Fatalf("memory used %v MiB: want 30720 on device 1, 0 on device 0", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, dev1), []byte("lots"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := used(); got[dev1] != 30720 {
+		t.Fatalf("a malformed file changed the device's value: %v", got)
+	}
+	for _, bad := range []string{"", "-1", "1 2 3", "NaN"} {
+		if _, _, err := ParseUsage(bad); err == nil {
+			t.Errorf("ParseUsage(%q) accepted", bad)
+		}
 	}
 }

@@ -48,6 +48,10 @@ type Options struct {
 	CrashAfterPublish int    // fault injection: exit after publishing the outputs of the n-th completion, before acking
 	Instance          string // unique instance name (NOMAD_ALLOC_ID); "" = random
 	Log               *slog.Logger
+	// DeviceUsageDir and VisibleDevices (TRIDENT_GPU_USAGE_DIR and NVIDIA_VISIBLE_DEVICES,
+	// which trident-gpu's fake mode sets) make the instance report its device memory to
+	// the plugin, so that Nomad's alloc stats show it; empty: no report.
+	DeviceUsageDir, VisibleDevices string
 	// QueueCap bounds this stage's input queue, in records undelivered + in service (the
 	// NumPending + NumAckPending of its consumer), over all its instances; 0 = unbounded.
 	// Producers wait while the queue is at or above it (a soft bound: see backpressure.go).
@@ -81,7 +85,8 @@ type worker struct {
 	log     *slog.Logger
 	batch   int
 	publish atomic.Int64
-	credits *credits // producer side of the downstream stages' queue bounds
+	credits *credits     // producer side of the downstream stages' queue bounds
+	usage   *deviceUsage // device memory reports to trident-gpu in fake mode (nil: none)
 }
 
 // Run runs one operator instance until ctx ends (then it returns nil after handing its
@@ -123,6 +128,8 @@ func Run(ctx context.Context, o Options) error {
 	w := &worker{o: o, p: o.Pipeline, op: op, cfg: cfg, batch: max(batch, 1),
 		log: o.Log.With("pipeline", o.Pipeline.Name, "operator", op.Name)}
 	w.m = NewMetrics(w.p.Name, op.Name, o.Epoch, op.Features)
+	w.usage = newDeviceUsage(o.DeviceUsageDir, o.VisibleDevices)
+	defer w.usage.close()
 	now := time.Now()
 	w.t = &tracker{last: now, flushed: now}
 	if n, err := w.readOOMs(); err != nil {
@@ -685,6 +692,9 @@ func (w *worker) runBatch(ctx context.Context) error {
 // through the work, like an OOM kill (inputs stay unacked and are redelivered).
 func (w *worker) checkMemory(ctx context.Context, mib, sec float64, msgs []jetstream.Msg, hb *time.Time) error {
 	w.m.DeviceMemory(math.Min(mib, w.o.DeviceMemoryMiB))
+	if err := w.usage.report(math.Min(mib, w.o.DeviceMemoryMiB), time.Now()); err != nil {
+		w.log.Warn("device usage not reported", "err", err)
+	}
 	if mib <= w.o.DeviceMemoryMiB {
 		return nil
 	}
