@@ -516,6 +516,10 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 		for _, n := range st.Nodes {
 			in.Nodes = append(in.Nodes, n)
 		}
+		// The other pipelines keep what their decisions in force hold: this one is
+		// planned on what is left (first come, first served; see docs/planner.md).
+		sort.Slice(in.Nodes, func(i, j int) bool { return in.Nodes[i].Name < in.Nodes[j].Name })
+		in.Nodes = sched.Residual(in.Nodes, othersHoldings(st, job))
 		in.Current = currentDeployment(st, job)
 		for _, o := range p.Operators {
 			running := ""
@@ -709,6 +713,24 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 	if d.Planner == "" {
 		d.Planner = newClusterID() // the first decision names the cluster
 	}
+	// Another pipeline's decision committed while this one was solved may hold what this
+	// plan counted on: such a plan is dropped and solved again on what is left.
+	var over []string
+	l.s.fsm.Read(func(st *fsm.State) {
+		nodes := make([]fsm.Node, 0, len(st.Nodes))
+		for _, n := range st.Nodes {
+			nodes = append(nodes, n)
+		}
+		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+		if p := st.Pipelines[r.job]; p != nil {
+			over = sched.Oversubscribed(sched.Residual(nodes, othersHoldings(st, r.job)), []sched.Holding{{Pipeline: p, Targets: d.Operators}})
+		}
+	})
+	if len(over) > 0 {
+		l.log.Info("plan dropped: other pipelines hold part of what it needs; solving again", "job", r.job, "nodes", fsm.ShortList(over, 3))
+		l.stale[r.job] = true
+		return false
+	}
 	idx, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpDecide, Decision: &d})
 	if err != nil {
 		l.log.Warn("decision not committed", "job", r.job, "err", err)
@@ -789,6 +811,37 @@ func normalise(m map[string]fsm.OpTarget) map[string]map[string]fsm.Placement {
 			if pl.Total() > 0 {
 				out[op][n] = pl
 			}
+		}
+	}
+	return out
+}
+
+// inForce is the decision of job that Nomad runs or is moving to: the latest one, or,
+// when it failed (Nomad reverted), the stable one.
+func inForce(st *fsm.State, job string) (fsm.Decision, bool) {
+	d, ok := st.LatestDecision(job)
+	if !ok {
+		return d, false
+	}
+	if pr := st.Progress[job]; pr.Decision == d.Index && pr.Status == fsm.StatusFailed {
+		return st.Decision(st.Stable[job])
+	}
+	return d, true
+}
+
+// othersHoldings is what the decisions in force of every pipeline but job hold.
+func othersHoldings(st *fsm.State, job string) []sched.Holding {
+	jobs := make([]string, 0, len(st.Pipelines))
+	for j := range st.Pipelines {
+		if j != job {
+			jobs = append(jobs, j)
+		}
+	}
+	sort.Strings(jobs)
+	var out []sched.Holding
+	for _, j := range jobs {
+		if d, ok := inForce(st, j); ok {
+			out = append(out, sched.Holding{Pipeline: st.Pipelines[j], Targets: d.Operators})
 		}
 	}
 	return out

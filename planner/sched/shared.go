@@ -1,0 +1,142 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// Holding is what one pipeline's decision in force holds: its operators and their
+// instances per node.
+type Holding struct {
+	// Pipeline is the pipeline's operators (resources per instance).
+	Pipeline *fsm.Pipeline
+	// Targets maps operator name to its instances per node.
+	Targets map[string]fsm.OpTarget
+}
+
+// residualNode is a node's capacity left while holdings are taken from it.
+type residualNode struct {
+	cpu     float64
+	mem     int
+	devices []fsm.Device
+}
+
+func newResidual(n fsm.Node) *residualNode {
+	return &residualNode{cpu: n.CPU, mem: n.MemoryMB, devices: deviceClasses(n)}
+}
+
+// take removes k instances of o; it reports what did not fit ("" when all did). GPUs come
+// from the class o accepts with the most devices left (a decision does not record which
+// class an instance got; Nomad fills the devices the request's constraints allow).
+func (r *residualNode) take(o fsm.Operator, k int) string {
+	var short []string
+	r.cpu -= float64(k) * o.CPU
+	r.mem -= k * o.MemoryMB
+	if r.cpu < -1e-9 {
+		short = append(short, fmt.Sprintf("%.3g cores", -r.cpu))
+	}
+	if r.mem < 0 {
+		short = append(short, fmt.Sprintf("%d MB", -r.mem))
+	}
+	for range k * o.GPUs {
+		best := -1
+		for c, d := range r.devices {
+			if acceptsDevice(o, d) && d.Count > 0 && (best < 0 || d.Count > r.devices[best].Count) {
+				best = c
+			}
+		}
+		if best < 0 {
+			short = append(short, "a GPU")
+			continue
+		}
+		r.devices[best].Count--
+	}
+	return strings.Join(short, ", ")
+}
+
+// node returns n with the residual's capacity (never below 0).
+func (r *residualNode) node(n fsm.Node) fsm.Node {
+	n.CPU = math.Max(0, math.Floor(r.cpu*1e6)/1e6)
+	n.MemoryMB = max(0, r.mem)
+	if len(n.Devices.List()) > 0 {
+		n.Devices = fsm.MakeDevices(r.devices...)
+	}
+	n.GPUs = 0
+	for _, d := range r.devices {
+		n.GPUs += max(0, d.Count)
+	}
+	return n
+}
+
+// holdingsOrder lists the holdings' (operator, node, count) in a deterministic order.
+func (h Holding) each(f func(o fsm.Operator, node string, k int)) {
+	for _, o := range h.Pipeline.Operators {
+		t, ok := h.Targets[o.Name]
+		if !ok {
+			continue
+		}
+		nodes := make([]string, 0, len(t.Nodes))
+		for n := range t.Nodes {
+			nodes = append(nodes, n)
+		}
+		sort.Strings(nodes)
+		for _, n := range nodes {
+			if k := t.Nodes[n].Total(); k > 0 {
+				f(o, n, k)
+			}
+		}
+	}
+}
+
+// Residual returns the nodes less what the holdings (the decisions in force of the other
+// pipelines) hold on them, so that a pipeline is planned only on what is left. Nodes
+// the holdings overfill are left empty.
+func Residual(nodes []fsm.Node, holdings []Holding) []fsm.Node {
+	rs := make([]*residualNode, len(nodes))
+	idx := map[string]int{}
+	for i, n := range nodes {
+		rs[i], idx[n.Name] = newResidual(n), i
+	}
+	for _, h := range holdings {
+		h.each(func(o fsm.Operator, node string, k int) {
+			if i, ok := idx[node]; ok {
+				rs[i].take(o, k)
+			}
+		})
+	}
+	out := make([]fsm.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = rs[i].node(n)
+	}
+	return out
+}
+
+// Oversubscribed checks that the holdings together (the decisions in force of every
+// pipeline) fit every node of the inventory; it returns one line per node they overfill
+// ("" for none). Nodes missing from the inventory (left the cluster) are not checked.
+func Oversubscribed(nodes []fsm.Node, holdings []Holding) []string {
+	rs := map[string]*residualNode{}
+	for _, n := range nodes {
+		rs[n.Name] = newResidual(n)
+	}
+	short := map[string][]string{}
+	for _, h := range holdings {
+		h.each(func(o fsm.Operator, node string, k int) {
+			if r, ok := rs[node]; ok {
+				if s := r.take(o, k); s != "" {
+					short[node] = append(short[node], fmt.Sprintf("%s/%s ×%d short of %s", h.Pipeline.Job, o.Name, k, s))
+				}
+			}
+		})
+	}
+	var out []string
+	for n, s := range short {
+		out = append(out, n+": "+strings.Join(s, "; "))
+	}
+	sort.Strings(out)
+	return out
+}
