@@ -627,6 +627,9 @@ func ValidateOperator(o Operator) error {
 	if o.MinInstances < 0 || o.MaxInstances < 0 || (o.MaxInstances > 0 && o.MinInstances > o.MaxInstances) {
 		return fmt.Errorf("operator %q: scaling min=%d max=%d: want 0 <= min <= max", o.Name, o.MinInstances, o.MaxInstances)
 	}
+	if len(o.GPUModels) > 0 && o.GPUs == 0 {
+		return fmt.Errorf("operator %q: trident_gpu_models lists accelerator models but trident_gpus is 0", o.Name)
+	}
 	return nil
 }
 

@@ -204,31 +204,7 @@ func nodeOf(n *api.Node) fsm.Node {
 		if v, err := strconv.Atoi(n.Meta[opcontract.MetaNodeMemoryMB]); err == nil && v > 0 {
 			out.MemoryMB = v
 		}
-		minMem := -1
-		for _, d := range r.Devices {
-			if d.Vendor != "nvidia" || d.Type != "gpu" {
-				continue
-			}
-			healthy := 0
-			for _, inst := range d.Instances {
-				if inst.Healthy {
-					healthy++
-				}
-			}
-			out.GPUs += healthy
-			if attr := d.Attributes["memory"]; attr != nil && attr.IntVal != nil && healthy > 0 {
-				mb := int(*attr.IntVal)
-				if u := strings.ToLower(attr.Unit); u == "gib" || u == "gb" {
-					mb *= 1024
-				}
-				if minMem < 0 || mb < minMem {
-					minMem = mb
-				}
-			}
-		}
-		if minMem > 0 {
-			out.GPUMemoryMB = minMem
-		}
+		out = withDevices(out, gpuClasses(r.Devices, nil))
 	}
 	return out
 }
@@ -862,6 +838,15 @@ func renderGroup(base *api.TaskGroup, jobID string, op fsm.Operator, name string
 			dev := &api.RequestedDevice{Name: "nvidia/gpu", Count: ptr(uint64(op.GPUs))}
 			if op.GPUMemoryMB > 0 {
 				dev.Constraints = []*api.Constraint{api.NewConstraint("${device.attr.memory}", ">=", fmt.Sprintf("%d MiB", op.GPUMemoryMB))}
+			}
+			if len(op.GPUModels) > 0 {
+				// The models the operator accepts (trident_gpu_models), as the scheduler
+				// planned them: Nomad must not hand it another model on the node.
+				quoted := make([]string, len(op.GPUModels))
+				for i, m := range op.GPUModels {
+					quoted[i] = regexp.QuoteMeta(m)
+				}
+				dev.Constraints = append(dev.Constraints, api.NewConstraint("${device.model}", "regexp", "^("+strings.Join(quoted, "|")+")$"))
 			}
 			task.Resources.Devices = []*api.RequestedDevice{dev}
 		}

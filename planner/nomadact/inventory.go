@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -16,7 +18,61 @@ import (
 type othersUse struct {
 	cpuShares int64 // MHz
 	memoryMB  int64
-	gpus      int
+	gpus      map[string]bool // nvidia/gpu device IDs
+}
+
+// gpuClasses returns the node's nvidia/gpu device groups as accelerator classes: the
+// group's name as the model, its "memory" attribute (MiB; GiB and GB converted) and its
+// healthy instances not in taken (device IDs other jobs hold). Classes without an instance
+// left are kept with count 0 only when they had healthy instances, so that the node still
+// shows the class.
+func gpuClasses(devs []*api.NodeDeviceResource, taken map[string]bool) []fsm.Device {
+	var out []fsm.Device
+	for _, d := range devs {
+		if d == nil || d.Vendor != "nvidia" || d.Type != "gpu" {
+			continue
+		}
+		healthy, free := 0, 0
+		for _, inst := range d.Instances {
+			if inst != nil && inst.Healthy {
+				healthy++
+				if !taken[inst.ID] {
+					free++
+				}
+			}
+		}
+		if healthy == 0 {
+			continue
+		}
+		mb := 0
+		if attr := d.Attributes["memory"]; attr != nil && attr.IntVal != nil {
+			mb = int(*attr.IntVal)
+			if u := strings.ToLower(attr.Unit); u == "gib" || u == "gb" {
+				mb *= 1024
+			}
+		}
+		out = append(out, fsm.Device{Model: d.Name, MemoryMB: mb, Count: free})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Model != out[j].Model {
+			return out[i].Model < out[j].Model
+		}
+		return out[i].MemoryMB < out[j].MemoryMB
+	})
+	return out
+}
+
+// withDevices sets node's accelerator classes and their summary: GPUs (the instances left)
+// and GPUMemoryMB (the smallest device memory of a class with instances left).
+func withDevices(node fsm.Node, classes []fsm.Device) fsm.Node {
+	node.Devices, node.GPUs, node.GPUMemoryMB = fsm.MakeDevices(classes...), 0, 0
+	for _, d := range classes {
+		node.GPUs += d.Count
+		if d.Count > 0 && d.MemoryMB > 0 && (node.GPUMemoryMB == 0 || d.MemoryMB < node.GPUMemoryMB) {
+			node.GPUMemoryMB = d.MemoryMB
+		}
+	}
+	return node
 }
 
 // managed reports whether an allocation belongs to a group the planner rendered (an
@@ -33,7 +89,7 @@ func managed(al *api.Allocation) bool {
 // batch jobs, other users' work, in any namespace) hold on the node: they are not the
 // planner's to place, so the inventory leaves them out.
 func othersOn(allocs []*api.Allocation) othersUse {
-	var u othersUse
+	u := othersUse{gpus: map[string]bool{}}
 	for _, al := range allocs {
 		if al == nil || al.DesiredStatus != api.AllocDesiredStatusRun || al.ClientTerminalStatus() || managed(al) || al.AllocatedResources == nil {
 			continue
@@ -46,7 +102,9 @@ func othersOn(allocs []*api.Allocation) othersUse {
 			u.memoryMB += t.Memory.MemoryMB
 			for _, d := range t.Devices {
 				if d != nil && d.Vendor == "nvidia" && d.Type == "gpu" {
-					u.gpus += len(d.DeviceIDs)
+					for _, id := range d.DeviceIDs {
+						u.gpus[id] = true
+					}
 				}
 			}
 		}
@@ -73,16 +131,29 @@ func subtractOthers(node fsm.Node, n *api.Node, u othersUse) fsm.Node {
 	if !memDeclared {
 		node.MemoryMB = max(0, node.MemoryMB-int(u.memoryMB))
 	}
-	node.GPUs = max(0, node.GPUs-u.gpus)
+	if n.NodeResources != nil {
+		node = withDevices(node, gpuClasses(n.NodeResources.Devices, u.gpus))
+	}
 	return node
 }
 
-// egressOf reads node meta trident_egress_mbps (opcontract.MetaNodeEgressMbps) into bytes
-// per second; 0 (unknown, treated as ample) without it.
+// egressOf is node n's egress bandwidth in bytes per second: node meta
+// trident_egress_mbps (opcontract.MetaNodeEgressMbps) when set, else the fastest link
+// speed Nomad fingerprinted on a network device other than loopback (its "MBits"), else 0
+// (unknown, treated as ample). Nomad reports a link whose speed it cannot read at its
+// network_speed setting (1000 by default): set the meta where that guess is wrong.
 func egressOf(n *api.Node) (float64, error) {
 	v, ok := n.Meta[opcontract.MetaNodeEgressMbps]
 	if !ok {
-		return 0, nil
+		best := 0
+		if n.NodeResources != nil {
+			for _, nw := range n.NodeResources.Networks {
+				if nw != nil && nw.MBits != nil && nw.Device != "" && !strings.HasPrefix(nw.Device, "lo") && *nw.MBits > best {
+					best = *nw.MBits
+				}
+			}
+		}
+		return float64(best) * 1e6 / 8, nil
 	}
 	mbps, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(mbps > 0) || math.IsInf(mbps, 0) {

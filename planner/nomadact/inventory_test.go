@@ -1,6 +1,7 @@
 package nomadact
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,12 +40,13 @@ func TestInventoryLeavesOutOtherJobs(t *testing.T) {
 		alloc(other, "web", "run", "complete", 3000, 3000, 1),         // finished
 	}
 	u := othersOn(allocs)
-	if u.cpuShares != 3000 || u.memoryMB != 1536 || u.gpus != 1 {
-		t.Fatalf("others use %+v, want 3000 MHz, 1536 MB, 1 GPU", u)
+	if u.cpuShares != 3000 || u.memoryMB != 1536 || len(u.gpus) != 1 || !u.gpus["GPU-a"] {
+		t.Fatalf("others use %+v, want 3000 MHz, 1536 MB, GPU-a", u)
 	}
-	// A node of 8 cores (16000 MHz) with 1 core reserved: 7 schedulable cores.
+	// A node of 8 cores (16000 MHz) with 1 core reserved: 7 schedulable cores, and 4 A100s.
 	n := &api.Node{Name: "n1",
-		NodeResources:     &api.NodeResources{Cpu: api.NodeCpuResources{CpuShares: 16000}},
+		NodeResources: &api.NodeResources{Cpu: api.NodeCpuResources{CpuShares: 16000},
+			Devices: []*api.NodeDeviceResource{gpuGroup("A100", 81920, "GPU-a", "GPU-b", "GPU-c", "GPU-d")}},
 		ReservedResources: &api.NodeReservedResources{Cpu: api.NodeReservedCpuResources{CpuShares: 2000}}}
 	got := subtractOthers(fsm.Node{Name: "n1", CPU: 7, MemoryMB: 16384, GPUs: 4}, n, u)
 	// 3000 of the 14000 schedulable MHz = 3/14 of the 7 cores = 1.5 cores.
@@ -57,7 +59,8 @@ func TestInventoryLeavesOutOtherJobs(t *testing.T) {
 		t.Fatalf("declared node after others: %+v, want 14 cores, 16384 MB, 3 GPUs", got)
 	}
 	n.Meta = nil
-	if z := subtractOthers(fsm.Node{CPU: 1, MemoryMB: 100, GPUs: 0}, n, othersUse{cpuShares: 1 << 40, memoryMB: 1 << 20, gpus: 9}); z.CPU != 0 || z.MemoryMB != 0 || z.GPUs != 0 {
+	all := map[string]bool{"GPU-a": true, "GPU-b": true, "GPU-c": true, "GPU-d": true, "GPU-x": true}
+	if z := subtractOthers(fsm.Node{CPU: 1, MemoryMB: 100, GPUs: 0}, n, othersUse{cpuShares: 1 << 40, memoryMB: 1 << 20, gpus: all}); z.CPU != 0 || z.MemoryMB != 0 || z.GPUs != 0 {
 		t.Fatalf("an oversubscribed node goes below 0: %+v", z)
 	}
 }
@@ -75,5 +78,59 @@ func TestEgressFromNodeMeta(t *testing.T) {
 		if _, err := egressOf(&api.Node{Name: "n1", Meta: map[string]string{"trident_egress_mbps": v}}); err == nil || !strings.Contains(err.Error(), "trident_egress_mbps") {
 			t.Errorf("%q: %v", v, err)
 		}
+	}
+}
+
+// gpuGroup is a fingerprinted nvidia/gpu device group with healthy instances ids.
+func gpuGroup(model string, memMiB int64, ids ...string) *api.NodeDeviceResource {
+	g := &api.NodeDeviceResource{Vendor: "nvidia", Type: "gpu", Name: model,
+		Attributes: map[string]*api.Attribute{"memory": {IntVal: &memMiB, Unit: "MiB"}}}
+	for _, id := range ids {
+		g.Instances = append(g.Instances, &api.NodeDevice{ID: id, Healthy: true})
+	}
+	return g
+}
+
+// TestInventoryDeviceClasses: a node with GPUs of two models is two accelerator classes
+// (model, memory, healthy instances), so that an operator needing 40 GiB is never planned
+// on its 24 GiB GPUs; devices other jobs hold are taken from their own class; an unhealthy
+// instance does not count, and a non-GPU device group is ignored.
+func TestInventoryDeviceClasses(t *testing.T) {
+	a10 := gpuGroup("A10", 24576, "GPU-1", "GPU-2")
+	a10.Instances = append(a10.Instances, &api.NodeDevice{ID: "GPU-3", Healthy: false})
+	n := &api.Node{Name: "n1", NodeResources: &api.NodeResources{Cpu: api.NodeCpuResources{CpuShares: 8000, TotalCpuCores: 8},
+		Memory: api.NodeMemoryResources{MemoryMB: 32768},
+		Devices: []*api.NodeDeviceResource{a10, gpuGroup("H100", 80, "GPU-9"), {Vendor: "intel", Type: "fpga", Name: "x",
+			Instances: []*api.NodeDevice{{ID: "F", Healthy: true}}}}}}
+	// The H100 group reports its memory in GiB.
+	n.NodeResources.Devices[1].Attributes["memory"].Unit = "GiB"
+	node := nodeOf(n)
+	want := []fsm.Device{{Model: "A10", MemoryMB: 24576, Count: 2}, {Model: "H100", MemoryMB: 81920, Count: 1}}
+	if got := node.Devices.List(); fmt.Sprint(got) != fmt.Sprint(want) || node.GPUs != 3 || node.GPUMemoryMB != 24576 {
+		t.Fatalf("classes %+v (GPUs %d, smallest %d MB), want %+v", got, node.GPUs, node.GPUMemoryMB, want)
+	}
+	got := subtractOthers(node, n, othersUse{gpus: map[string]bool{"GPU-9": true}})
+	want[1].Count = 0
+	if fmt.Sprint(got.Devices.List()) != fmt.Sprint(want) || got.GPUs != 2 || got.GPUMemoryMB != 24576 {
+		t.Fatalf("after another job took the H100: %+v (GPUs %d)", got.Devices.List(), got.GPUs)
+	}
+}
+
+// TestEgressFromFingerprint: without meta the fastest non-loopback link Nomad fingerprinted
+// is the node's egress; loopback alone is unknown (0); the meta overrides the link.
+func TestEgressFromFingerprint(t *testing.T) {
+	mb := func(v int) *int { return &v }
+	n := &api.Node{NodeResources: &api.NodeResources{Networks: []*api.NetworkResource{
+		{Device: "lo", MBits: mb(100000)}, {Device: "eth0", MBits: mb(10000)}, {Device: "eth1", MBits: mb(25000)}}}}
+	if bps, err := egressOf(n); err != nil || bps != 25000*1e6/8 {
+		t.Fatalf("links: %v %v, want 25 Gbit/s", bps, err)
+	}
+	n.Meta = map[string]string{"trident_egress_mbps": "1000"}
+	if bps, err := egressOf(n); err != nil || bps != 1.25e8 {
+		t.Fatalf("meta over the links: %v %v", bps, err)
+	}
+	lo := &api.Node{NodeResources: &api.NodeResources{Networks: []*api.NetworkResource{{Device: "lo", MBits: mb(1000)}}}}
+	if bps, err := egressOf(lo); err != nil || bps != 0 {
+		t.Fatalf("loopback only: %v %v, want unknown", bps, err)
 	}
 }

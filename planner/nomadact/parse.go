@@ -52,9 +52,11 @@ package nomadact
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -286,6 +288,11 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 		o.Synchronous = b
 		return nil
 	})
+	field(opcontract.MetaGPUModels, false, func(s string) error {
+		ms, e := ParseGPUModels(s)
+		o.GPUModels = ms
+		return e
+	})
 	field(opcontract.MetaFeatures, false, func(s string) error {
 		o.Features = opcontract.ParseFeatures(s)
 		return nil
@@ -369,3 +376,37 @@ func PlannerOf(job *api.Job) string { return stateMeta(job)[MetaPlanner] }
 // PhaseOf returns the phase (PhaseSurge or PhaseFinal) of the version job is ("" if the
 // planner did not render it).
 func PhaseOf(job *api.Job) string { return stateMeta(job)[MetaPhase] }
+
+// MaxGPUModels bounds the models an operator lists in trident_gpu_models.
+const MaxGPUModels = 32
+
+// ParseGPUModels parses trident_gpu_models: comma-separated model names (Nomad's device
+// names, e.g. "NVIDIA A100-SXM4-80GB"), blanks around them trimmed; at least one and at
+// most MaxGPUModels, each of printable characters and at most 128 bytes.
+func ParseGPUModels(s string) ([]string, error) {
+	var out []string
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		if len(m) > 128 {
+			return nil, fmt.Errorf("model %q is %d bytes long: want at most 128", fsm.Short(m), len(m))
+		}
+		for _, r := range m {
+			if !unicode.IsPrint(r) {
+				return nil, fmt.Errorf("model %q contains the non-printable character %q", fsm.Short(m), r)
+			}
+		}
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	switch {
+	case len(out) == 0:
+		return nil, fmt.Errorf("no model listed")
+	case len(out) > MaxGPUModels:
+		return nil, fmt.Errorf("%d models listed: want at most %d", len(out), MaxGPUModels)
+	}
+	return out, nil
+}

@@ -2,6 +2,7 @@ package nomadact
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -291,5 +292,52 @@ func TestParseJobRefusesDistinctConstraints(t *testing.T) {
 	job.Constraints = []*api.Constraint{api.NewConstraint("${meta.rack}", api.ConstraintDistinctProperty, "2")}
 	if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), `job "pipe": constraint distinct_property conflicts`) {
 		t.Fatalf("job distinct_property: err %v", err)
+	}
+}
+
+// TestGPUModels: trident_gpu_models lists the accelerator models an operator accepts;
+// the scheduler plans it only on those, and the rendered device request constrains
+// ${device.model} to them so Nomad does not hand it another model on the node. A list
+// without a GPU, an empty or a non-printable name is refused naming the key.
+func TestGPUModels(t *testing.T) {
+	job := testJob("pipe")
+	job.TaskGroups[1].Meta["trident_gpu_models"] = " NVIDIA A100-SXM4-80GB, H100 (80GB),NVIDIA A100-SXM4-80GB "
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(p.Operators[1].GPUModels); got != "[NVIDIA A100-SXM4-80GB H100 (80GB)]" {
+		t.Fatalf("models %s", got)
+	}
+	p.Template, _ = json.Marshal(job)
+	d := fsm.Decision{Index: 1, Job: "pipe", Operators: map[string]fsm.OpTarget{
+		"src": {Nodes: map[string]fsm.Placement{"c1": {Current: 1}}, Config: "mode=fast"},
+		"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1}}, Config: "batch=8"},
+	}}
+	out, err := Render(p, d, PhaseFinal, nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cons []string
+	for _, g := range out.TaskGroups {
+		if *g.Name == "gpu@c2.g0" {
+			for _, c := range g.Tasks[0].Resources.Devices[0].Constraints {
+				cons = append(cons, c.LTarget+" "+c.Operand+" "+c.RTarget)
+			}
+		}
+	}
+	if want := `[${device.attr.memory} >= 8000 MiB ${device.model} regexp ^(NVIDIA A100-SXM4-80GB|H100 \(80GB\))$]`; fmt.Sprint(cons) != want {
+		t.Fatalf("device constraints %v, want %s", cons, want)
+	}
+	for val, want := range map[string]string{" , ": "no model listed", "bad\x01name": "non-printable"} {
+		job.TaskGroups[1].Meta["trident_gpu_models"] = val
+		if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), "trident_gpu_models") || !strings.Contains(err.Error(), want) {
+			t.Errorf("trident_gpu_models=%q: err = %v, want it named and %q", val, err, want)
+		}
+	}
+	job = testJob("pipe")
+	job.TaskGroups[0].Meta["trident_gpu_models"] = "A100"
+	if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), "trident_gpu_models") {
+		t.Errorf("models on a CPU operator: err = %v", err)
 	}
 }
