@@ -11,25 +11,26 @@ import (
 // benchVerbs lists the benchmarks; each lives in its own bench_<name>.go file.
 func benchVerbs() map[string]command {
 	return map[string]command{
-		"observe": {"observation layer: MAPE of five capacity estimators, GP speed", runBenchObserve},
-		"adapt":   {"adaptation layer: constrained BO vs baselines, online clustering", runBenchAdapt},
-		"milp":    {"scheduling layer: MILP solve time and gap per cluster size", runBenchMILP},
-		"e2e":     {"simulated end-to-end throughput of Trident vs baselines and ablations", runBenchE2E},
-		"planner": {"soak of a 3-server planner cluster on real Nomad: rounds, CPU, RSS, raft log, 413s", runBenchPlanner},
+		"observe":     {"observation layer: MAPE of five capacity estimators, GP speed", runBenchObserve},
+		"adapt":       {"adaptation layer: constrained BO vs baselines, online clustering", runBenchAdapt},
+		"milp":        {"scheduling layer: MILP solve time and gap per cluster size", runBenchMILP},
+		"e2e":         {"simulated end-to-end throughput of Trident vs baselines and ablations", runBenchE2E},
+		"planner":     {"soak of a 3-server planner cluster on real Nomad: rounds, CPU, RSS, raft log, 413s", runBenchPlanner},
+		"transitions": {"config transitions on packed clusters: canary vs fitted vs unfitted surge (emulated Nomad placement)", runBenchTransitions},
 	}
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbs := benchVerbs()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, "usage: trident bench <observe|adapt|milp|e2e|planner> [flags]")
+		fmt.Fprintln(stderr, "usage: trident bench <observe|adapt|milp|e2e|planner|transitions> [flags]")
 		names := make([]string, 0, len(verbs))
 		for n := range verbs {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			fmt.Fprintf(stderr, "  %-8s %s\n", n, verbs[n].summary)
+			fmt.Fprintf(stderr, "  %-11s %s\n", n, verbs[n].summary)
 		}
 		if len(args) > 0 {
 			return flag.ErrHelp
@@ -38,7 +39,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	v, ok := verbs[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown benchmark %q (want observe, adapt, milp, e2e or planner)", args[0])
+		return fmt.Errorf("unknown benchmark %q (want observe, adapt, milp, e2e, planner or transitions)", args[0])
 	}
 	return v.run(ctx, args[1:], stdout, stderr)
 }

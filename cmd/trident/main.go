@@ -22,7 +22,7 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"bench":    {"run a benchmark: observe | adapt | milp | e2e | planner", runBench},
+		"bench":    {"run a benchmark: observe | adapt | milp | e2e | planner | transitions", runBench},
 		"planner":  {"run one raft-replicated planner server", runPlanner},
 		"sim":      {"simulate a pipeline under one scheduler", runSim},
 		"demo":     {"run the local Nomad demo of the PDF pipeline", runDemo},

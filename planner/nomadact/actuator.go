@@ -219,10 +219,6 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 	if err != nil {
 		job = nil
 	}
-	transitions := 0
-	for _, t := range d.Operators {
-		transitions += t.Transitions
-	}
 	if job != nil {
 		if failed, why, err := a.failedFor(ctx, p.Job, d); err != nil {
 			return applying, err
@@ -242,14 +238,7 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 	}
 	switch {
 	case job == nil || cur < d.Index:
-		phase := PhaseFinal
-		if transitions > 0 && job != nil {
-			phase = PhaseSurge
-			if a.o.Canary {
-				phase = PhaseCanary
-			}
-		}
-		return a.submit(ctx, p, d, phase, job)
+		return a.submit(ctx, p, d, firstPhase(d, job, a.o), job)
 	case cur > d.Index:
 		return applying, fmt.Errorf("nomad job %q carries decision %d, newer than the committed decision %d", p.Job, cur, d.Index)
 	}
@@ -316,13 +305,41 @@ func (a *Actuator) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision) (p
 		}
 		return applying, err
 	}
-	if phase == PhaseSurge || (phase == PhaseCanary && pendingCandidates(job, d) == 0) {
-		return a.submit(ctx, p, d, PhaseFinal, job)
-	}
-	if phase == PhaseCanary {
-		return a.submit(ctx, p, d, PhaseSurge, job)
+	if next := nextPhase(phase, job, d); next != "" {
+		return a.submit(ctx, p, d, next, job)
 	}
 	return planner.StepResult{Status: fsm.StatusDone, Detail: fmt.Sprintf("job version %d", version)}, nil
+}
+
+// firstPhase is the phase of the first version of decision d over the registered job
+// existing (nil: none): a decision with transitions over a running job starts with its
+// canary (Options.Canary) or surge version, any other with its final version.
+func firstPhase(d fsm.Decision, existing *api.Job, o Options) string {
+	transitions := 0
+	for _, t := range d.Operators {
+		transitions += t.Transitions
+	}
+	switch {
+	case transitions == 0 || existing == nil:
+		return PhaseFinal
+	case o.Canary:
+		return PhaseCanary
+	}
+	return PhaseSurge
+}
+
+// nextPhase is the phase of the version that follows job, decision d's version in phase,
+// once it has converged (a canary version: once its canary is promoted); "" when d is
+// done. A canary that already runs every candidate instance of d is followed by the final
+// version, any other by the surge.
+func nextPhase(phase string, job *api.Job, d fsm.Decision) string {
+	switch {
+	case phase == PhaseSurge || phase == PhaseCanary && pendingCandidates(job, d) == 0:
+		return PhaseFinal
+	case phase == PhaseCanary:
+		return PhaseSurge
+	}
+	return ""
 }
 
 // overdue reports whether the job version was submitted more than ApplyTimeout ago, and
@@ -657,28 +674,18 @@ func (a *Actuator) register(ctx context.Context, p *fsm.Pipeline, d fsm.Decision
 			nodes[n.Name] = n
 		}
 	}
-	var job *api.Job
-	if phase == PhaseCanary {
-		j, ops, err := renderCanary(p, d, existing, nodes)
-		if err != nil {
-			return err
-		}
-		if j == nil {
-			// No operator of d has a slot whose canary fits: straight to the surge.
-			a.log.Info("no canary fits; the transition starts with its surge version", "job", p.Job, "decision", d.Index)
-			phase = PhaseSurge
-		} else {
-			a.log.Info("canary version", "job", p.Job, "decision", d.Index, "operators", ops)
-			job = j
-		}
+	job, rendered, canaried, err := renderPhase(p, d, phase, existing, nodes, a.o)
+	if err != nil {
+		return err
 	}
-	if job == nil {
-		j, err := Render(p, d, phase, existing, nodes, a.o)
-		if err != nil {
-			return err
-		}
-		job = j
+	switch {
+	case phase == PhaseCanary && rendered == PhaseSurge:
+		// No operator of d has a slot whose canary fits: straight to the surge.
+		a.log.Info("no canary fits; the transition starts with its surge version", "job", p.Job, "decision", d.Index)
+	case rendered == PhaseCanary:
+		a.log.Info("canary version", "job", p.Job, "decision", d.Index, "operators", canaried)
 	}
+	phase = rendered
 	var modify uint64
 	if existing != nil && existing.JobModifyIndex != nil {
 		modify = *existing.JobModifyIndex
@@ -689,6 +696,58 @@ func (a *Actuator) register(ctx context.Context, p *fsm.Pipeline, d fsm.Decision
 	}
 	a.log.Info("job version submitted", "job", p.Job, "decision", d.Index, "phase", phase, "eval", resp.EvalID)
 	return nil
+}
+
+// renderPhase builds decision d's version of phase over the registered job existing,
+// fitted to nodes (see Render and renderCanary). A canary version no operator qualifies
+// for is rendered as the surge: it returns the phase rendered and the operators canaried.
+func renderPhase(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, nodes map[string]fsm.Node, o Options) (*api.Job, string, []string, error) {
+	if phase == PhaseCanary {
+		j, ops, err := renderCanary(p, d, existing, nodes)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if j != nil {
+			return j, PhaseCanary, ops, nil
+		}
+		phase = PhaseSurge
+	}
+	j, err := Render(p, d, phase, existing, nodes, o)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return j, phase, nil, nil
+}
+
+// Version is one job version the actuator submits for a decision.
+type Version struct {
+	// Phase is PhaseCanary, PhaseSurge or PhaseFinal.
+	Phase string
+	// Job is the rendered job version.
+	Job *api.Job
+}
+
+// RenderVersions returns, in order, the job versions Step submits for decision d over the
+// registered job existing (nil: none) when each converges and every canary is promoted:
+// the same phases and rendering as the actuator, without Nomad (benchmarks and tests of
+// the rendering). nodes is the inventory the canary and surge versions are fitted to; nil
+// renders them unfitted, as the actuator did before the surge was fitted. o.Canary
+// selects the canary phase as in New.
+func RenderVersions(p *fsm.Pipeline, d fsm.Decision, existing *api.Job, nodes map[string]fsm.Node, o Options) ([]Version, error) {
+	var out []Version
+	for phase := firstPhase(d, existing, o); phase != ""; {
+		job, rendered, _, err := renderPhase(p, d, phase, existing, nodes, o)
+		if err != nil {
+			return out, fmt.Errorf("decision %d, %s version: %w", d.Index, phase, err)
+		}
+		out = append(out, Version{Phase: rendered, Job: job})
+		existing, phase = job, nextPhase(rendered, job, d)
+		if phase != "" && len(out) == 3 {
+			// canary, surge, final: nextPhase ends every sequence there.
+			return out, fmt.Errorf("decision %d: a %s version after %s", d.Index, phase, rendered)
+		}
+	}
+	return out, nil
 }
 
 // Render builds the job version of decision d in phase from the pipeline's template.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
@@ -139,4 +141,77 @@ func TestPackedTransitionAgainstNomad(t *testing.T) {
 	}
 	t.Logf("decision 103 aborted: %s", res.Detail)
 	waitReverted(t, n.API(), "packed", 102, map[string]int{"src@c1.g0|c1": 1, "gpu@c2.g1|c2": 2})
+}
+
+// TestRenderVersionsPhases: RenderVersions yields the versions Step submits: a first
+// decision only its final version; a transition its surge then final (unfitted without
+// nodes: the packed node's surge asks for a third GPU); with canaries, the canary (the
+// sibling on the full node stopped) then the final version when the canary is the
+// decision's only candidate instance, canary, surge and final when more follow.
+func TestRenderVersionsPhases(t *testing.T) {
+	job := testJob("pipe")
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Template, _ = json.Marshal(job)
+	nodes := map[string]fsm.Node{
+		"a": {Name: "a", CPU: 8, MemoryMB: 8192},
+		"b": {Name: "b", CPU: 8, MemoryMB: 8192, GPUs: 3, GPUMemoryMB: 16000}, // packed by 3 instances
+	}
+	src := fsm.OpTarget{Nodes: map[string]fsm.Placement{"a": {Current: 1}}, Config: "mode=fast"}
+	decide := func(idx uint64, cur, cand int) fsm.Decision {
+		g := fsm.OpTarget{Nodes: map[string]fsm.Placement{"b": {Current: cur, Candidate: cand}}, Config: "batch=8"}
+		if cand > 0 {
+			g.CandidateConfig, g.Transitions = "batch=16", cand
+		}
+		return fsm.Decision{Index: idx, Job: "pipe", Operators: map[string]fsm.OpTarget{"src": src, "gpu": g}}
+	}
+	phases := func(vs []Version) string {
+		var s []string
+		for _, v := range vs {
+			s = append(s, v.Phase)
+		}
+		return strings.Join(s, ",")
+	}
+	count := func(j *api.Job, name string) int {
+		for _, g := range j.TaskGroups {
+			if *g.Name == name {
+				return *g.Count
+			}
+		}
+		return 0
+	}
+	for _, canary := range []bool{false, true} {
+		o := Options{Canary: canary}
+		first, err := RenderVersions(p, decide(1, 3, 0), nil, nodes, o)
+		if err != nil || phases(first) != PhaseFinal {
+			t.Fatalf("canary %v: first decision %s, %v", canary, phases(first), err)
+		}
+		existing := first[0].Job
+		if !canary {
+			unfitted, err := RenderVersions(p, decide(2, 2, 1), existing, nil, o)
+			if err != nil || phases(unfitted) != "surge,final" {
+				t.Fatalf("unfitted transition %s, %v", phases(unfitted), err)
+			}
+			if n := count(unfitted[0].Job, "gpu@b.g0") + count(unfitted[0].Job, "gpu@b.g1"); n != 4 {
+				t.Errorf("the unfitted surge runs %d gpu instances, want 4 (3 old + 1 new) on 3 GPUs", n)
+			}
+		}
+		one, err := RenderVersions(p, decide(2, 2, 1), existing, nodes, o)
+		two, err2 := RenderVersions(p, decide(2, 1, 2), existing, nodes, o)
+		if err != nil || err2 != nil {
+			t.Fatal(err, err2)
+		}
+		want1, want2 := "surge,final", "surge,final"
+		if canary {
+			want1, want2 = "canary,final", "canary,surge,final"
+			if c := one[0].Job; count(c, "gpu@b.g0") != 1 || count(c, SlotGroupName("gpu")) != 1 {
+				t.Errorf("canary version: gpu@b.g0 %d, slot %d; want the sibling stopped (2 -> 1) beside the slot", count(c, "gpu@b.g0"), count(c, SlotGroupName("gpu")))
+			}
+		}
+		if phases(one) != want1 || phases(two) != want2 {
+			t.Errorf("canary %v: one candidate %s (want %s), two %s (want %s)", canary, phases(one), want1, phases(two), want2)
+		}
+	}
 }
