@@ -38,31 +38,37 @@ func ParseStat(text string) (utime, stime uint64, err error) {
 
 // ParseVmRSS returns the resident set size in bytes from the text of /proc/<pid>/status
 // (its "VmRSS: <n> kB" line).
-func ParseVmRSS(text string) (uint64, error) {
+func ParseVmRSS(text string) (uint64, error) { return parseStatusKB(text, "VmRSS") }
+
+// parseStatusKB returns the value in bytes of the "<key>: <n> kB" line of a
+// /proc/<pid>/status text.
+func parseStatusKB(text, key string) (uint64, error) {
 	for _, line := range strings.Split(text, "\n") {
-		rest, ok := strings.CutPrefix(line, "VmRSS:")
+		rest, ok := strings.CutPrefix(line, key+":")
 		if !ok {
 			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("parse /proc/<pid>/status: VmRSS line %q is not \"<n> kB\"", strings.TrimSpace(line))
+			return 0, fmt.Errorf("parse /proc/<pid>/status: %s line %q is not \"<n> kB\"", key, strings.TrimSpace(line))
 		}
 		kb, err := strconv.ParseUint(f[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("parse /proc/<pid>/status VmRSS: %w", err)
+			return 0, fmt.Errorf("parse /proc/<pid>/status %s: %w", key, err)
 		}
 		return kb * 1024, nil
 	}
-	return 0, errors.New("parse /proc/<pid>/status: no VmRSS line (the process has exited or is a zombie)")
+	return 0, fmt.Errorf("parse /proc/<pid>/status: no %s line (the process has exited or is a zombie)", key)
 }
 
 // procSample is one reading of a process's CPU time and resident memory.
 type procSample struct {
 	// Ticks is utime + stime in clock ticks.
 	Ticks uint64
-	// RSS is VmRSS in bytes.
-	RSS uint64
+	// RSS is VmRSS in bytes; Anon its private anonymous part (RssAnon: heaps, stacks),
+	// without the file-backed pages (the binary's code, first touched as new code paths
+	// run, and mapped files such as the raft log).
+	RSS, Anon uint64
 }
 
 // readProc reads pid's CPU time and RSS from /proc.
@@ -83,7 +89,11 @@ func readProc(pid int) (procSample, error) {
 	if err != nil {
 		return procSample{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	return procSample{Ticks: u + s, RSS: rss}, nil
+	anon, err := parseStatusKB(string(status), "RssAnon")
+	if err != nil {
+		return procSample{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return procSample{Ticks: u + s, RSS: rss, Anon: anon}, nil
 }
 
 // DefaultClockTick is the clock-tick rate assumed when `getconf CLK_TCK` is unavailable:

@@ -92,6 +92,26 @@ func (r *Report) RSSDrift() []float64 {
 	return out
 }
 
+// AnonDrift is RSSDrift of the servers' private anonymous memory (RssAnon): the part a
+// leak of the Go heap or of C allocations grows, without code pages first touched late.
+func (r *Report) AnonDrift() []float64 {
+	if len(r.Phases) == 0 {
+		return nil
+	}
+	out := make([]float64, len(r.Servers))
+	for _, p := range r.Phases {
+		if len(p.AnonWarm) != len(out) || len(p.AnonEnd) != len(out) {
+			continue
+		}
+		for i := range out {
+			if g := Growth(p.AnonWarm[i], p.AnonEnd[i]); math.Abs(g) > math.Abs(out[i]) {
+				out[i] = g
+			}
+		}
+	}
+	return out
+}
+
 // OversizeRSSGrowth is each server's RSS change in bytes over the oversize requests.
 func (r *Report) OversizeRSSGrowth() []int64 {
 	out := make([]int64, len(r.OversizeRSS))
@@ -156,6 +176,15 @@ func (r *Report) Goals() []Goal {
 				}
 			}
 			fig += fmt.Sprintf("; over the whole soak, warm-up included, %+.1f %%", 100*w)
+		}
+		if a := r.AnonDrift(); a != nil {
+			w := 0.0
+			for _, v := range a {
+				if math.Abs(v) > math.Abs(w) {
+					w = v
+				}
+			}
+			fig += fmt.Sprintf("; private anonymous memory (RssAnon) after warm-up %+.1f %%", 100*w)
 		}
 		out = append(out, Goal{Key: "rss_flat", Name: "RSS flat within 10 % over the soak (after warm-up)",
 			Figure: fig, Met: math.Abs(worst) <= GoalRSSFlat})
@@ -343,6 +372,9 @@ func (r *Report) Result() benchfmt.Result {
 			f[k+"max_mib"] = round2(mib(max(idle.RSSMax[i], busy.RSSMax[i])))
 			f[k+"change_pct"] = round2(100 * g[i])
 			f[k+"drift_after_warmup_pct"] = round2(100 * r.RSSDrift()[i])
+			if a := r.AnonDrift(); a != nil {
+				f[k+"anon_drift_after_warmup_pct"] = round2(100 * a[i])
+			}
 		}
 	}
 	for i, id := range r.Servers {

@@ -164,6 +164,9 @@ type Phase struct {
 	// sample at least Options.Warmup into the phase (RSSStart if the phase is shorter than
 	// twice the warm-up).
 	RSSStart, RSSWarm, RSSEnd, RSSMax []uint64
+	// AnonWarm and AnonEnd are each server's RssAnon (private anonymous memory) at the
+	// warm-up sample and at the end.
+	AnonWarm, AnonEnd []uint64
 	// Observations, ObserveErrors and Ignored count the busy phase's observation
 	// requests, the failed ones and the observations the planner ignored as stale.
 	Observations, ObserveErrors, Ignored int
@@ -476,6 +479,9 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 	}
 	if d < 2*b.o.Warmup {
 		ph.RSSWarm = slices.Clone(ph.RSSStart)
+		for _, p := range s0.proc {
+			ph.AnonWarm = append(ph.AnonWarm, p.Anon)
+		}
 	}
 	since := maxIndex(s0)
 	fmt.Fprintf(b.o.Progress, "bench planner: %s phase for %s (leader %s, load %s)\n", name, d, ph.Leader, ph.LoadStart)
@@ -525,6 +531,7 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 		if ph.RSSWarm == nil && s.t.Sub(s0.t) >= b.o.Warmup {
 			for _, p := range s.proc {
 				ph.RSSWarm = append(ph.RSSWarm, p.RSS)
+				ph.AnonWarm = append(ph.AnonWarm, p.Anon)
 			}
 		}
 		if busy && s.leader >= 0 {
@@ -539,6 +546,9 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 	s1 := last
 	if ph.RSSWarm == nil { // the phase ended (or its context) before the warm-up
 		ph.RSSWarm = slices.Clone(ph.RSSStart)
+		for _, p := range s0.proc {
+			ph.AnonWarm = append(ph.AnonWarm, p.Anon)
+		}
 	}
 	ph.Elapsed = s1.t.Sub(s0.t)
 	ph.Rounds = sum(s1, rounds) - sum(s0, rounds)
@@ -548,6 +558,7 @@ func (b *bench) phase(ctx context.Context, name string, d time.Duration, busy bo
 	for i := range b.pids {
 		ph.CPU = append(ph.CPU, CPUPercent(s1.proc[i].Ticks-s0.proc[i].Ticks, b.rep.ClockTick, ph.Elapsed))
 		ph.RSSEnd = append(ph.RSSEnd, s1.proc[i].RSS)
+		ph.AnonEnd = append(ph.AnonEnd, s1.proc[i].Anon)
 	}
 	for i := range b.rep.Servers {
 		if leaders[i] {

@@ -41,6 +41,9 @@ func TestParseVmRSS(t *testing.T) {
 	if err != nil || got != 38580*1024 {
 		t.Fatalf("ParseVmRSS = %d, %v; want %d", got, err, 38580*1024)
 	}
+	if anon, err := parseStatusKB(status, "RssAnon"); err != nil || anon != 20000*1024 {
+		t.Fatalf("RssAnon = %d, %v; want %d", anon, err, 20000*1024)
+	}
 	for _, bad := range []string{"Name:\tzombie\nState:\tZ (zombie)\n", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n"} {
 		if _, err := ParseVmRSS(bad); err == nil {
 			t.Errorf("ParseVmRSS(%q): no error", bad)
@@ -108,6 +111,8 @@ func TestGoalsAndResult(t *testing.T) {
 	busy.RSSStart = []uint64{40 * mb, 35 * mb, 35 * mb}
 	busy.RSSWarm = []uint64{40 * mb, 35 * mb, 35 * mb}
 	busy.RSSEnd = []uint64{45 * mb, 36 * mb, 35 * mb} // p1 +12.5 % after the busy phase's warm-up
+	busy.AnonWarm = []uint64{10 * mb, 8 * mb, 8 * mb}
+	busy.AnonEnd = []uint64{10*mb + mb/2, 8 * mb, 8 * mb} // p1 +5 % of private memory
 	r := &Report{Servers: []string{"p1", "p2", "p3"}, ClockTick: 100, Phases: []Phase{idle, busy},
 		Options: Options{Interval: 2 * time.Second, Sample: 2 * time.Second, Settle: 10 * time.Second, Warmup: time.Minute},
 		Oversize: []OversizeRequest{
@@ -132,7 +137,7 @@ func TestGoalsAndResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"idle.rounds_per_interval":1.02`, `"idle.nomad_requests_per_round":3`, `"goal.rss_flat":"NOT met"`, `"rss.p1.change_pct":12.5`, `"rss.p1.drift_after_warmup_pct":12.5`, `"oversize.answered_413":3`} {
+	for _, s := range []string{`"idle.rounds_per_interval":1.02`, `"idle.nomad_requests_per_round":3`, `"goal.rss_flat":"NOT met"`, `"rss.p1.change_pct":12.5`, `"rss.p1.drift_after_warmup_pct":12.5`, `"rss.p1.anon_drift_after_warmup_pct":5`, `"oversize.answered_413":3`} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("RESULT lacks %s: %s", s, b)
 		}
