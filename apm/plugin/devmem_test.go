@@ -124,3 +124,23 @@ func TestDeviceMemoryFromNomad(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 }
+
+// TestEngineCountsReachTheFeed: a serving engine's own running and waiting counts and its
+// admission limit (the group's trident_param_max_num_seqs) reach the observation layer's
+// samples, the evidence its starvation rules use; instances of engines that do not report
+// the counts get no limit.
+func TestEngineCountsReachTheFeed(t *testing.T) {
+	snap := snapshot{time: time.Unix(1, 0), instances: map[string]InstanceMetrics{
+		"v": {EngineReported: true, Running: 12, Waiting: 3},
+		"w": {},
+	}}
+	facts := map[string]allocFacts{"v": {admission: 16}, "w": {admission: 16}}
+	snap.admission = admissionLimits(facts, &snap)
+	f := toFeed(snap)
+	if v := f.Instances["v"]; !v.EngineReported || v.Running != 12 || v.Waiting != 3 || v.AdmissionLimit != 16 {
+		t.Fatalf("engine instance %+v", v)
+	}
+	if w := f.Instances["w"]; w.EngineReported || w.AdmissionLimit != 0 {
+		t.Fatalf("an instance without engine counts got %+v", w)
+	}
+}

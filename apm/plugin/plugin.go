@@ -298,6 +298,9 @@ func groupDeclaration(ctx context.Context, cl *api.Client, job, group string) (f
 type snapshot struct {
 	time      time.Time
 	instances map[string]InstanceMetrics // by alloc ID
+	// admission is each engine instance's admission limit (max_num_seqs from its group's
+	// meta), by alloc ID; absent when unknown.
+	admission map[string]float64
 }
 
 // refresh discovers the group's instances, scrapes them and appends a snapshot.
@@ -344,6 +347,7 @@ func (p *Plugin) refresh(ctx context.Context, job, group string) (*groupState, e
 	errs = append(errs, ferrs...)
 	errs = append(errs, fillEpochs(facts, &snap)...)
 	errs = append(errs, fillDeviceMemory(ctx, cl, facts, &snap)...)
+	snap.admission = admissionLimits(facts, &snap)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	gs, ok := p.groups[k]
@@ -554,6 +558,7 @@ func toFeed(s snapshot) feed.Snapshot {
 			RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BusySeconds: m.BusySeconds, UsefulSeconds: m.UsefulSeconds,
 			QueueLength: m.QueueLength, QueueCapacity: qcap, OutputBlockedSeconds: m.OutputBlocked,
 			Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts,
+			EngineReported: m.EngineReported, Running: m.Running, Waiting: m.Waiting, AdmissionLimit: s.admission[id],
 			FeatureMean: m.FeatureMean, FeatureStd: m.FeatureStd, Epoch: m.Epoch,
 		}
 	}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +78,9 @@ type allocFacts struct {
 	epoch    float64
 	epochErr error
 	devices  allocDevices
+	// admission is the group's max_num_seqs parameter (trident_param_max_num_seqs): the
+	// most requests a serving engine runs at once; 0 when unset or not a number.
+	admission float64
 }
 
 // readAlloc reads allocID's facts.
@@ -94,6 +98,9 @@ func readAlloc(ctx context.Context, cl *api.Client, allocID string) (allocFacts,
 	if tg == nil {
 		f.epochErr = fmt.Errorf("trident-apm: allocation %s: its job has no group %q", allocID, al.TaskGroup)
 		return f, nil
+	}
+	if v, err := strconv.ParseFloat(strings.TrimSpace(tg.Meta[opcontract.ParamMetaKey("max_num_seqs")]), 64); err == nil && v > 0 && !math.IsInf(v, 0) {
+		f.admission = v
 	}
 	if v := strings.TrimSpace(tg.Meta[opcontract.MetaConfigEpoch]); v != "" {
 		e, err := strconv.ParseUint(v, 10, 64)
@@ -153,6 +160,18 @@ func fillEpochs(facts map[string]allocFacts, snap *snapshot) []error {
 		snap.instances[id] = m
 	}
 	return errs
+}
+
+// admissionLimits returns each instance's admission limit (allocFacts.admission) for the
+// instances whose engine reports its running and waiting counts.
+func admissionLimits(facts map[string]allocFacts, snap *snapshot) map[string]float64 {
+	out := map[string]float64{}
+	for id, m := range snap.instances {
+		if f, ok := facts[id]; ok && m.EngineReported && f.admission > 0 {
+			out[id] = f.admission
+		}
+	}
+	return out
 }
 
 // settle prepares a new snapshot against the previous one (nil for the first): it marks

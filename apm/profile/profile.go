@@ -63,6 +63,11 @@ type Metrics struct {
 	AccelUtil      float64
 	CPUUtil        float64
 	HasAccelerator bool
+	// EngineReported marks Running and Waiting as a serving engine's own counts of the
+	// requests in its batches and held back by its scheduler (vLLM's num_requests_running
+	// and num_requests_waiting): the observation layer's starvation evidence.
+	EngineReported   bool
+	Running, Waiting float64
 	// DeviceMemPeak is the peak accelerator memory in bytes (0: unknown).
 	DeviceMemPeak float64
 	// OOMRestarts counts accelerator OOM exits of this allocation (0: not exported).

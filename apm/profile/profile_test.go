@@ -59,6 +59,7 @@ func TestFixturesMapEveryMetric(t *testing.T) {
 			UsefulSeconds: 3400, // RUNNING-phase time, not the 4200 s end-to-end
 			QueueLength:   3,
 			AccelUtil:     1, HasAccelerator: true, // requests wait: saturated
+			EngineReported: true, Running: 12, Waiting: 3, // the engine's own counts
 			FeatureMean: map[string]float64{
 				FeaturePromptTokens: 1800, FeatureGenerationTokens: 500, FeaturePreemptionsPerRequest: 0.004,
 			},

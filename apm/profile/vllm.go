@@ -59,6 +59,8 @@ const (
 //	               the KV-cache usage; vLLM exports no compute utilisation
 //	features       prompt_tokens, generation_tokens (per-request histograms, else the token
 //	               counters per finished request), preemptions_per_request (interval means)
+//	Running, Waiting  vllm:num_requests_running, the QueueLength above (the engine's own
+//	               counts, for the observation layer's starvation rules)
 //	BusySeconds, DeviceMemPeak, OOMRestarts, epoch: not exported (0; the epoch comes from
 //	the allocation's meta)
 type vllmProfile struct{}
@@ -95,6 +97,7 @@ func (vllmProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics, e
 	running := r.sum(vllmRunning, nil)
 	waiting := r.sum(vllmWaiting, nil)
 	m.QueueLength = waiting + r.sum(vllmSwapped, nil)
+	m.EngineReported, m.Running, m.Waiting = true, running, m.QueueLength
 	kv := r.mean(r.first(vllmKVCacheUsage, vllmGPUCacheUsage))
 	switch {
 	case m.QueueLength > 0:
