@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -148,6 +149,8 @@ type Loop struct {
 	rounds, solves atomic.Uint64
 	results        chan solveResult
 	solving        map[string]bool
+	// settled holds, per job, the last input that found nothing worth moving.
+	settled map[string]settledInput
 	// stale marks jobs a solving round skipped because their previous solve still ran:
 	// that solve's input predates the round, so its result is followed by another solve.
 	stale map[string]bool
@@ -162,10 +165,32 @@ type Loop struct {
 }
 
 type solveResult struct {
-	job  string
-	in   sched.PlanInput
-	plan sched.Plan
-	err  error
+	job    string
+	in     sched.PlanInput
+	plan   sched.Plan
+	err    error
+	digest [sha256.Size]byte // of in
+}
+
+// settledInput is a solve's input that found nothing worth moving, with the job's latest
+// decision then: the same input is not solved again until settleFor has passed.
+type settledInput struct {
+	digest   [sha256.Size]byte
+	decision uint64
+	at       time.Time
+}
+
+// settleFor is how long an input that found nothing worth moving is not solved again:
+// ten intervals, so that a scheduler whose answer varies (time limits) is asked again.
+func (l *Loop) settleFor() time.Duration { return 10 * l.cfg.Interval }
+
+// inputDigest identifies a scheduling input (its JSON encoding: map keys sorted).
+func inputDigest(in sched.PlanInput) [sha256.Size]byte {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return [sha256.Size]byte{} // never equal to a real digest's settled entry by chance
+	}
+	return sha256.Sum256(b)
 }
 
 func newLoop(s *Server, cfg LoopConfig) *Loop {
@@ -240,6 +265,7 @@ func (l *Loop) runLeader(ctx context.Context) {
 	l.stale = map[string]bool{}
 	l.adopted = map[string]bool{}
 	l.refused = map[string]string{}
+	l.settled = map[string]settledInput{}
 	// Make sure every committed entry is applied before acting on the state.
 	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
@@ -283,6 +309,7 @@ func (l *Loop) runLeader(ctx context.Context) {
 		case r := <-l.results:
 			delete(l.solving, r.job)
 			committed := l.commit(ctx, r)
+			l.settle(r, committed)
 			if l.stale[r.job] {
 				// A solving round passed the job while this solve ran: solve again
 				// on the newer input.
@@ -452,6 +479,10 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 		}
 		return
 	}
+	digest := inputDigest(in)
+	if st, ok := l.settled[job]; ok && st.digest == digest && (!hasDec || st.decision == dec.Index) && time.Since(st.at) < l.settleFor() {
+		return // the same input found nothing worth moving: the answer would be the same
+	}
 	l.solving[job] = true
 	l.solves.Add(1)
 	results := l.results // this term's channel: a later term makes a new one
@@ -466,7 +497,7 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 			fcancel()
 		}
 		select {
-		case results <- solveResult{job: job, in: in, plan: plan, err: err}:
+		case results <- solveResult{job: job, in: in, plan: plan, err: err, digest: digest}:
 		case <-ctx.Done():
 		}
 	}()
@@ -845,4 +876,20 @@ func othersHoldings(st *fsm.State, job string) []sched.Holding {
 		}
 	}
 	return out
+}
+
+// settle records r's input as settled when it found a plan and nothing worth committing,
+// and forgets the job's settled input otherwise.
+func (l *Loop) settle(r solveResult, committed bool) {
+	if committed || r.err != nil || r.digest == ([sha256.Size]byte{}) || l.stale[r.job] {
+		delete(l.settled, r.job)
+		return
+	}
+	var dec uint64
+	l.s.fsm.Read(func(st *fsm.State) {
+		if d, ok := st.LatestDecision(r.job); ok {
+			dec = d.Index
+		}
+	})
+	l.settled[r.job] = settledInput{digest: r.digest, decision: dec, at: time.Now()}
 }
