@@ -1,0 +1,144 @@
+package faulttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/trident-sched/trident/e2e/harness"
+	"github.com/trident-sched/trident/planner/client"
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// gpuPipeline is a two-operator pipeline whose second operator needs one GPU of at least
+// gpuMiB.
+func gpuPipeline(id string, gpuMiB int) *api.Job {
+	job := pipelineJob(id)
+	job.TaskGroups[1].Meta["trident_gpus"] = "1"
+	job.TaskGroups[1].Meta["trident_gpu_memory_mb"] = fmt.Sprint(gpuMiB)
+	job.TaskGroups[1].Meta["trident_capacity"] = "1"
+	job.TaskGroups[0].Meta["trident_capacity"] = "100"
+	return job
+}
+
+// TestPipelinesShareNomad: two pipelines and an unrelated service job on clients with fake
+// GPUs of two memory sizes (g24: 2 × 24 GiB, g80: 2 × 80 GiB, one of them held by the
+// service). The pipeline needing 40 GiB gets the one free 80 GiB GPU, the one needing 16
+// GiB plans on what is left (the 24 GiB GPUs); both decisions are applied without a
+// placement failure, no node holds more GPUs than it has, and the service's allocation is
+// never replaced.
+func TestPipelinesShareNomad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes: skipped in -short")
+	}
+	bin := buildTrident(t)
+	devDir := filepath.Join(t.TempDir(), "devplugins")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := harness.BuildPackages(ctx, devDir, "./plugins/trident-gpu"); err != nil {
+		t.Fatal(err)
+	}
+	n := harness.StartNomad(t, harness.NomadOptions{DevicePluginDir: devDir, Clients: []harness.ClientSpec{
+		{Name: "c1", MemoryMB: 4096},
+		{Name: "g24", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 24576},
+		{Name: "g80", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 81920},
+	}})
+	cl := n.API()
+	// The unrelated service: one 80 GiB GPU of g80.
+	web := &api.Job{ID: ptr("web"), Name: ptr("web"), Type: ptr("service"), Datacenters: []string{"*"},
+		Constraints: []*api.Constraint{api.NewConstraint("${node.unique.name}", "=", "g80")},
+		TaskGroups: []*api.TaskGroup{{Name: ptr("web"), Count: ptr(1), Tasks: []*api.Task{{
+			Name: "run", Driver: "raw_exec", Config: map[string]any{"command": "/bin/sleep", "args": []string{"3600"}},
+			Resources: &api.Resources{CPU: ptr(20), MemoryMB: ptr(32), Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: ptr(uint64(1))}}},
+		}}}}}
+	if _, _, err := cl.Jobs().Register(web, nil); err != nil {
+		t.Fatal(err)
+	}
+	var webAlloc string
+	deadline := time.Now().Add(60 * time.Second)
+	for webAlloc == "" {
+		allocs, _, _ := cl.Jobs().Allocations("web", false, nil)
+		for _, a := range allocs {
+			if a.ClientStatus == "running" {
+				webAlloc = a.ID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the service job did not start")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	p := &proc{id: "p0", raftBind: harness.FreeAddr(t), http: harness.FreeAddr(t), dataDir: filepath.Join(t.TempDir(), "p0"), log: filepath.Join(t.TempDir(), "p0.log")}
+	p.args = []string{"-id", p.id, "-bind", p.raftBind, "-http", p.http, "-data-dir", p.dataDir,
+		"-peers", fmt.Sprintf("%s=%s@%s", p.id, p.raftBind, p.http), "-bootstrap", "-nomad-addr", n.Addr, "-token", token,
+		"-interval", "1s", "-min-healthy-time", "1s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
+	p.start(t, bin)
+	c := &cluster{t: t, bin: bin, procs: []*proc{p}}
+	t.Cleanup(p.stop)
+	c.leader(30 * time.Second)
+
+	plan := func(job string) (client.PlanResponse, bool) {
+		var pr client.PlanResponse
+		code, _ := call("GET", p.http, "/v1/plan/"+job, nil, &pr)
+		return pr, code == 200
+	}
+	for _, j := range []struct {
+		id  string
+		mib int
+	}{{"big", 40960}, {"small", 16384}} {
+		raw, _ := json.Marshal(gpuPipeline(j.id, j.mib))
+		if code, body := call("PUT", p.http, "/v1/pipelines/"+j.id, map[string]json.RawMessage{"job": raw}, nil); code != 200 {
+			t.Fatalf("register %s: HTTP %d %s", j.id, code, body)
+		}
+		waitFor(t, c, j.id+"'s first decision done", 120*time.Second, func() bool {
+			pr, ok := plan(j.id)
+			return ok && pr.Status == fsm.StatusDone
+		})
+	}
+	big, _ := plan("big")
+	small, _ := plan("small")
+	if got := big.Groups["work"].Nodes; len(got) != 1 || got["g80"].Current != 1 {
+		t.Fatalf("big's GPU operator planned on %v: want the one free 80 GiB GPU of g80", got)
+	}
+	if got := small.Groups["work"].Nodes; got["g80"].Current != 0 || got["g24"].Current < 1 || got["g24"].Current > 2 {
+		t.Fatalf("small's GPU operator planned on %v: want g24 only (g80's GPUs are held)", got)
+	}
+	// Nomad runs both plans, every GPU request placed, and the service untouched.
+	gpus := map[string]int{}
+	for _, job := range []string{"big", "small", "web"} {
+		allocs, _, err := cl.Jobs().Allocations(job, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range allocs {
+			if a.DesiredStatus != "run" {
+				continue
+			}
+			if a.ClientStatus != "running" {
+				t.Fatalf("%s allocation %s on %s is %s", job, a.ID[:8], a.NodeName, a.ClientStatus)
+			}
+			full, _, err := cl.Allocations().Info(a.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range full.AllocatedResources.Tasks {
+				for _, d := range tr.Devices {
+					gpus[a.NodeName] += len(d.DeviceIDs)
+				}
+			}
+		}
+	}
+	if gpus["g80"] != 2 || gpus["g24"] > 2 {
+		t.Fatalf("GPUs held per node %v: want g80's two (service + big), at most g24's two", gpus)
+	}
+	allocs, _, _ := cl.Jobs().Allocations("web", false, nil)
+	if len(allocs) != 1 || allocs[0].ID != webAlloc || allocs[0].ClientStatus != "running" {
+		t.Fatalf("the service's allocations %v: want %s still running alone", allocs, webAlloc[:8])
+	}
+}
