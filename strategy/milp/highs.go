@@ -80,6 +80,18 @@ static HighsInt trident_install_interrupt(void* highs, int* flag) {
 	return Highs_startCallback(highs, 6); // mip
 }
 static void trident_set_flag(int* flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
+
+// trident_release returns the C heap's free memory to the system after a solve. glibc keeps
+// what a solve freed in the arena of the thread that ran it, and solves run on whichever
+// OS thread the Go scheduler hands them: measured on 400 solves of a 16-node instance, the
+// process's private memory settled near 19-20 MB without the trim and 12-14 MB with it,
+// and a planner leader's RSS kept a solve's peak for good. Elsewhere a no-op.
+#if defined(__GLIBC__)
+#include <malloc.h>
+static void trident_release(void) { malloc_trim(0); }
+#else
+static void trident_release(void) {}
+#endif
 */
 import "C"
 
@@ -236,6 +248,7 @@ func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interi
 	if h == nil {
 		return highsResult{err: errors.New("highs: create failed")}
 	}
+	defer C.trident_release() // after the destroy below (defers run last in, first out)
 	defer C.Highs_destroy(h)
 	setB := func(k string, v bool) {
 		ck := C.CString(k)
