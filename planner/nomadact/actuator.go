@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -68,6 +69,9 @@ type Actuator struct {
 	c   *api.Client
 	o   Options
 	log *slog.Logger
+
+	mu   sync.Mutex
+	jobs map[string]jobKind // namespace/job ID -> whether the planner renders it
 }
 
 var (
@@ -98,7 +102,7 @@ func New(c *api.Client, o Options) *Actuator {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Actuator{c: c, o: o, log: o.Logger.With("component", "nomadact")}
+	return &Actuator{c: c, o: o, log: o.Logger.With("component", "nomadact"), jobs: map[string]jobKind{}}
 }
 
 func (a *Actuator) q(ctx context.Context) *api.QueryOptions {
@@ -159,6 +163,10 @@ func (a *Actuator) Inventory(ctx context.Context) ([]fsm.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nomad nodes: %w", err)
 	}
+	allocs, err := a.runningAllocs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []fsm.Node
 	for _, s := range stubs {
 		if s.Status != "ready" || s.SchedulingEligibility != "eligible" || s.Drain {
@@ -171,7 +179,7 @@ func (a *Actuator) Inventory(ctx context.Context) ([]fsm.Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read nomad node %s: %w", s.Name, err)
 		}
-		node, err := a.inventoryNode(ctx, n)
+		node, err := a.inventoryNode(ctx, n, allocs[n.ID])
 		if err != nil {
 			return nil, err
 		}

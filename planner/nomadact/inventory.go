@@ -2,6 +2,7 @@ package nomadact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -75,23 +76,14 @@ func withDevices(node fsm.Node, classes []fsm.Device) fsm.Node {
 	return node
 }
 
-// managed reports whether an allocation belongs to a group the planner rendered (an
-// operator's pinned group or its anchor).
-func managed(al *api.Allocation) bool {
-	if al.Job == nil {
-		return false
-	}
-	g := al.Job.LookupTaskGroup(al.TaskGroup)
-	return g != nil && (g.Meta[MetaOperator] != "" || g.Meta[MetaAnchor] == "true")
-}
-
 // othersOn sums the resources that allocations not managed by the planner (services,
 // batch jobs, other users' work, in any namespace) hold on the node: they are not the
-// planner's to place, so the inventory leaves them out.
-func othersOn(allocs []*api.Allocation) othersUse {
+// planner's to place, so the inventory leaves them out. managed tells the planner's own
+// allocations (see Actuator.plannerJob).
+func othersOn(allocs []*api.AllocationListStub, managed func(*api.AllocationListStub) bool) othersUse {
 	u := othersUse{gpus: map[string]bool{}}
 	for _, al := range allocs {
-		if al == nil || al.DesiredStatus != api.AllocDesiredStatusRun || al.ClientTerminalStatus() || managed(al) || al.AllocatedResources == nil {
+		if al == nil || al.DesiredStatus != api.AllocDesiredStatusRun || terminal(al.ClientStatus) || al.AllocatedResources == nil || managed(al) {
 			continue
 		}
 		for _, t := range al.AllocatedResources.Tasks {
@@ -162,18 +154,95 @@ func egressOf(n *api.Node) (float64, error) {
 	return mbps * 1e6 / 8, nil
 }
 
-// inventoryNode is the planner's model of node n: nodeOf, its egress, and what other jobs'
-// allocations leave free.
-func (a *Actuator) inventoryNode(ctx context.Context, n *api.Node) (fsm.Node, error) {
+// terminal reports whether an allocation's client status is final.
+func terminal(status string) bool {
+	switch status {
+	case api.AllocClientStatusComplete, api.AllocClientStatusFailed, api.AllocClientStatusLost:
+		return true
+	}
+	return false
+}
+
+// inventoryNode is the planner's model of node n: nodeOf, its egress, and what the other
+// jobs' allocations on it (allocs, the node's share of runningAllocs) leave free.
+func (a *Actuator) inventoryNode(ctx context.Context, n *api.Node, allocs []*api.AllocationListStub) (fsm.Node, error) {
 	node := nodeOf(n)
 	eg, err := egressOf(n)
 	if err != nil {
 		return fsm.Node{}, err
 	}
 	node.EgressBps = eg
-	allocs, _, err := a.c.Nodes().Allocations(n.ID, a.q(ctx))
-	if err != nil {
-		return fsm.Node{}, fmt.Errorf("list allocations of nomad node %s: %w", n.Name, err)
+	var errs []error
+	u := othersOn(allocs, func(al *api.AllocationListStub) bool {
+		ok, err := a.plannerJob(ctx, al)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return ok && strings.Contains(al.TaskGroup, "@")
+	})
+	if len(errs) > 0 {
+		return fsm.Node{}, errors.Join(errs...)
 	}
-	return subtractOthers(node, n, othersOn(allocs)), nil
+	return subtractOthers(node, n, u), nil
+}
+
+// runningAllocs lists, in one request, the allocations of every namespace that are meant
+// to run and not finished, with their allocated resources, by node ID. Listing stubs
+// instead of each node's allocations keeps a round from decoding every allocation's job.
+func (a *Actuator) runningAllocs(ctx context.Context) (map[string][]*api.AllocationListStub, error) {
+	q := a.q(ctx)
+	q.Namespace = "*"
+	q.Params = map[string]string{"resources": "true"}
+	q.Filter = `DesiredStatus == "run" and ClientStatus != "complete" and ClientStatus != "failed" and ClientStatus != "lost"`
+	stubs, _, err := a.c.Allocations().List(q)
+	if err != nil {
+		return nil, fmt.Errorf("list allocations: %w", err)
+	}
+	out := map[string][]*api.AllocationListStub{}
+	for _, s := range stubs {
+		out[s.NodeID] = append(out[s.NodeID], s)
+	}
+	return out, nil
+}
+
+// plannerJob reports whether al's job is one the planner renders (a group of it is an
+// operator's anchor): only then are its groups named "<op>@..." the planner's. The answer
+// is cached per job and version (a job becomes or stops being a pipeline only through a
+// new version).
+func (a *Actuator) plannerJob(ctx context.Context, al *api.AllocationListStub) (bool, error) {
+	key := al.Namespace + "/" + al.JobID
+	a.mu.Lock()
+	c, ok := a.jobs[key]
+	a.mu.Unlock()
+	if ok && c.version >= al.JobVersion {
+		return c.planner, nil
+	}
+	q := a.q(ctx)
+	q.Namespace = al.Namespace
+	job, _, err := a.c.Jobs().Info(al.JobID, q)
+	if err != nil {
+		if isNotFound(err) {
+			return false, nil // purged: its allocations are being stopped
+		}
+		return false, fmt.Errorf("read job %q of allocation %s: %w", al.JobID, al.ID, err)
+	}
+	c = jobKind{}
+	if job.Version != nil {
+		c.version = *job.Version
+	}
+	for _, g := range job.TaskGroups {
+		if g != nil && g.Meta[MetaAnchor] == "true" {
+			c.planner = true
+		}
+	}
+	a.mu.Lock()
+	a.jobs[key] = c
+	a.mu.Unlock()
+	return c.planner, nil
+}
+
+// jobKind caches whether a job (at a version) is rendered by the planner.
+type jobKind struct {
+	version uint64
+	planner bool
 }

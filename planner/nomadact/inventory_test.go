@@ -10,12 +10,12 @@ import (
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
-func alloc(job *api.Job, group, desired, client string, shares, mem int64, gpus int) *api.Allocation {
+func alloc(group, desired, client string, shares, mem int64, gpus int) *api.AllocationListStub {
 	ids := make([]string, gpus)
 	for i := range ids {
 		ids[i] = "GPU-" + string(rune('a'+i))
 	}
-	return &api.Allocation{Job: job, TaskGroup: group, DesiredStatus: desired, ClientStatus: client,
+	return &api.AllocationListStub{TaskGroup: group, DesiredStatus: desired, ClientStatus: client,
 		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"t": {
 			Cpu:     api.AllocatedCpuResources{CpuShares: shares},
 			Memory:  api.AllocatedMemoryResources{MemoryMB: mem},
@@ -25,21 +25,16 @@ func alloc(job *api.Job, group, desired, client string, shares, mem int64, gpus 
 
 // TestInventoryLeavesOutOtherJobs: what running allocations of jobs the planner does not
 // manage hold (CPU scaled into the node's modelled cores, memory, GPUs) is not the
-// planner's; its own rendered groups and anchors, stopped and finished allocations are.
+// planner's; its own rendered groups, stopped and finished allocations are.
 func TestInventoryLeavesOutOtherJobs(t *testing.T) {
-	rendered := &api.Job{TaskGroups: []*api.TaskGroup{
-		{Name: ptr("ocr@n1.g0"), Meta: map[string]string{MetaOperator: "ocr"}},
-		{Name: ptr("ocr"), Meta: map[string]string{MetaAnchor: "true"}},
-	}}
-	other := &api.Job{TaskGroups: []*api.TaskGroup{{Name: ptr("web")}}}
-	allocs := []*api.Allocation{
-		alloc(rendered, "ocr@n1.g0", "run", "running", 4000, 8192, 2), // the planner's own
-		alloc(other, "web", "run", "running", 2000, 1024, 1),          // another job: counts
-		alloc(other, "web", "run", "pending", 1000, 512, 0),           // placed, starting: counts
-		alloc(other, "web", "stop", "running", 3000, 3000, 1),         // being stopped
-		alloc(other, "web", "run", "complete", 3000, 3000, 1),         // finished
+	allocs := []*api.AllocationListStub{
+		alloc("ocr@n1.g0", "run", "running", 4000, 8192, 2), // the planner's own
+		alloc("web", "run", "running", 2000, 1024, 1),       // another job: counts
+		alloc("web", "run", "pending", 1000, 512, 0),        // placed, starting: counts
+		alloc("web", "stop", "running", 3000, 3000, 1),      // being stopped
+		alloc("web", "run", "complete", 3000, 3000, 1),      // finished
 	}
-	u := othersOn(allocs)
+	u := othersOn(allocs, func(al *api.AllocationListStub) bool { return al.TaskGroup == "ocr@n1.g0" })
 	if u.cpuShares != 3000 || u.memoryMB != 1536 || len(u.gpus) != 1 || !u.gpus["GPU-a"] {
 		t.Fatalf("others use %+v, want 3000 MHz, 1536 MB, GPU-a", u)
 	}
