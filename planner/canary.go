@@ -60,18 +60,11 @@ func (l *Loop) judgeCanaries(ctx context.Context, job string, dec fsm.Decision, 
 		})
 		record := func(k fsm.Canary) bool {
 			k.Decision, k.Config, k.Node, k.Deployment = dec.Index, c.Config, c.Node, c.Deployment
-			if _, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpCanary, Job: job, Operator: c.Operator, Canary: &k}); err != nil {
-				l.log.Warn("record canary", "job", job, "operator", c.Operator, "err", err)
-				return false
-			}
-			return true
+			return l.recordCanary(ctx, job, c.Operator, k)
 		}
 		switch {
 		case c.Promoted && (!have || rec.Verdict == ""):
-			k := rec
-			k.Verdict, k.By, k.VerdictUnixMilli = fsm.VerdictPromoted, fsm.ByUser, now.UnixMilli()
-			k.Detail = "promoted outside the planner (nomad deployment promote) before its verdict"
-			if record(k) {
+			if record(userPromoted(rec, now)) {
 				l.log.Info("canary promoted by a user", "job", job, "operator", c.Operator, "deployment", c.Deployment)
 			}
 		case c.Promoted:
@@ -144,11 +137,7 @@ func (l *Loop) canaryOutcome(ctx context.Context, job string, dec fsm.Decision, 
 	for op, k := range recs {
 		switch {
 		case status == fsm.StatusDone && k.Verdict == "":
-			k.Verdict, k.By, k.VerdictUnixMilli = fsm.VerdictPromoted, fsm.ByUser, time.Now().UnixMilli()
-			k.Detail = "promoted outside the planner (nomad deployment promote) before its verdict"
-			if _, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpCanary, Job: job, Operator: op, Canary: &k}); err != nil {
-				l.log.Warn("record canary", "job", job, "operator", op, "err", err)
-			}
+			l.recordCanary(ctx, job, op, userPromoted(k, time.Now()))
 		case status == fsm.StatusDone:
 		case k.Verdict == fsm.VerdictFailed:
 			detail = fmt.Sprintf("canary of %s failed by the %s: %s; %s", op, k.By, k.Detail, detail)
@@ -161,11 +150,27 @@ func (l *Loop) canaryOutcome(ctx context.Context, job string, dec fsm.Decision, 
 				k.By = fsm.ByUser // nomad deployment fail (the planner's own fails record a verdict first)
 			}
 			k.Detail = fsm.Clip(detail, 512)
-			if _, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpCanary, Job: job, Operator: op, Canary: &k}); err != nil {
-				l.log.Warn("record canary", "job", job, "operator", op, "err", err)
-			}
+			l.recordCanary(ctx, job, op, k)
 			detail = fmt.Sprintf("canary of %s failed (by %s) before the planner's verdict; %s", op, k.By, detail)
 		}
 	}
 	return detail
+}
+
+// recordCanary commits k as op's canary record of job; a failure is logged (the next round
+// records again) and reported as false.
+func (l *Loop) recordCanary(ctx context.Context, job, op string, k fsm.Canary) bool {
+	if _, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpCanary, Job: job, Operator: op, Canary: &k}); err != nil {
+		l.log.Warn("record canary", "job", job, "operator", op, "err", err)
+		return false
+	}
+	return true
+}
+
+// userPromoted is canary record k with the verdict of a promotion the planner did not make
+// (a user's nomad deployment promote), recorded at now.
+func userPromoted(k fsm.Canary, now time.Time) fsm.Canary {
+	k.Verdict, k.By, k.VerdictUnixMilli = fsm.VerdictPromoted, fsm.ByUser, now.UnixMilli()
+	k.Detail = "promoted outside the planner (nomad deployment promote) before its verdict"
+	return k
 }
