@@ -49,6 +49,11 @@ type PlanInput struct {
 	// RefThroughput is the reference throughput of the catch-up term (the previous
 	// decision's planned throughput, records/s of pipeline input); 0 disables catch-up.
 	RefThroughput float64
+	// Weight is the pipeline's priority weight in a joint round (0: 1).
+	Weight float64
+	// MinThroughput is the pipeline's guaranteed throughput in a joint round (0: only
+	// its operators' minimum instances).
+	MinThroughput float64
 }
 
 // Plan is a scheduler's target.

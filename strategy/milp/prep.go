@@ -97,8 +97,8 @@ func (p *Problem) Check() error {
 			if o.GPUs > 0 && (o.GPUMemMB > 0 || len(o.GPUModels) > 0) {
 				acc = fmt.Sprintf(" of at least %g MiB, models %v", o.GPUMemMB, o.GPUModels)
 			}
-			return fmt.Errorf("milp: operator %d (%s): one instance (CPU %g, MemMB %g, GPUs %d%s) fits on no node",
-				i, o.Name, o.CPU, o.MemMB, o.GPUs, acc)
+			return fmt.Errorf("milp: operator %d (%s): one instance (CPU %g, MemMB %g, GPUs %d%s) %w",
+				i, o.Name, o.CPU, o.MemMB, o.GPUs, acc, ErrFitsNoNode)
 		}
 	}
 	for i := range p.Operators {

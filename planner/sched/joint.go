@@ -1,0 +1,247 @@
+package sched
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/strategy/milp"
+)
+
+// Share is one pipeline's share of a joint round: what the pooled joint model
+// (milp.SolveJoint) gives it of the whole inventory.
+type Share struct {
+	// Throughput is the share's throughput (records/s of the pipeline's input).
+	Throughput float64
+	// Instances caps each operator's parallelism (operator name -> instances): the fewest
+	// instances that carry Throughput at the operator's capacity.
+	Instances map[string]int
+	// Models restricts an accelerator operator to the device models of its share (operator
+	// name -> models), so that a pipeline planned first does not take the devices the
+	// share gives another; an operator whose share uses every model it accepts is absent.
+	Models map[string][]string
+	// Scale is the pipeline's pooled throughput bound alone on the whole inventory, the
+	// unit of its normalised throughput.
+	Scale float64
+}
+
+// Joint is the answer of the joint model for a set of pipelines.
+type Joint struct {
+	// Shares per pipeline (job).
+	Shares map[string]Share
+	// Objective and Bound of the pooled model (milp.JointShares).
+	Objective, Bound float64
+	// SolveTime of the pooled model.
+	SolveTime time.Duration
+}
+
+// weightOf is in's weight (1 when unset).
+func weightOf(in PlanInput) float64 {
+	if in.Weight > 0 {
+		return in.Weight
+	}
+	return 1
+}
+
+// jointPipelines translates ins into the joint model's pipelines on nodes.
+func jointPipelines(ins []PlanInput, nodes []fsm.Node) []milp.JointPipeline {
+	out := make([]milp.JointPipeline, len(ins))
+	for p, in := range ins {
+		in.Nodes = nodes
+		prob := Problem(in, milp.Params{})
+		out[p] = milp.JointPipeline{Name: in.Job, Weight: weightOf(in), MinThroughput: in.MinThroughput, Operators: prob.Operators}
+	}
+	return out
+}
+
+// milpNodes translates the inventory into the MILP's nodes.
+func milpNodes(nodes []fsm.Node) []milp.Node {
+	return Problem(PlanInput{Nodes: nodes}, milp.Params{}).Nodes
+}
+
+// Shares solves the pooled joint model of ins on nodes (the whole inventory less what is
+// not a managed pipeline) under obj and returns each pipeline's share. ins' own Nodes are
+// ignored. Errors wrap milp.ErrJointInfeasible when the minimums do not fit.
+func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Objective, opts milp.Options) (Joint, error) {
+	pipes := jointPipelines(ins, nodes)
+	js, err := milp.SolveJoint(ctx, pipes, milpNodes(nodes), obj, opts)
+	if err != nil {
+		return Joint{}, err
+	}
+	out := Joint{Shares: map[string]Share{}, Objective: js.Objective, Bound: js.Bound, SolveTime: js.SolveTime}
+	for p, jp := range pipes {
+		sh := Share{Throughput: js.Throughput[p], Scale: js.Scale[p], Instances: map[string]int{}, Models: map[string][]string{}}
+		for i, o := range jp.Operators {
+			best := o.Capacity
+			if o.Candidate != nil {
+				best = math.Max(best, o.Candidate.Capacity)
+			}
+			need := int(math.Ceil(o.Amplification*sh.Throughput/best - 1e-9))
+			sh.Instances[o.Name] = min(js.Instances[p][i], max(need, 1, o.MinInstances))
+			if on := js.OnClass[p][i]; on != nil {
+				if ms, narrower := shareModels(o, js.Classes, on); narrower {
+					sh.Models[o.Name] = ms
+				}
+			}
+		}
+		out.Shares[jp.Name] = sh
+	}
+	return out, nil
+}
+
+// shareModels returns the device models of the classes on holds instances of o and
+// whether they are fewer than the models of the classes o accepts.
+func shareModels(o milp.Operator, classes []milp.Device, on []int) ([]string, bool) {
+	used, accepted := map[string]bool{}, map[string]bool{}
+	for c, d := range classes {
+		if (o.GPUMemMB == 0 || d.MemMB >= o.GPUMemMB) && (len(o.GPUModels) == 0 || slices.Contains(o.GPUModels, d.Model)) {
+			accepted[d.Model] = true
+		}
+		if on[c] > 0 {
+			used[d.Model] = true
+		}
+	}
+	if len(used) == 0 || len(used) == len(accepted) {
+		return nil, false
+	}
+	ms := make([]string, 0, len(used))
+	for m := range used {
+		ms = append(ms, m)
+	}
+	sort.Strings(ms)
+	return ms, true
+}
+
+// Capped returns in with every operator's MaxInstances lowered to its share's instances,
+// never below the operator's MinInstances or the instances already on its candidate
+// config (they are never rolled back), and its accepted device models narrowed to its
+// share's. An operator the share does not name is unchanged.
+func Capped(in PlanInput, s Share) PlanInput {
+	ops := make([]OperatorInput, len(in.Operators))
+	copy(ops, in.Operators)
+	for i := range ops {
+		k, ok := s.Instances[ops[i].Name]
+		if !ok {
+			continue
+		}
+		onCandidate := 0
+		for _, pl := range in.Current[ops[i].Name] {
+			onCandidate += pl.Candidate
+		}
+		k = max(k, ops[i].MinInstances, onCandidate, 1)
+		if ops[i].MaxInstances == 0 || k < ops[i].MaxInstances {
+			ops[i].MaxInstances = k
+		}
+		if ms, ok := s.Models[ops[i].Name]; ok && onCandidate == 0 {
+			ops[i].GPUModels = ms
+		}
+	}
+	in.Operators = ops
+	return in
+}
+
+// JointPlan is a joint round's placed plans.
+type JointPlan struct {
+	Joint
+	// Plans per pipeline (job); a pipeline that got no plan is missing.
+	Plans map[string]Plan
+	// Errors per pipeline that got no plan.
+	Errors map[string]error
+	// Value is the objective of the placed plans' throughputs (milp.Value); Gap is
+	// (Bound - Value) / Bound.
+	Value, Gap float64
+}
+
+// PlanJoint plans ins together on nodes: the pooled joint model decides every pipeline's
+// share (Shares); then, by weight (highest first, then job name), each pipeline is planned
+// by s on what the pipelines before it left, capped at its share (Capped); then, in the
+// same order, each is planned again without the cap on what all the others hold, which
+// only takes what packing left free. This is the order the live planner's rounds converge
+// to (planner/loop.go plans each pipeline on the residual of the others' decisions, capped
+// at its share). ins' Current deployments are kept as they are; their Nodes are ignored.
+func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.Node, obj milp.Objective, opts milp.Options) (JointPlan, error) {
+	j, err := Shares(ctx, ins, nodes, obj, opts)
+	if err != nil {
+		return JointPlan{}, err
+	}
+	out := JointPlan{Joint: j, Plans: map[string]Plan{}, Errors: map[string]error{}}
+	order := make([]int, len(ins))
+	for p := range order {
+		order[p] = p
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		wa, wb := weightOf(ins[order[a]]), weightOf(ins[order[b]])
+		if wa != wb {
+			return wa > wb
+		}
+		return ins[order[a]].Job < ins[order[b]].Job
+	})
+	holdings := func(skip string) []Holding {
+		var hs []Holding
+		for _, p := range order {
+			if pl, ok := out.Plans[ins[p].Job]; ok && ins[p].Job != skip {
+				hs = append(hs, Holding{Pipeline: pipelineOf(ins[p]), Targets: targetsOfPlan(pl)})
+			}
+		}
+		return hs
+	}
+	plan := func(in PlanInput) (Plan, error) {
+		in.Nodes = Residual(nodes, holdings(in.Job))
+		if err := in.Validate(); err != nil {
+			return Plan{}, err
+		}
+		return s.Plan(ctx, in)
+	}
+	for _, p := range order {
+		in := Capped(ins[p], j.Shares[ins[p].Job])
+		pl, err := plan(in)
+		if err != nil {
+			out.Errors[in.Job] = fmt.Errorf("pipeline %q on its share: %w", in.Job, err)
+			continue
+		}
+		out.Plans[in.Job] = pl
+	}
+	for _, p := range order {
+		prev, ok := out.Plans[ins[p].Job]
+		if !ok {
+			continue
+		}
+		if pl, err := plan(ins[p]); err == nil && pl.Throughput > prev.Throughput {
+			out.Plans[ins[p].Job] = pl
+		}
+	}
+	ws, sc, T := make([]float64, len(ins)), make([]float64, len(ins)), make([]float64, len(ins))
+	for p, in := range ins {
+		ws[p], sc[p] = weightOf(in), j.Shares[in.Job].Scale
+		T[p] = out.Plans[in.Job].Throughput
+	}
+	out.Value = milp.Value(obj, ws, sc, T)
+	if out.Bound > 0 && !math.IsInf(out.Bound, 0) {
+		out.Gap = math.Max(0, (out.Bound-out.Value)/out.Bound)
+	} else {
+		out.Gap = math.Inf(1)
+	}
+	return out, nil
+}
+
+// pipelineOf is in's pipeline as a Holding needs it (operators and their resources).
+func pipelineOf(in PlanInput) *fsm.Pipeline {
+	p := &fsm.Pipeline{Job: in.Job}
+	for _, o := range in.Operators {
+		p.Operators = append(p.Operators, o.Operator)
+	}
+	return p
+}
+
+// targetsOfPlan is pl's targets as a decision's operator targets.
+func targetsOfPlan(pl Plan) map[string]fsm.OpTarget {
+	out := map[string]fsm.OpTarget{}
+	for op, nodes := range pl.Targets {
+		out[op] = fsm.OpTarget{Nodes: nodes}
+	}
+	return out
+}

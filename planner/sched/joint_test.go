@@ -1,0 +1,108 @@
+package sched
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/strategy/milp"
+)
+
+// jointCluster: two nodes with two 24 GB L4s each and one node with one 80 GB A100.
+func jointCluster() []fsm.Node {
+	l4 := fsm.MakeDevices(fsm.Device{Model: "L4", MemoryMB: 24576, Count: 2})
+	a100 := fsm.MakeDevices(fsm.Device{Model: "A100", MemoryMB: 81920, Count: 1})
+	return []fsm.Node{
+		{Name: "a", CPU: 16, MemoryMB: 65536, GPUs: 1, Devices: a100},
+		{Name: "l1", CPU: 16, MemoryMB: 65536, GPUs: 2, Devices: l4},
+		{Name: "l2", CPU: 16, MemoryMB: 65536, GPUs: 2, Devices: l4},
+	}
+}
+
+// gpuPipeline: parse (1 core, 4 records/s) feeds infer (one GPU of at least gpuMB,
+// 10 records/s).
+func gpuPipeline(job string, weight float64, gpuMB int) PlanInput {
+	return PlanInput{Job: job, Weight: weight, Operators: []OperatorInput{
+		{Operator: fsm.Operator{Name: "parse", Order: 1, CPU: 1, MemoryMB: 1024, Amplification: 1}, Capacity: 4},
+		{Operator: fsm.Operator{Name: "infer", Order: 2, CPU: 1, MemoryMB: 2048, GPUs: 1, GPUMemoryMB: gpuMB, Amplification: 1}, Capacity: 10},
+	}}
+}
+
+// TestPlanJointSharesTheCluster: three pipelines, one needing a 40 GB GPU, plan together
+// without overfilling a node; weights decide who gets the contended L4s; the placed plans
+// reach the pooled bound (every share packs).
+func TestPlanJointSharesTheCluster(t *testing.T) {
+	nodes := jointCluster()
+	for _, tc := range []struct {
+		wSmall1, wSmall2 float64
+		gpus1, gpus2     int
+	}{{1, 1, 2, 2}, {1, 3, 1, 3}} {
+		ins := []PlanInput{gpuPipeline("big", 1, 40960), gpuPipeline("s1", tc.wSmall1, 0), gpuPipeline("s2", tc.wSmall2, 0)}
+		jp, err := PlanJoint(context.Background(), MILP{Solver: milp.HiGHS{}}, ins, nodes, milp.ObjectiveMaxMin, milp.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jp.Errors) > 0 {
+			t.Fatalf("errors %v", jp.Errors)
+		}
+		var hs []Holding
+		for _, in := range ins {
+			hs = append(hs, Holding{Pipeline: pipelineOf(in), Targets: targetsOfPlan(jp.Plans[in.Job])})
+		}
+		if over := Oversubscribed(nodes, hs); len(over) > 0 {
+			t.Fatalf("weights %v:%v: oversubscribed %v", tc.wSmall1, tc.wSmall2, over)
+		}
+		count := func(job string) int {
+			n := 0
+			for _, pl := range jp.Plans[job].Targets["infer"] {
+				n += pl.Total()
+			}
+			return n
+		}
+		if got := jp.Plans["big"].Targets["infer"]["a"].Total(); got != 1 {
+			t.Errorf("big's infer on the A100: %d, want 1", got)
+		}
+		if count("s1") != tc.gpus1 || count("s2") != tc.gpus2 {
+			t.Errorf("weights %v:%v: L4s %d:%d, want %d:%d", tc.wSmall1, tc.wSmall2, count("s1"), count("s2"), tc.gpus1, tc.gpus2)
+		}
+		if jp.Gap > 1e-6 || jp.Value > jp.Bound+1e-9 {
+			t.Errorf("value %.6g bound %.6g gap %.3g: want the bound reached", jp.Value, jp.Bound, jp.Gap)
+		}
+	}
+}
+
+// TestCappedKeepsTransitionedInstances: a share below the instances already on the
+// candidate config, or below the scaling policy's min, does not cap below them.
+func TestCappedKeepsTransitionedInstances(t *testing.T) {
+	in := gpuPipeline("j", 1, 0)
+	in.Operators[0].MinInstances = 3
+	in.Operators[1].MaxInstances = 8
+	in.Current = map[string]map[string]fsm.Placement{"infer": {"l1": {Current: 1, Candidate: 2}}}
+	out := Capped(in, Share{Instances: map[string]int{"parse": 1, "infer": 1}})
+	if out.Operators[0].MaxInstances != 3 || out.Operators[1].MaxInstances != 2 {
+		t.Fatalf("caps %d, %d; want 3 (min) and 2 (on the candidate)", out.Operators[0].MaxInstances, out.Operators[1].MaxInstances)
+	}
+	if in.Operators[1].MaxInstances != 8 {
+		t.Fatal("Capped changed its input")
+	}
+	if out := Capped(in, Share{Instances: map[string]int{"infer": 20}}); out.Operators[1].MaxInstances != 8 {
+		t.Fatalf("a share above the policy's max raised it to %d", out.Operators[1].MaxInstances)
+	}
+}
+
+// TestSharesCapsAreTheFewestInstances: the caps carry the share's throughput and no more.
+func TestSharesCapsAreTheFewestInstances(t *testing.T) {
+	nodes := jointCluster()
+	ins := []PlanInput{gpuPipeline("x", 1, 0), gpuPipeline("y", 1, 0)}
+	j, err := Shares(context.Background(), ins, nodes, milp.ObjectiveMaxMin, milp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for job, sh := range j.Shares {
+		// parse at 4/s per instance needs ceil(T/4) instances; infer ceil(T/10)
+		if want := int(math.Ceil(sh.Throughput/4 - 1e-9)); sh.Instances["parse"] != want {
+			t.Errorf("%s: parse cap %d for T=%.4g, want %d", job, sh.Instances["parse"], sh.Throughput, want)
+		}
+	}
+}
