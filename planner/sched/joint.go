@@ -20,10 +20,10 @@ type Share struct {
 	// Instances caps each operator's parallelism (operator name -> instances): the fewest
 	// instances that carry Throughput at the operator's capacity.
 	Instances map[string]int
-	// Models restricts an accelerator operator to the device models of its share (operator
-	// name -> models), so that a pipeline planned first does not take the devices the
-	// share gives another; an operator whose share uses every model it accepts is absent.
-	Models map[string][]string
+	// Devices are the share's accelerators per class (model and memory, Count summed
+	// over the cluster): Restrict shows the pipeline no more of each class, so that a
+	// pipeline planned first does not take the devices the share gives another.
+	Devices []fsm.Device
 	// Scale is the pipeline's pooled throughput bound alone on the whole inventory, the
 	// unit of its normalised throughput.
 	Scale float64
@@ -74,7 +74,8 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 	}
 	out := Joint{Shares: map[string]Share{}, Objective: js.Objective, Bound: js.Bound, SolveTime: js.SolveTime}
 	for p, jp := range pipes {
-		sh := Share{Throughput: js.Throughput[p], Scale: js.Scale[p], Instances: map[string]int{}, Models: map[string][]string{}}
+		sh := Share{Throughput: js.Throughput[p], Scale: js.Scale[p], Instances: map[string]int{}}
+		quota := make([]int, len(js.Classes))
 		for i, o := range jp.Operators {
 			best := o.Capacity
 			if o.Candidate != nil {
@@ -82,10 +83,13 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 			}
 			need := int(math.Ceil(o.Amplification*sh.Throughput/best - 1e-9))
 			sh.Instances[o.Name] = min(js.Instances[p][i], max(need, 1, o.MinInstances))
-			if on := js.OnClass[p][i]; on != nil {
-				if ms, narrower := shareModels(o, js.Classes, on); narrower {
-					sh.Models[o.Name] = ms
-				}
+			for c, k := range js.OnClass[p][i] {
+				quota[c] += k * o.GPUs
+			}
+		}
+		for c, d := range js.Classes {
+			if quota[c] > 0 {
+				sh.Devices = append(sh.Devices, fsm.Device{Model: d.Model, MemoryMB: int(d.MemMB), Count: quota[c]})
 			}
 		}
 		out.Shares[jp.Name] = sh
@@ -93,33 +97,50 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 	return out, nil
 }
 
-// shareModels returns the device models of the classes on holds instances of o and
-// whether they are fewer than the models of the classes o accepts.
-func shareModels(o milp.Operator, classes []milp.Device, on []int) ([]string, bool) {
-	used, accepted := map[string]bool{}, map[string]bool{}
-	for c, d := range classes {
-		if (o.GPUMemMB == 0 || d.MemMB >= o.GPUMemMB) && (len(o.GPUModels) == 0 || slices.Contains(o.GPUModels, d.Model)) {
-			accepted[d.Model] = true
+// Restrict returns nodes with, of every accelerator class, only as many devices visible
+// as s holds of it (none of a class it holds none of): the quota is taken from the nodes
+// with the most cores left first (an accelerator instance needs cores too), then by name.
+// Nodes without accelerators are unchanged.
+func Restrict(nodes []fsm.Node, s Share) []fsm.Node {
+	out := slices.Clone(nodes)
+	order := make([]int, len(out))
+	for k := range order {
+		order[k] = k
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		if out[order[a]].CPU != out[order[b]].CPU {
+			return out[order[a]].CPU > out[order[b]].CPU
 		}
-		if on[c] > 0 {
-			used[d.Model] = true
+		return out[order[a]].Name < out[order[b]].Name
+	})
+	left := map[fsm.Device]int{}
+	for _, d := range s.Devices {
+		left[fsm.Device{Model: d.Model, MemoryMB: d.MemoryMB}] += d.Count
+	}
+	for _, k := range order {
+		classes := deviceClasses(out[k])
+		if len(classes) == 0 {
+			continue
 		}
+		gpus := 0
+		for c, d := range classes {
+			key := fsm.Device{Model: d.Model, MemoryMB: d.MemoryMB}
+			take := min(d.Count, left[key])
+			left[key] -= take
+			classes[c].Count = take
+			gpus += take
+		}
+		if len(out[k].Devices.List()) > 0 {
+			out[k].Devices = fsm.MakeDevices(classes...)
+		}
+		out[k].GPUs = gpus
 	}
-	if len(used) == 0 || len(used) == len(accepted) {
-		return nil, false
-	}
-	ms := make([]string, 0, len(used))
-	for m := range used {
-		ms = append(ms, m)
-	}
-	sort.Strings(ms)
-	return ms, true
+	return out
 }
 
 // Capped returns in with every operator's MaxInstances lowered to its share's instances,
 // never below the operator's MinInstances or the instances already on its candidate
-// config (they are never rolled back), and its accepted device models narrowed to its
-// share's. An operator the share does not name is unchanged.
+// config (they are never rolled back). An operator the share does not name is unchanged.
 func Capped(in PlanInput, s Share) PlanInput {
 	ops := make([]OperatorInput, len(in.Operators))
 	copy(ops, in.Operators)
@@ -135,9 +156,6 @@ func Capped(in PlanInput, s Share) PlanInput {
 		k = max(k, ops[i].MinInstances, onCandidate, 1)
 		if ops[i].MaxInstances == 0 || k < ops[i].MaxInstances {
 			ops[i].MaxInstances = k
-		}
-		if ms, ok := s.Models[ops[i].Name]; ok && onCandidate == 0 {
-			ops[i].GPUModels = ms
 		}
 	}
 	in.Operators = ops
@@ -158,7 +176,8 @@ type JointPlan struct {
 
 // PlanJoint plans ins together on nodes: the pooled joint model decides every pipeline's
 // share (Shares); then, by weight (highest first, then job name), each pipeline is planned
-// by s on what the pipelines before it left, capped at its share (Capped); then, in the
+// by s on what the pipelines before it left, capped at its share (Capped) and shown only
+// its share's accelerators (Restrict); then, in the
 // same order, each is planned again without the cap on what all the others hold, which
 // only takes what packing left free. This is the order the live planner's rounds converge
 // to (planner/loop.go plans each pipeline on the residual of the others' decisions, capped
@@ -189,16 +208,24 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 		}
 		return hs
 	}
-	plan := func(in PlanInput) (Plan, error) {
+	plan := func(in PlanInput, restrict *Share) (Plan, error) {
 		in.Nodes = Residual(nodes, holdings(in.Job))
+		if restrict != nil {
+			in.Nodes = Restrict(in.Nodes, *restrict)
+		}
 		if err := in.Validate(); err != nil {
 			return Plan{}, err
 		}
 		return s.Plan(ctx, in)
 	}
 	for _, p := range order {
-		in := Capped(ins[p], j.Shares[ins[p].Job])
-		pl, err := plan(in)
+		sh := j.Shares[ins[p].Job]
+		in := Capped(ins[p], sh)
+		pl, err := plan(in, &sh)
+		if err != nil {
+			// packing left the share's devices where cores ran out: any device left
+			pl, err = plan(in, nil)
+		}
 		if err != nil {
 			out.Errors[in.Job] = fmt.Errorf("pipeline %q on its share: %w", in.Job, err)
 			continue
@@ -210,7 +237,7 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 		if !ok {
 			continue
 		}
-		if pl, err := plan(ins[p]); err == nil && pl.Throughput > prev.Throughput {
+		if pl, err := plan(ins[p], nil); err == nil && pl.Throughput > prev.Throughput {
 			out.Plans[ins[p].Job] = pl
 		}
 	}

@@ -140,3 +140,46 @@ func Oversubscribed(nodes []fsm.Node, holdings []Holding) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Ledger tracks what is left of every node while instances are taken from it, by the
+// same accounting as Residual and Oversubscribed (benchmarks place instances one by one
+// with it).
+type Ledger struct {
+	nodes map[string]*residualNode
+}
+
+// NewLedger starts a ledger with the nodes' capacities.
+func NewLedger(nodes []fsm.Node) *Ledger {
+	l := &Ledger{nodes: map[string]*residualNode{}}
+	for _, n := range nodes {
+		l.nodes[n.Name] = newResidual(n)
+	}
+	return l
+}
+
+// Fits reports whether k more instances of o fit on node.
+func (l *Ledger) Fits(o fsm.Operator, node string, k int) bool {
+	r, ok := l.nodes[node]
+	if !ok {
+		return false
+	}
+	trial := &residualNode{cpu: r.cpu, mem: r.mem, devices: append([]fsm.Device(nil), r.devices...)}
+	return trial.take(o, k) == ""
+}
+
+// Take removes k instances of o from node and reports what did not fit ("" when all did).
+func (l *Ledger) Take(o fsm.Operator, node string, k int) string {
+	r, ok := l.nodes[node]
+	if !ok {
+		return "an unknown node"
+	}
+	return r.take(o, k)
+}
+
+// CPULeft returns the cores left on node.
+func (l *Ledger) CPULeft(node string) float64 {
+	if r, ok := l.nodes[node]; ok {
+		return r.cpu
+	}
+	return 0
+}

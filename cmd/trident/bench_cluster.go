@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/planner/sched/clusterbench"
+	"github.com/trident-sched/trident/strategy/milp"
+)
+
+// parseSizes reads "KxM,KxM" (pipelines x nodes).
+func parseSizes(s string) ([][2]int, error) {
+	var out [][2]int
+	for _, f := range strings.Split(s, ",") {
+		k, m, ok := strings.Cut(strings.TrimSpace(f), "x")
+		kn, err1 := strconv.Atoi(k)
+		mn, err2 := strconv.Atoi(m)
+		if !ok || err1 != nil || err2 != nil || kn < 1 || mn < 3 {
+			return nil, fmt.Errorf("size %q: want PIPELINESxNODES with >= 1 pipeline and >= 3 nodes, e.g. 20x256", f)
+		}
+		out = append(out, [2]int{kn, mn})
+	}
+	return out, nil
+}
+
+// runBenchCluster measures joint planning of many pipelines on one heterogeneous cluster
+// (logic in planner/sched/clusterbench).
+func runBenchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench cluster", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizes := fs.String("sizes", "2x16,5x64,10x128,20x256,20x512", "PIPELINESxNODES sizes, comma separated")
+	seeds := fs.Int("seeds", 5, "scenarios per size (seeds 1..N)")
+	objective := fs.String("objective", "maxmin", "joint objective: maxmin or sum")
+	timeLimit := fs.Duration("time-limit", 10*time.Second, "time limit of every MILP solve")
+	verbose := fs.Bool("v", false, "one line per scenario on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: trident bench cluster [flags]
+
+K pipelines (PDF, video and text shapes, weights 1-4) on M heterogeneous nodes (CPU,
+L4, A10G and A100-80GB nodes, some partly held by other jobs), planned by the planner's
+joint round (sched.PlanJoint), by per-pipeline planning on the whole inventory (the
+planner without the joint round), by a weighted static partition of the nodes and by an
+emulation of the nomad-autoscaler's target-value strategy with Nomad's binpacking. Per
+size: solve time median/p95, gap to the pooled bound, weighted sum and smallest share of
+normalised throughput against the peers, oversubscribed nodes.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	sz, err := parseSizes(*sizes)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	obj, err := milp.ParseObjective(*objective)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *seeds <= 0 {
+		return fmt.Errorf("%w: -seeds must be > 0", errUsage)
+	}
+	cfg := clusterbench.Config{Sizes: sz, Seeds: *seeds, Objective: obj, Options: milp.Options{TimeLimit: *timeLimit}}
+	if *verbose {
+		cfg.Progress = stderr
+	} else {
+		fmt.Fprintf(stderr, "bench cluster: %d sizes x %d seeds, objective %s\n", len(sz), *seeds, obj)
+	}
+	start := time.Now()
+	cs, err := clusterbench.Run(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	res := benchfmt.Result{Bench: "cluster", Figures: map[string]any{}, Peers: map[string]any{}}
+	tab := benchfmt.Table{Title: "Joint planning (" + string(obj) + ")", Header: []string{"K x M", "runs", "solve median s", "solve p95 s",
+		"gap median", "gap max", "sum vs static (median/worst)", "min vs static (median/worst)", "sum vs autoscaler (median/worst)",
+		"oversubscribed nodes: trident / per-pipeline", "queued"}}
+	for _, s := range clusterbench.Summarise(cs) {
+		key := fmt.Sprintf("k%dm%d", s.Pipelines, s.Nodes)
+		tab.AddRow(fmt.Sprintf("%d x %d", s.Pipelines, s.Nodes), s.Scenarios, s.SolveMedian, s.SolveP95,
+			fmt.Sprintf("%.3f%%", 100*s.GapMedian), fmt.Sprintf("%.3f%%", 100*s.GapMax),
+			fmt.Sprintf("%.3g / %.3g", s.SumVsStaticMedian, s.SumVsStaticWorst), fmt.Sprintf("%.3g / %.3g", s.MinVsStaticMedian, s.MinVsStaticWorst),
+			fmt.Sprintf("%.3g / %.3g", s.SumVsAutoscalerMedian, s.SumVsAutoscalerWorst),
+			fmt.Sprintf("%d / %d", s.Oversubscribed["trident"], s.Oversubscribed["per-pipeline"]), s.Queued)
+		res.Figures[key+"_solve_median_s"] = s.SolveMedian
+		res.Figures[key+"_solve_p95_s"] = s.SolveP95
+		res.Figures[key+"_gap_max"] = s.GapMax
+		res.Figures[key+"_sum_vs_static_median"] = s.SumVsStaticMedian
+		res.Figures[key+"_sum_vs_static_worst"] = s.SumVsStaticWorst
+		res.Figures[key+"_oversubscribed"] = s.Oversubscribed["trident"]
+		res.Peers[key+"_per_pipeline_oversubscribed"] = s.Oversubscribed["per-pipeline"]
+		res.Peers[key+"_sum_vs_autoscaler_median"] = s.SumVsAutoscalerMedian
+	}
+	if err := tab.Write(stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%d scenarios in %v\n", len(cs), time.Since(start).Round(time.Second))
+	return benchfmt.WriteResult(stdout, res)
+}
