@@ -18,6 +18,7 @@ import (
 	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
+	"github.com/trident-sched/trident/strategy/milp"
 )
 
 // StepResult is the actuator's view of one decision after a Step.
@@ -133,6 +134,12 @@ type LoopConfig struct {
 	// CatchUpSec, when positive, sizes operators to also process their published backlog
 	// within this many seconds (sched.PlanInput.CatchUpSec; 0 = steady state only).
 	CatchUpSec float64
+	// Objective weighs pipelines against each other in the joint round (default
+	// milp.ObjectiveMaxMin).
+	Objective milp.Objective
+	// NoJoint turns the joint round off: every pipeline is planned on what the others'
+	// decisions leave, uncapped (first come, first served).
+	NoJoint bool
 }
 
 // Loop is the leader's rescheduling loop (Algorithm 2 of the Trident paper): observe,
@@ -151,6 +158,8 @@ type Loop struct {
 	solving        map[string]bool
 	// settled holds, per job, the last input that found nothing worth moving.
 	settled map[string]settledInput
+	// joint caches the joint round's shares of every registered pipeline, by input.
+	joint jointCache
 	// stale marks jobs a solving round skipped because their previous solve still ran:
 	// that solve's input predates the round, so its result is followed by another solve.
 	stale map[string]bool
@@ -532,49 +541,160 @@ func priorCapacity(o fsm.Operator, running string, def float64) float64 {
 	return def
 }
 
-// input builds the scheduling input from the committed state.
-func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
-	in := sched.PlanInput{Job: job, MaxBatch: l.cfg.MaxBatch, CatchUpSec: l.cfg.CatchUpSec}
-	var ops []fsm.Operator
-	var err error
+// jointCache is the last joint round: the digest of its input, the shares it found, and
+// its error (logged once per distinct error).
+type jointCache struct {
+	digest [sha256.Size]byte
+	shares map[string]sched.Share
+	err    string
+}
+
+// jointShare returns job's share of the inventory when two or more pipelines are
+// registered (and the joint round is on): the pooled joint model of all of them
+// (sched.Shares), solved again only when a pipeline, a weight, a capacity estimate or the
+// inventory changes. When their minimums do not fit together, or the solve fails, no
+// pipeline is capped (first come, first served) and the reason is logged once.
+func (l *Loop) jointShare(ctx context.Context, job string) (sched.Share, bool) {
+	if l.cfg.NoJoint {
+		return sched.Share{}, false
+	}
+	var ins []sched.PlanInput
 	l.s.fsm.Read(func(st *fsm.State) {
-		p := st.Pipelines[job]
-		if p == nil {
-			err = fmt.Errorf("pipeline %q: %w", job, errGone)
+		if len(st.Pipelines) < 2 {
 			return
 		}
-		ops = append(ops, p.Operators...)
-		for _, n := range st.Nodes {
-			in.Nodes = append(in.Nodes, n)
+		jobs := make([]string, 0, len(st.Pipelines))
+		for j := range st.Pipelines {
+			jobs = append(jobs, j)
 		}
-		// The other pipelines keep what their decisions in force hold: this one is
-		// planned on what is left (first come, first served; see docs/planner.md).
-		sort.Slice(in.Nodes, func(i, j int) bool { return in.Nodes[i].Name < in.Nodes[j].Name })
-		in.Nodes = sched.Residual(in.Nodes, othersHoldings(st, job))
-		in.Current = currentDeployment(st, job)
-		for _, o := range p.Operators {
-			running := ""
-			if r := st.Rollouts[job][o.Name]; r != nil {
-				running = r.Config
+		sort.Strings(jobs)
+		for _, j := range jobs {
+			if in, err := l.stateInput(st, j); err == nil {
+				ins = append(ins, in)
 			}
-			oi := sched.OperatorInput{Operator: o, Capacity: priorCapacity(o, running, l.cfg.DefaultCapacity)}
-			if ob, ok := st.Observations[job][o.Name]; ok {
-				if ob.Capacity > 0 {
-					oi.Capacity = ob.Capacity
-				}
-				oi.Backlog = ob.Backlog
-			}
-			if c, ok := st.Candidates[job][o.Name]; ok {
-				cp := c
-				oi.Candidate = &cp
-			}
-			in.Operators = append(in.Operators, oi)
 		}
+	})
+	if len(ins) < 2 {
+		return sched.Share{}, false
+	}
+	digest := jointDigest(ins, l.cfg.Objective)
+	if digest != l.joint.digest {
+		sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
+		j, err := sched.Shares(sctx, ins, ins[0].Nodes, l.cfg.Objective, milp.Options{TimeLimit: l.cfg.SolveTimeout})
+		cancel()
+		if ctx.Err() != nil {
+			return sched.Share{}, false
+		}
+		l.joint = jointCache{digest: digest, shares: j.Shares}
+		if err != nil {
+			l.joint.shares = nil
+			l.joint.err = err.Error()
+			l.log.Warn("joint round: no shares; pipelines are planned first come, first served", "pipelines", len(ins), "err", err)
+		} else {
+			l.log.Info("joint round", "pipelines", len(ins), "objective", j.Objective, "bound", j.Bound, "solve", j.SolveTime.Round(time.Millisecond))
+		}
+	}
+	sh, ok := l.joint.shares[job]
+	return sh, ok
+}
+
+// jointDigest identifies a joint round's input: the pipelines' operators, capacities,
+// candidates, weights and minimums, the inventory and the objective (not the current
+// deployments or backlogs, which the shares do not depend on).
+func jointDigest(ins []sched.PlanInput, obj milp.Objective) [sha256.Size]byte {
+	type op struct {
+		O fsm.Operator
+		C float64
+		K *fsm.Candidate
+	}
+	type pipe struct {
+		J    string
+		W, M float64
+		Ops  []op
+	}
+	v := struct {
+		P   []pipe
+		N   []fsm.Node
+		Obj milp.Objective
+	}{N: ins[0].Nodes, Obj: obj}
+	for _, in := range ins {
+		p := pipe{J: in.Job, W: in.Weight, M: in.MinThroughput}
+		for _, o := range in.Operators {
+			p.Ops = append(p.Ops, op{O: o.Operator, C: o.Capacity, K: o.Candidate})
+		}
+		v.P = append(v.P, p)
+	}
+	b, _ := json.Marshal(v) // plain structs with finite numbers always encode
+	return sha256.Sum256(b)
+}
+
+// stateInput builds job's scheduling input from the committed state st on the whole
+// inventory (nodes sorted by name), with capacities from the latest observations or the
+// operators' priors.
+func (l *Loop) stateInput(st *fsm.State, job string) (sched.PlanInput, error) {
+	in := sched.PlanInput{Job: job, MaxBatch: l.cfg.MaxBatch, CatchUpSec: l.cfg.CatchUpSec}
+	p := st.Pipelines[job]
+	if p == nil {
+		return in, fmt.Errorf("pipeline %q: %w", job, errGone)
+	}
+	in.Weight, in.MinThroughput = p.Weight, p.MinThroughput
+	for _, n := range st.Nodes {
+		in.Nodes = append(in.Nodes, n)
+	}
+	sort.Slice(in.Nodes, func(i, j int) bool { return in.Nodes[i].Name < in.Nodes[j].Name })
+	in.Current = currentDeployment(st, job)
+	for _, o := range p.Operators {
+		running := ""
+		if r := st.Rollouts[job][o.Name]; r != nil {
+			running = r.Config
+		}
+		oi := sched.OperatorInput{Operator: o, Capacity: priorCapacity(o, running, l.cfg.DefaultCapacity)}
+		if ob, ok := st.Observations[job][o.Name]; ok {
+			if ob.Capacity > 0 {
+				oi.Capacity = ob.Capacity
+			}
+			oi.Backlog = ob.Backlog
+		}
+		if c, ok := st.Candidates[job][o.Name]; ok {
+			cp := c
+			oi.Candidate = &cp
+		}
+		in.Operators = append(in.Operators, oi)
+	}
+	return in, nil
+}
+
+// input builds the scheduling input from the committed state: the pipeline is planned on
+// what the other pipelines' decisions in force leave (first come, first served), capped
+// at its joint share when several pipelines are registered (see docs/planner.md).
+func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
+	var in sched.PlanInput
+	var ops []fsm.Operator
+	var err error
+	var others []sched.Holding
+	l.s.fsm.Read(func(st *fsm.State) {
+		in, err = l.stateInput(st, job)
+		if err != nil {
+			return
+		}
+		for _, o := range in.Operators {
+			ops = append(ops, o.Operator)
+		}
+		others = othersHoldings(st, job)
 	})
 	if err != nil {
 		return in, err
 	}
-	sort.Slice(in.Nodes, func(i, j int) bool { return in.Nodes[i].Name < in.Nodes[j].Name })
+	full := in.Nodes
+	in.Nodes = sched.Residual(in.Nodes, others)
+	if sh, ok := l.jointShare(ctx, job); ok {
+		in = sched.Capped(in, sh)
+		in = sched.RestrictFor(in, sh)
+		if in.Validate() != nil {
+			// the share's quotas sit where others' instances still run: any device left
+			in.Nodes = sched.Residual(full, others)
+		}
+	}
 	if l.cfg.Estimator != nil {
 		caps, err := l.cfg.Estimator.Capacities(ctx, job, ops)
 		if err != nil {

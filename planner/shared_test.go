@@ -11,12 +11,12 @@ import (
 )
 
 // TestPipelinesShareTheInventory: a second pipeline is planned on what the first one's
-// decision leaves, so the two never hold more GPUs than the cluster has (before, each
-// planned against the whole inventory and both claimed both GPUs); deleting the first
-// frees its GPUs for the second at a following round.
+// decision leaves, capped at its joint share, so the two never hold more GPUs than the
+// cluster has and the weights decide the split; deleting the first frees its GPUs for the
+// second at a following round.
 func TestPipelinesShareTheInventory(t *testing.T) {
 	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
-		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 8, MemoryMB: 16384, GPUs: 4, GPUMemoryMB: 16000},
 	}}
 	c := newTestCluster(t, 3, func(int) *LoopConfig {
 		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc}
@@ -24,10 +24,12 @@ func TestPipelinesShareTheInventory(t *testing.T) {
 	li, _ := c.leader(10 * time.Second)
 	ld := c.peers[li].HTTPAddr
 	first := registerApplied(t, c, ld, testPipeline())
-	if n := first.Groups["embed"].Count; n != 2 {
-		t.Fatalf("first pipeline holds %d GPUs, want both", n)
+	if n := first.Groups["embed"].Count; n != 4 {
+		t.Fatalf("first pipeline alone holds %d GPUs, want all 4", n)
 	}
-	raw, _ := json.Marshal(testPipeline())
+	second := testPipeline()
+	second.Weight = 3
+	raw, _ := json.Marshal(second)
 	if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/second", map[string]json.RawMessage{"job": raw}); code != 200 {
 		t.Fatalf("register second: HTTP %d %s", code, body)
 	}
@@ -39,18 +41,49 @@ func TestPipelinesShareTheInventory(t *testing.T) {
 		_ = json.Unmarshal(bb, &b)
 		return a.Groups["embed"].Count, b.Groups["embed"].Count
 	}
-	// Several rounds: the second pipeline never gets a GPU while the first holds both.
-	for range 10 {
-		time.Sleep(100 * time.Millisecond)
-		if a, b := gpus(); a+b > 2 {
-			t.Fatalf("the pipelines hold %d + %d GPUs of 2", a, b)
+	// The joint round (max-min, weights 1 and 3, both at 1 record/s per GPU) gives the
+	// first pipeline 1 GPU and the second 3: the first shrinks to its share, then the
+	// second takes what it freed. At no point do the two hold more than the 4 GPUs.
+	waitFor(t, "the weighted split 1:3", 15*time.Second, func() bool {
+		a, b := gpus()
+		if a+b > 4 {
+			t.Fatalf("the pipelines hold %d + %d GPUs of 4", a, b)
 		}
-	}
+		return a == 1 && b == 3
+	})
 	if code, body := c.do(http.MethodDelete, ld+"/v1/pipelines/pdf", nil); code != 200 {
 		t.Fatalf("delete: HTTP %d %s", code, body)
 	}
 	waitFor(t, "the second pipeline to get the freed GPUs", 10*time.Second, func() bool {
 		_, b := gpus()
-		return b == 2
+		return b == 4
 	})
+}
+
+// TestPipelinesShareFirstComeWithoutJoint: with the joint round off, the pipeline that
+// holds every GPU keeps them and the second gets none (first come, first served) until
+// the first is deleted.
+func TestPipelinesShareFirstComeWithoutJoint(t *testing.T) {
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+	}}
+	c := newTestCluster(t, 1, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, NoJoint: true}
+	})
+	li, _ := c.leader(10 * time.Second)
+	ld := c.peers[li].HTTPAddr
+	registerApplied(t, c, ld, testPipeline())
+	raw, _ := json.Marshal(testPipeline())
+	if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/second", map[string]json.RawMessage{"job": raw}); code != 200 {
+		t.Fatalf("register second: HTTP %d %s", code, body)
+	}
+	for range 10 {
+		time.Sleep(100 * time.Millisecond)
+		var a client.PlanResponse
+		_, ba := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil)
+		_ = json.Unmarshal(ba, &a)
+		if a.Groups["embed"].Count != 2 {
+			t.Fatalf("the first pipeline holds %d GPUs, want both (no joint round)", a.Groups["embed"].Count)
+		}
+	}
 }

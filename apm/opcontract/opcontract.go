@@ -141,6 +141,17 @@ func ParamMeta(config string) (map[string]string, error) {
 // with -auto-register: "true" (any value strconv.ParseBool reads as true) registers it.
 const MetaPipeline = "trident_pipeline"
 
+// Job-level meta keys of a pipeline's share of a cluster it shares with other pipelines
+// (the planner's joint round, docs/planner.md#many-pipelines).
+const (
+	// MetaWeight is the pipeline's priority weight, a number in (0, 1000]; without it the
+	// weight is the job's priority / 50 (Nomad's default priority 50 weighs 1).
+	MetaWeight = "trident_weight"
+	// MetaMinThroughput is a guaranteed throughput in records/s of the pipeline's input,
+	// served before any weighted share (0: only every operator's minimum instances).
+	MetaMinThroughput = "trident_min_throughput"
+)
+
 // Node meta keys the planner reads when sizing its inventory. Without them a node's size is
 // its fingerprinted cores and memory.
 const (

@@ -49,6 +49,8 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	interval := fs.Duration("interval", 10*time.Second, "rescheduling period")
 	scheduler := fs.String("scheduler", "milp", "scheduler: milp (HiGHS) | greedy (milp greedy) | proportional")
 	solveTimeout := fs.Duration("solve-timeout", 20*time.Second, "time limit of one solve")
+	objective := fs.String("objective", "maxmin", "how pipelines sharing the cluster are weighed: maxmin (smallest weighted share first) or sum (weighted sum); see docs/planner.md#many-pipelines")
+	joint := fs.Bool("joint", true, "cap every pipeline at its share of the joint round when several are registered (false: first come, first served)")
 	maxBatch := fs.Int("max-batch", 1, "max config transitions per operator and round, like Nomad's max_parallel (0 = no cap)")
 	catchUpF := fs.Duration("catch-up", 0, "also size operators to process their backlog within this time (e.g. 2m; 0 = steady state only)")
 	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
@@ -176,7 +178,10 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		*bootstrap = true
 	}
 	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds(),
-		AutoRegister: *autoRegister, CanaryProbe: *canaryProbe, CanaryWarmUp: *canaryWarmUp}
+		AutoRegister: *autoRegister, CanaryProbe: *canaryProbe, CanaryWarmUp: *canaryWarmUp, NoJoint: !*joint}
+	if lc.Objective, err = milp.ParseObjective(*objective); err != nil {
+		return fmt.Errorf("%w: -objective: %v", errUsage, err)
+	}
 	if *canaryWarmUp == 0 {
 		lc.CanaryWarmUp = -1
 	}

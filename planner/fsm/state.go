@@ -78,7 +78,16 @@ type Pipeline struct {
 	Template []byte `json:"template,omitempty"`
 	// RegisteredIndex is the raft index of the registration.
 	RegisteredIndex uint64 `json:"registered_index"`
+	// Weight is the pipeline's priority weight in the joint round (0: 1).
+	Weight float64 `json:"weight,omitempty"`
+	// MinThroughput is the pipeline's guaranteed throughput (records/s of its input; 0:
+	// only its operators' minimum instances).
+	MinThroughput float64 `json:"min_throughput,omitempty"`
 }
+
+// MaxWeight bounds a pipeline's weight: the joint model's normalised shares stay well
+// scaled.
+const MaxWeight = 1000
 
 // Operator returns the operator named name.
 func (p *Pipeline) Operator(name string) (Operator, bool) {
@@ -648,6 +657,12 @@ func ValidatePipeline(p *Pipeline) error {
 	}
 	if len(p.Operators) > MaxOperators {
 		return fmt.Errorf("pipeline %q: %d operator groups (groups with meta trident_order): want at most %d", p.Job, len(p.Operators), MaxOperators)
+	}
+	if !finite(p.Weight) || p.Weight < 0 || p.Weight > MaxWeight {
+		return fmt.Errorf("pipeline %q: trident_weight=%v: want a number in (0, %d]", p.Job, p.Weight, MaxWeight)
+	}
+	if !finite(p.MinThroughput) || p.MinThroughput < 0 || p.MinThroughput > 1e9 {
+		return fmt.Errorf("pipeline %q: trident_min_throughput=%v: want records/s in [0, 1e9]", p.Job, p.MinThroughput)
 	}
 	// The products are compared with a relative tolerance, so that e.g. 1e-3 x 1e-3 x 1e-3
 	// is not refused for rounding below 1e-9.

@@ -52,6 +52,7 @@ package nomadact
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -202,10 +203,47 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 		p.Operators = append(p.Operators, op)
 	}
 	sort.SliceStable(p.Operators, func(i, j int) bool { return p.Operators[i].Order < p.Operators[j].Order })
+	if err := parseShare(job, p); err != nil {
+		return nil, err
+	}
 	if err := fsm.ValidatePipeline(p); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// parseShare reads the pipeline's weight (job meta trident_weight, else the job's priority
+// / 50) and guaranteed throughput (trident_min_throughput) into p.
+func parseShare(job *api.Job, p *fsm.Pipeline) error {
+	num := func(key string) (float64, bool, error) {
+		v, ok := job.Meta[key]
+		if !ok || strings.TrimSpace(v) == "" {
+			return 0, false, nil
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0, true, fmt.Errorf("job %q: meta %s=%q: not a finite number", p.Job, key, fsm.Short(v))
+		}
+		return f, true, nil
+	}
+	w, ok, err := num(opcontract.MetaWeight)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ok && w <= 0:
+		return fmt.Errorf("job %q: meta %s=%v: want a number in (0, %d]", p.Job, opcontract.MetaWeight, w, fsm.MaxWeight)
+	case ok:
+		p.Weight = w
+	case job.Priority != nil && *job.Priority > 0:
+		p.Weight = float64(*job.Priority) / 50
+	}
+	m, _, err := num(opcontract.MetaMinThroughput)
+	if err != nil {
+		return err
+	}
+	p.MinThroughput = m
+	return nil
 }
 
 // distinct names the first distinct_hosts or distinct_property constraint of cs ("" if

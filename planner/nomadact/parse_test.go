@@ -216,6 +216,37 @@ func TestParseJobReadsScalingBounds(t *testing.T) {
 	}
 }
 
+// The pipeline's weight comes from job meta trident_weight, else the job's priority / 50;
+// trident_min_throughput is its guaranteed throughput. Bad values name the key.
+func TestParseJobReadsWeightAndMinimum(t *testing.T) {
+	job := testJob("pipe")
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Weight != 0 || p.MinThroughput != 0 {
+		t.Errorf("defaults: weight %v, minimum %v; want 0 (weight 1) and 0", p.Weight, p.MinThroughput)
+	}
+	job.Priority = ptr(80)
+	if p, _ = ParseJob(job); p.Weight != 1.6 {
+		t.Errorf("priority 80: weight %v, want 1.6", p.Weight)
+	}
+	job.Meta = map[string]string{"trident_weight": "4", "trident_min_throughput": "12.5"}
+	if p, _ = ParseJob(job); p.Weight != 4 || p.MinThroughput != 12.5 {
+		t.Errorf("meta: weight %v, minimum %v; want 4 and 12.5", p.Weight, p.MinThroughput)
+	}
+	for key, val := range map[string]string{"trident_weight": "0", "trident_min_throughput": "-1"} {
+		job.Meta = map[string]string{key: val}
+		if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s=%s: err = %v, want it named", key, val, err)
+		}
+	}
+	job.Meta = map[string]string{"trident_weight": "5000"}
+	if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), "trident_weight=5000") {
+		t.Errorf("weight 5000: err = %v", err)
+	}
+}
+
 // trident_capacity is optional; when set it must be within [fsm.MinCapacity, fsm.MaxCapacity].
 func TestParseJobReadsCapacityHint(t *testing.T) {
 	job := testJob("pipe")

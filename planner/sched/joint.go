@@ -21,7 +21,7 @@ type Share struct {
 	// instances that carry Throughput at the operator's capacity.
 	Instances map[string]int
 	// Devices are the share's accelerators per class (model and memory, Count summed
-	// over the cluster): Restrict shows the pipeline no more of each class, so that a
+	// over the cluster): RestrictFor shows the pipeline no more of each class, so that a
 	// pipeline planned first does not take the devices the share gives another.
 	Devices []fsm.Device
 	// Scale is the pipeline's pooled throughput bound alone on the whole inventory, the
@@ -97,17 +97,38 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 	return out, nil
 }
 
-// Restrict returns nodes with, of every accelerator class, only as many devices visible
-// as s holds of it (none of a class it holds none of): the quota is taken from the nodes
-// with the most cores left first (an accelerator instance needs cores too), then by name.
-// Nodes without accelerators are unchanged.
-func Restrict(nodes []fsm.Node, s Share) []fsm.Node {
+// RestrictFor returns in with, of every accelerator class, only as many devices of its
+// nodes visible as s holds of the class (none of a class it holds none of): the quota is
+// taken first from the nodes where in's accelerator operators already run (no needless
+// move), then from the nodes with the most cores left (an accelerator instance needs cores
+// too), then by name. Nodes without accelerators are unchanged.
+func RestrictFor(in PlanInput, s Share) PlanInput {
+	runs := map[string]bool{}
+	for _, o := range in.Operators {
+		if o.GPUs == 0 {
+			continue
+		}
+		for n, pl := range in.Current[o.Name] {
+			if pl.Total() > 0 {
+				runs[n] = true
+			}
+		}
+	}
+	in.Nodes = restrict(in.Nodes, s, runs)
+	return in
+}
+
+// restrict is RestrictFor on nodes, preferring the nodes in first.
+func restrict(nodes []fsm.Node, s Share, first map[string]bool) []fsm.Node {
 	out := slices.Clone(nodes)
 	order := make([]int, len(out))
 	for k := range order {
 		order[k] = k
 	}
 	sort.SliceStable(order, func(a, b int) bool {
+		if fa, fb := first[out[order[a]].Name], first[out[order[b]].Name]; fa != fb {
+			return fa
+		}
 		if out[order[a]].CPU != out[order[b]].CPU {
 			return out[order[a]].CPU > out[order[b]].CPU
 		}
@@ -177,7 +198,7 @@ type JointPlan struct {
 // PlanJoint plans ins together on nodes: the pooled joint model decides every pipeline's
 // share (Shares); then, by weight (highest first, then job name), each pipeline is planned
 // by s on what the pipelines before it left, capped at its share (Capped) and shown only
-// its share's accelerators (Restrict); then, in the
+// its share's accelerators (RestrictFor); then, in the
 // same order, each is planned again without the cap on what all the others hold, which
 // only takes what packing left free. This is the order the live planner's rounds converge
 // to (planner/loop.go plans each pipeline on the residual of the others' decisions, capped
@@ -211,7 +232,7 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 	plan := func(in PlanInput, restrict *Share) (Plan, error) {
 		in.Nodes = Residual(nodes, holdings(in.Job))
 		if restrict != nil {
-			in.Nodes = Restrict(in.Nodes, *restrict)
+			in = RestrictFor(in, *restrict)
 		}
 		if err := in.Validate(); err != nil {
 			return Plan{}, err
