@@ -47,8 +47,8 @@
 // makes every non-fitting pipeline reserve (head-of-line blocking, no backfill).
 //
 // Bound. Assume a > 0, fits is monotone (a superset of a set that does not fit does not fit
-// either), every pipeline fits beside the services, E_j ≤ E_max while j waits, and running
-// pipelines finish. Let D_j = Since_j + E_max/(a·w_j). A pipeline arriving after D_j sorts
+// either), no service is short and every pipeline fits beside the services, E_j ≤ E_max
+// while j waits, running pipelines finish, and a round runs whenever one does. Let D_j = Since_j + E_max/(a·w_j). A pipeline arriving after D_j sorts
 // after j (its score is at least −a·(t − arrival) > score_j(t)), and from D_j on j is due, so
 // no pipeline after j is admitted before it. Hence j waits at most
 //
@@ -58,6 +58,14 @@
 // before D_j and sort before j, and T_k their running times: every one of them runs once
 // and then j is first and fits. With a ≤ 0 (aging disabled) neither holds: pure SJF with
 // backfill starves long and wide pipelines under a stream of short ones.
+//
+// # Simulation
+//
+// Simulate replays a stream of batch jobs through Admit against a caller's RatesFunc (the
+// resource model: whether a set's minimums fit, and each member's rate), re-admitting at every
+// arrival and completion, and reports per-job waits and completion times, their mean and p95,
+// and the makespan. SimConfig.Window holds arrivals until the end of a submission window, as
+// seed 001 does (15 s).
 package admit
 
 import (
