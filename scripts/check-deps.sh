@@ -6,9 +6,9 @@
 #     for tests; the demo uses localcluster). Exception: github.com/hashicorp/raft, which the
 #     planner needs, imports testing from its non-test testing.go (v1.7.3 and v1.8.0), so the
 #     check fails on any *other* package of the binary's graph that imports testing.
-#  2. The maths packages must not depend on Nomad, nomad-autoscaler, raft or NATS, directly or
-#     transitively, in their code or their tests (go list -deps -test), so they stay usable
-#     and testable on their own.
+#  2. The maths packages (and planner/admit, shared by the planner and the benchmark) must not
+#     depend on Nomad, nomad-autoscaler, raft or NATS, directly or transitively, in their code
+#     or their tests (go list -deps -test), so they stay usable and testable on their own.
 #
 # Exits 1 and prints the offending packages with an import chain when a rule is broken.
 set -euo pipefail
@@ -18,7 +18,7 @@ GO=${GO:-go}
 BINARY_PKG=./cmd/trident
 TESTING_ALLOWED='^github\.com/hashicorp/raft$'
 MATHS_PKGS=(./apm/gp/... ./apm/observe/... ./strategy/cluster/... ./strategy/bo/...
-	./strategy/configspace/... ./strategy/milp/...)
+	./strategy/configspace/... ./strategy/milp/... ./planner/admit/...)
 FORBIDDEN='^github\.com/hashicorp/(nomad|raft)|^github\.com/nats-io/'
 
 # chain ROOT TARGET prints the shortest import chain ROOT -> ... -> TARGET (non-test imports).
