@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/planner/admit"
 	"github.com/trident-sched/trident/planner/sched/clusterbench"
 	"github.com/trident-sched/trident/strategy/milp"
 )
@@ -29,6 +31,36 @@ func parseSizes(s string) ([][2]int, error) {
 	return out, nil
 }
 
+// benchAdmission simulates admission of batch pipelines (size[0] on size[1] nodes) under
+// SJF with aging and FIFO, and adds the figures to res.
+func benchAdmission(ctx context.Context, size [2]int, seeds int, obj milp.Objective, res *benchfmt.Result, stdout, stderr io.Writer) error {
+	tab := benchfmt.Table{Title: fmt.Sprintf("Admission of %d batch pipelines on %d nodes", size[0], size[1]),
+		Header: []string{"seed", "SJF mean s", "SJF p95 s", "FIFO mean s", "FIFO p95 s", "mean cut"}}
+	var cuts []float64
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		sp := clusterbench.AdmissionSpec{Batch: size[0], Nodes: size[1], Seed: seed, Window: 15}
+		fmt.Fprintf(stderr, "admission %d/%d\n", seed, seeds)
+		s, err := clusterbench.Admission(ctx, sp, admit.Policy{Order: admit.SJF}, obj)
+		if err != nil {
+			return fmt.Errorf("admission: %w", err)
+		}
+		f, err := clusterbench.Admission(ctx, sp, admit.Policy{Order: admit.FIFO}, obj)
+		if err != nil {
+			return fmt.Errorf("admission: %w", err)
+		}
+		cut := 1 - s.MeanCompletion/f.MeanCompletion
+		cuts = append(cuts, cut)
+		tab.AddRow(seed, s.MeanCompletion, s.P95Completion, f.MeanCompletion, f.P95Completion, fmt.Sprintf("%.1f%%", 100*cut))
+	}
+	if err := tab.Write(stdout); err != nil {
+		return err
+	}
+	sort.Float64s(cuts)
+	res.Figures["admission_mean_cut_median"] = cuts[len(cuts)/2]
+	res.Figures["admission_mean_cut_worst"] = cuts[0]
+	return nil
+}
+
 // runBenchCluster measures joint planning of many pipelines on one heterogeneous cluster
 // (logic in planner/sched/clusterbench).
 func runBenchCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -39,6 +71,7 @@ func runBenchCluster(ctx context.Context, args []string, stdout, stderr io.Write
 	objective := fs.String("objective", "maxmin", "joint objective: maxmin or sum")
 	timeLimit := fs.Duration("time-limit", 10*time.Second, "time limit of every MILP solve")
 	verbose := fs.Bool("v", false, "one line per scenario on stderr")
+	admission := fs.String("admission", "", "also simulate admission of batch pipelines on BATCHxNODES (e.g. 20x8), SJF with aging vs FIFO, -seeds scenarios (slow: about 15 s per scenario)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: trident bench cluster [flags]
 
@@ -101,6 +134,15 @@ flags:
 	}
 	if err := tab.Write(stdout); err != nil {
 		return err
+	}
+	if *admission != "" {
+		asz, err := parseSizes(*admission)
+		if err != nil || len(asz) != 1 {
+			return fmt.Errorf("%w: -admission: want one BATCHxNODES size", errUsage)
+		}
+		if err := benchAdmission(ctx, asz[0], *seeds, obj, &res, stdout, stderr); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "\n%d scenarios in %v\n", len(cs), time.Since(start).Round(time.Second))
 	return benchfmt.WriteResult(stdout, res)
