@@ -270,15 +270,23 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 }
 
 // view is a pipeline without its (large) template.
-func view(p *fsm.Pipeline) client.Pipeline {
-	return client.Pipeline{Job: p.Job, Operators: p.Operators, RegisteredIndex: p.RegisteredIndex}
+func view(st *fsm.State, p *fsm.Pipeline) client.Pipeline {
+	v := client.Pipeline{Job: p.Job, Operators: p.Operators, RegisteredIndex: p.RegisteredIndex, Weight: p.Weight,
+		MinThroughput: p.MinThroughput, Batch: p.Batch, InputRecords: p.InputRecords}
+	if v.Weight == 0 {
+		v.Weight = 1
+	}
+	if q, ok := st.Queue[p.Job]; ok {
+		v.Queued = &client.Queued{Position: q.Position, Reason: q.Reason, SinceUnixMilli: q.SinceUnixMilli}
+	}
+	return v
 }
 
 func (s *Server) handlePipelines(w http.ResponseWriter, r *http.Request) {
 	out := []client.Pipeline{}
 	s.fsm.Read(func(st *fsm.State) {
 		for _, p := range st.Pipelines {
-			out = append(out, view(p))
+			out = append(out, view(st, p))
 		}
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
@@ -290,7 +298,7 @@ func (s *Server) handlePipeline(w http.ResponseWriter, r *http.Request) {
 	var out *client.Pipeline
 	s.fsm.Read(func(st *fsm.State) {
 		if p, ok := st.Pipelines[job]; ok {
-			v := view(p)
+			v := view(st, p)
 			out = &v
 		}
 	})
@@ -428,9 +436,13 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	var resp *client.PlanResponse
 	var reg bool
 	var planErr string
+	var queued *fsm.Queued
 	s.fsm.Read(func(st *fsm.State) {
 		_, reg = st.Pipelines[job]
 		planErr = st.PlanErrors[job].Error
+		if q, ok := st.Queue[job]; ok {
+			queued = &q
+		}
 		d, ok := st.LatestDecision(job)
 		if !ok {
 			return
@@ -465,6 +477,8 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	case resp != nil:
 		resp.PlanError = planErr
 		writeJSON(w, http.StatusOK, resp)
+	case reg && queued != nil:
+		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q has no committed decision yet: it is queued for admission, position %d: %s", job, queued.Position, queued.Reason))
 	case reg && planErr != "":
 		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q has no committed decision yet: the newest scheduling round found no plan: %s", job, planErr))
 	case reg:

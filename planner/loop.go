@@ -160,6 +160,10 @@ type Loop struct {
 	settled map[string]settledInput
 	// joint caches the joint round's shares of every registered pipeline, by input.
 	joint jointCache
+	// queued are the batch pipelines the last solving round's admission queued (not
+	// planned); fitsCache remembers the admission's resource checks by input.
+	queued    map[string]bool
+	fitsCache map[[sha256.Size]byte]bool
 	// stale marks jobs a solving round skipped because their previous solve still ran:
 	// that solve's input predates the round, so its result is followed by another solve.
 	stale map[string]bool
@@ -275,6 +279,9 @@ func (l *Loop) runLeader(ctx context.Context) {
 	l.adopted = map[string]bool{}
 	l.refused = map[string]string{}
 	l.settled = map[string]settledInput{}
+	l.queued = map[string]bool{}
+	l.fitsCache = map[[sha256.Size]byte]bool{}
+	l.joint = jointCache{}
 	// Make sure every committed entry is applied before acting on the state.
 	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
@@ -361,11 +368,14 @@ func (l *Loop) round(ctx context.Context, solve bool) {
 		}
 	})
 	sort.Strings(jobs)
+	if solve {
+		l.queued = l.admission(ctx)
+	}
 	for _, job := range jobs {
 		if ctx.Err() != nil {
 			return
 		}
-		l.pipeline(ctx, job, solve)
+		l.pipeline(ctx, job, solve && !l.queued[job])
 	}
 }
 
@@ -569,6 +579,9 @@ func (l *Loop) jointShare(ctx context.Context, job string) (sched.Share, bool) {
 		}
 		sort.Strings(jobs)
 		for _, j := range jobs {
+			if l.queued[j] {
+				continue
+			}
 			if in, err := l.stateInput(st, j); err == nil {
 				ins = append(ins, in)
 			}

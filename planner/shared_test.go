@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +86,72 @@ func TestPipelinesShareFirstComeWithoutJoint(t *testing.T) {
 		if a.Groups["embed"].Count != 2 {
 			t.Fatalf("the first pipeline holds %d GPUs, want both (no joint round)", a.Groups["embed"].Count)
 		}
+	}
+}
+
+// TestBatchPipelineQueuesUntilRoom: on 2 GPUs, two services take one each (joint round);
+// a third, batch, pipeline cannot get its minimum (one GPU) and is queued, not failed: no
+// decision, its place shown by the API; when a service is deleted it is admitted and
+// planned on the freed GPU.
+func TestBatchPipelineQueuesUntilRoom(t *testing.T) {
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
+	}}
+	c := newTestCluster(t, 1, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc}
+	})
+	li, _ := c.leader(10 * time.Second)
+	ld := c.peers[li].HTTPAddr
+	registerApplied(t, c, ld, testPipeline())
+	put := func(job string, p fsm.Pipeline) {
+		t.Helper()
+		raw, _ := json.Marshal(p)
+		if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/"+job, map[string]json.RawMessage{"job": raw}); code != 200 {
+			t.Fatalf("register %s: HTTP %d %s", job, code, body)
+		}
+	}
+	plan := func(job string) (int, client.PlanResponse) {
+		var p client.PlanResponse
+		code, b := c.do(http.MethodGet, ld+"/v1/plan/"+job, nil)
+		_ = json.Unmarshal(b, &p)
+		return code, p
+	}
+	put("svc", testPipeline())
+	waitFor(t, "the services to split the GPUs", 15*time.Second, func() bool {
+		_, a := plan("pdf")
+		_, b := plan("svc")
+		return a.Groups["embed"].Count == 1 && b.Groups["embed"].Count == 1 && b.Status == fsm.StatusDone
+	})
+	batch := testPipeline()
+	batch.Batch, batch.InputRecords = true, 5000
+	put("batch", batch)
+	var view client.Pipeline
+	waitFor(t, "the batch pipeline to be queued", 10*time.Second, func() bool {
+		_, b := c.do(http.MethodGet, ld+"/v1/pipelines/batch", nil)
+		return json.Unmarshal(b, &view) == nil && view.Queued != nil
+	})
+	if view.Queued.Position != 1 || view.Queued.Reason == "" {
+		t.Fatalf("queued %+v: want position 1 with a reason", view.Queued)
+	}
+	for range 5 {
+		time.Sleep(100 * time.Millisecond)
+		if code, _ := plan("batch"); code != http.StatusNotFound {
+			t.Fatalf("queued pipeline: plan HTTP %d, want 404 (no decision)", code)
+		}
+	}
+	if _, b := c.do(http.MethodGet, ld+"/v1/plan/batch", nil); !strings.Contains(string(b), "queued for admission, position 1") {
+		t.Fatalf("plan of a queued pipeline: %s", b)
+	}
+	if code, body := c.do(http.MethodDelete, ld+"/v1/pipelines/pdf", nil); code != 200 {
+		t.Fatalf("delete: HTTP %d %s", code, body)
+	}
+	waitFor(t, "the batch pipeline to be admitted and planned", 15*time.Second, func() bool {
+		code, p := plan("batch")
+		return code == 200 && p.Groups["embed"].Count == 1 && p.Status == fsm.StatusDone
+	})
+	_, b := c.do(http.MethodGet, ld+"/v1/pipelines/batch", nil)
+	var after client.Pipeline
+	if err := json.Unmarshal(b, &after); err != nil || after.Queued != nil {
+		t.Fatalf("admitted pipeline still queued: %+v %v", after.Queued, err)
 	}
 }

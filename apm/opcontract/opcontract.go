@@ -150,6 +150,13 @@ const (
 	// MetaMinThroughput is a guaranteed throughput in records/s of the pipeline's input,
 	// served before any weighted share (0: only every operator's minimum instances).
 	MetaMinThroughput = "trident_min_throughput"
+	// MetaBatch marks a pipeline with a finite input ("true"; a Nomad batch job is one
+	// too): while its minimums do not fit beside the others it waits in the admission
+	// queue, shortest expected job first.
+	MetaBatch = "trident_batch"
+	// MetaInputRecords is a batch pipeline's input size in records, its expected size
+	// until the first operator's backlog is observed.
+	MetaInputRecords = "trident_input_records"
 )
 
 // Node meta keys the planner reads when sizing its inventory. Without them a node's size is

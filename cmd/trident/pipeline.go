@@ -196,13 +196,15 @@ func (c *pipelineCmd) list(ctx context.Context, _ []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "Job\tOperators\tDecision\tStatus\tPlanned records/s\tPlan error")
+	fmt.Fprintln(tw, "Job\tOperators\tWeight\tDecision\tStatus\tPlanned records/s\tPlan error")
 	for _, r := range rows {
 		dec, status, tput, perr := "-", "no decision yet", "-", ""
 		if r.Plan != nil {
 			dec, status, tput, perr = fmt.Sprint(r.Plan.DecisionIndex), r.Plan.Status, fmt.Sprintf("%.1f", r.Plan.Throughput), r.Plan.PlanError
+		} else if q := r.Queued; q != nil {
+			status = fmt.Sprintf("queued (#%d)", q.Position)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Job, len(r.Operators), dec, status, tput, perr)
+		fmt.Fprintf(tw, "%s\t%d\t%g\t%s\t%s\t%s\t%s\n", r.Job, len(r.Operators), r.Weight, dec, status, tput, perr)
 	}
 	return tw.Flush()
 }
@@ -226,7 +228,16 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 			Plan *client.PlanResponse `json:"plan,omitempty"`
 		}{p, pp})
 	}
-	fmt.Fprintf(c.out, "Job            = %s\nRegistered     = index %d\n", p.Job, p.RegisteredIndex)
+	fmt.Fprintf(c.out, "Job            = %s\nRegistered     = index %d\nWeight         = %g\n", p.Job, p.RegisteredIndex, p.Weight)
+	if p.MinThroughput > 0 {
+		fmt.Fprintf(c.out, "Guaranteed     = %g records/s\n", p.MinThroughput)
+	}
+	if p.Batch {
+		fmt.Fprintf(c.out, "Batch          = yes (input %g records)\n", p.InputRecords)
+	}
+	if q := p.Queued; q != nil {
+		fmt.Fprintf(c.out, "Queued         = position %d since %s: %s\n", q.Position, time.UnixMilli(q.SinceUnixMilli).UTC().Format(time.RFC3339), q.Reason)
+	}
 	if pp == nil {
 		fmt.Fprintf(c.out, "Decision       = none yet\n\n")
 		return c.operatorTable(p.Operators)

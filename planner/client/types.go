@@ -56,6 +56,25 @@ type Pipeline struct {
 	Job             string     `json:"job"`
 	Operators       []Operator `json:"operators"`
 	RegisteredIndex uint64     `json:"registered_index"`
+	// Weight is the pipeline's weight in the joint round (1 when the job sets none).
+	Weight float64 `json:"weight"`
+	// MinThroughput is its guaranteed throughput, records/s (0: none).
+	MinThroughput float64 `json:"min_throughput,omitempty"`
+	// Batch marks a pipeline with a finite input; InputRecords is its declared size.
+	Batch        bool    `json:"batch,omitempty"`
+	InputRecords float64 `json:"input_records,omitempty"`
+	// Queued is set while the batch pipeline waits for admission.
+	Queued *Queued `json:"queued,omitempty"`
+}
+
+// Queued is a batch pipeline's place in the admission queue.
+type Queued struct {
+	// Position is 1 for the next pipeline to be admitted.
+	Position int `json:"position"`
+	// Reason says why it waits.
+	Reason string `json:"reason"`
+	// SinceUnixMilli is when it started waiting.
+	SinceUnixMilli int64 `json:"since_unix_ms"`
 }
 
 // PipelineRequest is PUT /v1/pipelines/<job>. With Job (a Nomad job as JSON, as printed by

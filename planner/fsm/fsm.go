@@ -27,6 +27,7 @@ const (
 	OpProgress         Op = "progress"
 	OpPlanError        Op = "plan_error"
 	OpCanary           Op = "canary"
+	OpQueue            Op = "queue"
 )
 
 // Command is one raft log entry.
@@ -56,6 +57,8 @@ type Command struct {
 	PlanError *PlanError `json:"plan_error,omitempty"`
 	// Canary for OpCanary (with Job and Operator).
 	Canary *Canary `json:"canary,omitempty"`
+	// Queue for OpQueue: the whole admission queue (job -> entry), replacing the last.
+	Queue map[string]Queued `json:"queue,omitempty"`
 }
 
 // ObservationEntry is one element of an observation batch.
@@ -197,6 +200,9 @@ func (s *State) fill() {
 	if s.Canaries == nil {
 		s.Canaries = n.Canaries
 	}
+	if s.Queue == nil {
+		s.Queue = n.Queue
+	}
 }
 
 type snapshot []byte
@@ -239,6 +245,8 @@ func apply(st *State, c Command, idx uint64) error {
 		return applyPlanError(st, c, idx)
 	case OpCanary:
 		return applyCanary(st, c, idx)
+	case OpQueue:
+		return applyQueue(st, c, idx)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -271,6 +279,8 @@ func check(st *State, c Command, admit bool) error {
 		return checkProgress(st, c)
 	case OpCanary:
 		return checkCanary(st, c)
+	case OpQueue:
+		return checkQueue(st, c)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -350,11 +360,44 @@ func applyDeletePipeline(st *State, c Command) error {
 	delete(st.Stable, c.Job)
 	delete(st.PlanErrors, c.Job)
 	delete(st.Canaries, c.Job)
+	delete(st.Queue, c.Job)
 	// The job's logs go too: a pipeline registered again under the same ID starts
 	// without a latest decision, and jobs that come and go do not grow the state.
 	// Epochs stay, so that a re-registered operator's epochs keep increasing.
 	st.Decisions = slices.DeleteFunc(st.Decisions, func(d Decision) bool { return d.Job == c.Job })
 	st.Invalidations = slices.DeleteFunc(st.Invalidations, func(v Invalidation) bool { return v.Job == c.Job })
+	return nil
+}
+
+// checkQueue validates an admission queue: every job is a registered batch pipeline
+// without a decision, and positions are 1..n, each once.
+func checkQueue(st *State, c Command) error {
+	seen := make([]bool, len(c.Queue)+1)
+	for job, q := range c.Queue {
+		p, ok := st.Pipelines[job]
+		switch {
+		case !ok:
+			return fmt.Errorf("queue: pipeline %q is not registered", job)
+		case !p.Batch:
+			return fmt.Errorf("queue: pipeline %q is not a batch pipeline (only batch pipelines queue)", job)
+		case q.Position < 1 || q.Position > len(c.Queue) || seen[q.Position]:
+			return fmt.Errorf("queue: pipeline %q: position %d: want each of 1..%d once", job, q.Position, len(c.Queue))
+		}
+		if _, has := st.LatestDecision(job); has {
+			return fmt.Errorf("queue: pipeline %q already has a decision (admission never preempts)", job)
+		}
+		seen[q.Position] = true
+	}
+	return nil
+}
+
+// applyQueue replaces the admission queue with c.Queue.
+func applyQueue(st *State, c Command, idx uint64) error {
+	st.Queue = map[string]Queued{}
+	for job, q := range c.Queue {
+		q.Index = idx
+		st.Queue[job] = q
+	}
 	return nil
 }
 
@@ -628,6 +671,7 @@ func CheckDecision(st *State, d *Decision) error {
 
 func applyDecision(st *State, d *Decision, idx uint64) error {
 	delete(st.PlanErrors, d.Job) // a round found a plan
+	delete(st.Queue, d.Job)      // admitted
 	cp := *d
 	cp.Index = idx
 	if st.ClusterID == "" {

@@ -412,3 +412,56 @@ func TestCheckMatchesApply(t *testing.T) {
 		t.Fatalf("Check changed the state")
 	}
 }
+
+// TestQueueLifecycle: only registered batch pipelines without a decision queue, at
+// positions 1..n; the queue survives a snapshot; a decision (admission) or a deletion
+// takes the pipeline out of it; an empty queue clears it.
+func TestQueueLifecycle(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	svc := pipe()
+	svc.Job = "svc"
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: svc})
+	batch := pipe()
+	batch.Batch = true
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: batch})
+	q := func(job string, pos int) map[string]Queued {
+		return map[string]Queued{job: {Position: pos, Reason: "no room", SinceUnixMilli: 5}}
+	}
+	for name, bad := range map[string]map[string]Queued{
+		"a service":       q("svc", 1),
+		"an unknown job":  q("nope", 1),
+		"position 0":      q("pdf", 0),
+		"position beyond": q("pdf", 2),
+	} {
+		if err := a.do(Command{Op: OpQueue, Queue: bad}); !errors.Is(err, ErrRejected) {
+			t.Errorf("queueing %s: %v, want rejected", name, err)
+		}
+	}
+	read := func(f *FSM) (e Queued, ok bool) {
+		f.Read(func(st *State) { e, ok = st.Queue["pdf"] })
+		return
+	}
+	a.must(Command{Op: OpQueue, Queue: q("pdf", 1)})
+	if e, ok := read(restored(t, a.f)); !ok || e.Position != 1 || e.Index != a.idx || e.SinceUnixMilli != 5 {
+		t.Fatalf("restored queue entry %+v (%v)", e, ok)
+	}
+	a.must(Command{Op: OpQueue, Queue: map[string]Queued{}})
+	if _, ok := read(a.f); ok {
+		t.Fatal("an empty queue did not clear it")
+	}
+	a.must(Command{Op: OpQueue, Queue: q("pdf", 1)})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	if _, ok := read(a.f); ok {
+		t.Fatal("a decision did not take the pipeline out of the queue")
+	}
+	if err := a.do(Command{Op: OpQueue, Queue: q("pdf", 1)}); !errors.Is(err, ErrRejected) {
+		t.Fatalf("queueing a pipeline with a decision: %v, want rejected", err)
+	}
+	a.must(Command{Op: OpDeletePipeline, Job: "pdf"})
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: batch})
+	a.must(Command{Op: OpQueue, Queue: q("pdf", 1)})
+	a.must(Command{Op: OpDeletePipeline, Job: "pdf"})
+	if _, ok := read(a.f); ok {
+		t.Fatal("deleting the pipeline did not take it out of the queue")
+	}
+}

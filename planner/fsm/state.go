@@ -83,6 +83,25 @@ type Pipeline struct {
 	// MinThroughput is the pipeline's guaranteed throughput (records/s of its input; 0:
 	// only its operators' minimum instances).
 	MinThroughput float64 `json:"min_throughput,omitempty"`
+	// Batch marks a pipeline with a finite input (a Nomad batch job, or job meta
+	// trident_batch): it waits in the admission queue while its minimums do not fit.
+	Batch bool `json:"batch,omitempty"`
+	// InputRecords is a batch pipeline's input size in records (job meta
+	// trident_input_records; 0: unknown), its expected size until the first operator's
+	// backlog is observed.
+	InputRecords float64 `json:"input_records,omitempty"`
+}
+
+// Queued is a batch pipeline waiting for admission (planner/admit).
+type Queued struct {
+	// Position is its place in the admission order, 1 first.
+	Position int `json:"position"`
+	// Reason says why it waits.
+	Reason string `json:"reason"`
+	// SinceUnixMilli is when it started waiting (its aging counts from there).
+	SinceUnixMilli int64 `json:"since_unix_ms"`
+	// Index is the raft index that recorded the queue.
+	Index uint64 `json:"index"`
 }
 
 // MaxWeight bounds a pipeline's weight: the joint model's normalised shares stay well
@@ -329,6 +348,8 @@ type State struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// Canaries are the newest canary of each operator: job -> operator -> canary.
 	Canaries map[string]map[string]Canary `json:"canaries,omitempty"`
+	// Queue holds the batch pipelines waiting for admission: job -> entry.
+	Queue map[string]Queued `json:"queue,omitempty"`
 }
 
 // PlanError is a scheduling round's failure, kept so that every server can show it.
@@ -365,6 +386,7 @@ func NewState() *State {
 		Stable:       map[string]uint64{},
 		PlanErrors:   map[string]PlanError{},
 		Canaries:     map[string]map[string]Canary{},
+		Queue:        map[string]Queued{},
 	}
 }
 
@@ -663,6 +685,9 @@ func ValidatePipeline(p *Pipeline) error {
 	}
 	if !finite(p.MinThroughput) || p.MinThroughput < 0 || p.MinThroughput > 1e9 {
 		return fmt.Errorf("pipeline %q: trident_min_throughput=%v: want records/s in [0, 1e9]", p.Job, p.MinThroughput)
+	}
+	if !finite(p.InputRecords) || p.InputRecords < 0 || p.InputRecords > 1e15 {
+		return fmt.Errorf("pipeline %q: trident_input_records=%v: want records in [0, 1e15]", p.Job, p.InputRecords)
 	}
 	// The products are compared with a relative tolerance, so that e.g. 1e-3 x 1e-3 x 1e-3
 	// is not refused for rounding below 1e-9.

@@ -213,7 +213,8 @@ func ParseJob(job *api.Job) (*fsm.Pipeline, error) {
 }
 
 // parseShare reads the pipeline's weight (job meta trident_weight, else the job's priority
-// / 50) and guaranteed throughput (trident_min_throughput) into p.
+// / 50), guaranteed throughput (trident_min_throughput), and whether it is a batch pipeline
+// (a batch job, or trident_batch) with its input size (trident_input_records) into p.
 func parseShare(job *api.Job, p *fsm.Pipeline) error {
 	num := func(key string) (float64, bool, error) {
 		v, ok := job.Meta[key]
@@ -243,6 +244,17 @@ func parseShare(job *api.Job, p *fsm.Pipeline) error {
 		return err
 	}
 	p.MinThroughput = m
+	if p.InputRecords, _, err = num(opcontract.MetaInputRecords); err != nil {
+		return err
+	}
+	p.Batch = job.Type != nil && *job.Type == api.JobTypeBatch
+	if v, ok := job.Meta[opcontract.MetaBatch]; ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("job %q: meta %s=%q: want true or false", p.Job, opcontract.MetaBatch, fsm.Short(v))
+		}
+		p.Batch = b
+	}
 	return nil
 }
 
