@@ -26,12 +26,15 @@ func gpuPipeline(id string, gpuMiB int) *api.Job {
 	return job
 }
 
-// TestPipelinesShareNomad: two pipelines and an unrelated service job on clients with fake
-// GPUs of two memory sizes (g24: 2 × 24 GiB, g80: 2 × 80 GiB, one of them held by the
+// TestPipelinesShareNomad: pipelines and an unrelated service job on clients with fake
+// GPUs of two memory sizes (g24: 4 × 24 GiB, g80: 2 × 80 GiB, one of them held by the
 // service). The pipeline needing 40 GiB gets the one free 80 GiB GPU, the one needing 16
-// GiB plans on what is left (the 24 GiB GPUs); both decisions are applied without a
-// placement failure, no node holds more GPUs than it has, and the service's allocation is
-// never replaced.
+// GiB plans on what is left (the 24 GiB GPUs); a third pipeline of weight 3 takes three of
+// the four contended 24 GiB GPUs from the second (joint round, max-min); a fourth, batch,
+// pipeline whose minimum (three GPUs) does not fit is queued, then starts when the second
+// finishes (its Nomad job stopped, the pipeline deleted). Every decision is applied
+// without a placement failure, no node holds more GPUs than it has, and the service's
+// allocation is never replaced.
 func TestPipelinesShareNomad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes: skipped in -short")
@@ -45,7 +48,7 @@ func TestPipelinesShareNomad(t *testing.T) {
 	}
 	n := harness.StartNomad(t, harness.NomadOptions{DevicePluginDir: devDir, Clients: []harness.ClientSpec{
 		{Name: "c1", MemoryMB: 4096},
-		{Name: "g24", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 24576},
+		{Name: "g24", MemoryMB: 4096, FakeGPUs: 4, FakeGPUMemoryMiB: 24576},
 		{Name: "g80", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 81920},
 	}})
 	cl := n.API()
@@ -106,37 +109,96 @@ func TestPipelinesShareNomad(t *testing.T) {
 	if got := big.Groups["work"].Nodes; len(got) != 1 || got["g80"].Current != 1 {
 		t.Fatalf("big's GPU operator planned on %v: want the one free 80 GiB GPU of g80", got)
 	}
-	if got := small.Groups["work"].Nodes; got["g80"].Current != 0 || got["g24"].Current < 1 || got["g24"].Current > 2 {
+	if got := small.Groups["work"].Nodes; got["g80"].Current != 0 || got["g24"].Current < 1 || got["g24"].Current > 4 {
 		t.Fatalf("small's GPU operator planned on %v: want g24 only (g80's GPUs are held)", got)
 	}
-	// Nomad runs both plans, every GPU request placed, and the service untouched.
-	gpus := map[string]int{}
-	for _, job := range []string{"big", "small", "web"} {
-		allocs, _, err := cl.Jobs().Allocations(job, false, nil)
-		if err != nil {
-			t.Fatal(err)
+	register := func(job *api.Job) {
+		t.Helper()
+		raw, _ := json.Marshal(job)
+		if code, body := call("PUT", p.http, "/v1/pipelines/"+*job.ID, map[string]json.RawMessage{"job": raw}, nil); code != 200 {
+			t.Fatalf("register %s: HTTP %d %s", *job.ID, code, body)
 		}
-		for _, a := range allocs {
-			if a.DesiredStatus != "run" {
-				continue
-			}
-			if a.ClientStatus != "running" {
-				t.Fatalf("%s allocation %s on %s is %s", job, a.ID[:8], a.NodeName, a.ClientStatus)
-			}
-			full, _, err := cl.Allocations().Info(a.ID, nil)
+	}
+	gpusOf := func(job string) int {
+		pr, _ := plan(job)
+		return pr.Groups["work"].Nodes["g24"].Total()
+	}
+	// Nomad runs every plan, every GPU request placed, and the service untouched.
+	checkGPUs := func() {
+		t.Helper()
+		gpus := map[string]int{}
+		for _, job := range []string{"big", "small", "heavy", "batch", "web"} {
+			allocs, _, err := cl.Jobs().Allocations(job, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, tr := range full.AllocatedResources.Tasks {
-				for _, d := range tr.Devices {
-					gpus[a.NodeName] += len(d.DeviceIDs)
+			for _, a := range allocs {
+				if a.DesiredStatus != "run" {
+					continue
+				}
+				if a.ClientStatus != "running" {
+					t.Fatalf("%s allocation %s on %s is %s", job, a.ID[:8], a.NodeName, a.ClientStatus)
+				}
+				full, _, err := cl.Allocations().Info(a.ID, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tr := range full.AllocatedResources.Tasks {
+					for _, d := range tr.Devices {
+						gpus[a.NodeName] += len(d.DeviceIDs)
+					}
 				}
 			}
 		}
+		if gpus["g80"] != 2 || gpus["g24"] > 4 {
+			t.Fatalf("GPUs held per node %v: want g80's two (service + big), at most g24's four", gpus)
+		}
 	}
-	if gpus["g80"] != 2 || gpus["g24"] > 2 {
-		t.Fatalf("GPUs held per node %v: want g80's two (service + big), at most g24's two", gpus)
+	checkGPUs()
+
+	// A pipeline of weight 3 on the same 24 GiB GPUs: max-min gives it three, small one.
+	heavy := gpuPipeline("heavy", 16384)
+	heavy.Meta = map[string]string{"trident_weight": "3"}
+	register(heavy)
+	waitFor(t, c, "the 24 GiB GPUs split 1:3 by weight", 180*time.Second, func() bool {
+		h, ok := plan("heavy")
+		s, _ := plan("small")
+		return ok && h.Status == fsm.StatusDone && s.Status == fsm.StatusDone && gpusOf("heavy") == 3 && gpusOf("small") == 1
+	})
+	checkGPUs()
+
+	// A batch pipeline whose minimum is three GPUs: beside small's and heavy's minimum of
+	// one each there are only two of the four 24 GiB GPUs (the 80 GiB ones are held), so
+	// it is queued: no decision, not in Nomad.
+	batch := gpuPipeline("batch", 16384)
+	batch.Meta = map[string]string{"trident_batch": "true", "trident_input_records": "1000"}
+	batch.TaskGroups[1].Scaling = &api.ScalingPolicy{Min: ptr(int64(3)), Max: ptr(int64(4)), Enabled: ptr(false)}
+	register(batch)
+	waitFor(t, c, "the batch pipeline queued", 60*time.Second, func() bool {
+		var v client.Pipeline
+		code, _ := call("GET", p.http, "/v1/pipelines/batch", nil, &v)
+		return code == 200 && v.Queued != nil && v.Queued.Position == 1
+	})
+	if _, ok := plan("batch"); ok {
+		t.Fatal("the queued batch pipeline has a decision")
 	}
+	if _, _, err := cl.Jobs().Info("batch", nil); err == nil {
+		t.Fatal("the queued batch pipeline runs in Nomad")
+	}
+
+	// small finishes: its Nomad job stops and it is deleted; the batch pipeline starts with
+	// its minimum of three, and heavy shrinks to one (the minimums come before weights).
+	if _, _, err := cl.Jobs().Deregister("small", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call("DELETE", p.http, "/v1/pipelines/small", nil, nil); code != 200 {
+		t.Fatalf("delete small: HTTP %d %s", code, body)
+	}
+	waitFor(t, c, "the batch pipeline admitted and running", 180*time.Second, func() bool {
+		b, ok := plan("batch")
+		return ok && b.Status == fsm.StatusDone && gpusOf("batch") == 3 && gpusOf("heavy") == 1
+	})
+	checkGPUs()
 	allocs, _, _ := cl.Jobs().Allocations("web", false, nil)
 	if len(allocs) != 1 || allocs[0].ID != webAlloc || allocs[0].ClientStatus != "running" {
 		t.Fatalf("the service's allocations %v: want %s still running alone", allocs, webAlloc[:8])
