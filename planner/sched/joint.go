@@ -224,7 +224,7 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 		var hs []Holding
 		for _, p := range order {
 			if pl, ok := out.Plans[ins[p].Job]; ok && ins[p].Job != skip {
-				hs = append(hs, Holding{Pipeline: pipelineOf(ins[p]), Targets: targetsOfPlan(pl)})
+				hs = append(hs, HoldingOf(ins[p], pl))
 			}
 		}
 		return hs
@@ -276,20 +276,16 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 	return out, nil
 }
 
-// pipelineOf is in's pipeline as a Holding needs it (operators and their resources).
-func pipelineOf(in PlanInput) *fsm.Pipeline {
+// HoldingOf is what plan pl holds for the pipeline of in (its operators' resources and
+// targets), for Residual and Oversubscribed.
+func HoldingOf(in PlanInput, pl Plan) Holding {
 	p := &fsm.Pipeline{Job: in.Job}
 	for _, o := range in.Operators {
 		p.Operators = append(p.Operators, o.Operator)
 	}
-	return p
-}
-
-// targetsOfPlan is pl's targets as a decision's operator targets.
-func targetsOfPlan(pl Plan) map[string]fsm.OpTarget {
-	out := map[string]fsm.OpTarget{}
+	t := map[string]fsm.OpTarget{}
 	for op, nodes := range pl.Targets {
-		out[op] = fsm.OpTarget{Nodes: nodes}
+		t[op] = fsm.OpTarget{Nodes: nodes}
 	}
-	return out
+	return Holding{Pipeline: p, Targets: t}
 }

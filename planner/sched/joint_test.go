@@ -48,7 +48,7 @@ func TestPlanJointSharesTheCluster(t *testing.T) {
 		}
 		var hs []Holding
 		for _, in := range ins {
-			hs = append(hs, Holding{Pipeline: pipelineOf(in), Targets: targetsOfPlan(jp.Plans[in.Job])})
+			hs = append(hs, HoldingOf(in, jp.Plans[in.Job]))
 		}
 		if over := Oversubscribed(nodes, hs); len(over) > 0 {
 			t.Fatalf("weights %v:%v: oversubscribed %v", tc.wSmall1, tc.wSmall2, over)

@@ -81,7 +81,7 @@ func Compare(ctx context.Context, sc *Scenario, obj milp.Objective, opts milp.Op
 		var hs []sched.Holding
 		for p, in := range ins {
 			o.Throughput[p] = plans[in.Job].Throughput
-			hs = append(hs, sched.Holding{Pipeline: pipelineOf(in), Targets: targets(plans[in.Job])})
+			hs = append(hs, sched.HoldingOf(in, plans[in.Job]))
 		}
 		o.MinShare = milp.Value(milp.ObjectiveMaxMin, weights, scale, o.Throughput)
 		o.WeightedSum = milp.Value(milp.ObjectiveSum, weights, scale, o.Throughput)
@@ -126,24 +126,6 @@ func (sc *Scenario) dropOne(admitted []int) []int {
 		}
 	}
 	return slices.Delete(slices.Clone(admitted), worst, worst+1)
-}
-
-// pipelineOf is in's pipeline (operators with resources) for a Holding.
-func pipelineOf(in sched.PlanInput) *fsm.Pipeline {
-	p := &fsm.Pipeline{Job: in.Job}
-	for _, o := range in.Operators {
-		p.Operators = append(p.Operators, o.Operator)
-	}
-	return p
-}
-
-// targets is a plan's targets as a decision's.
-func targets(pl sched.Plan) map[string]fsm.OpTarget {
-	out := map[string]fsm.OpTarget{}
-	for op, nodes := range pl.Targets {
-		out[op] = fsm.OpTarget{Nodes: nodes}
-	}
-	return out
 }
 
 // staticPartition deals whole nodes to pipelines, weighted: accelerator nodes go, one by

@@ -53,9 +53,10 @@ func TestAutoscalerEmulationStopsWhenFull(t *testing.T) {
 	led := sched.NewLedger(sc.Nodes)
 	var hs []sched.Holding
 	for _, in := range sc.Inputs {
-		hs = append(hs, sched.Holding{Pipeline: pipelineOf(in), Targets: targets(plans[in.Job])})
+		h := sched.HoldingOf(in, plans[in.Job])
+		hs = append(hs, h)
 		for op, nodes := range plans[in.Job].Targets {
-			o, _ := pipelineOf(in).Operator(op)
+			o, _ := h.Pipeline.Operator(op)
 			for n, pl := range nodes {
 				led.Take(o, n, pl.Total())
 			}

@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"github.com/trident-sched/trident/internal/randpick"
+
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 )
@@ -118,7 +120,7 @@ func Generate(s Spec) (*Scenario, error) {
 	for n := range s.Nodes {
 		k := kinds[2+n%3] // one of each GPU kind first
 		if n >= 3 {
-			k = kinds[pick(rng, kindWeights)]
+			k = kinds[randpick.Index(rng, kindWeights)]
 		}
 		nd := fsm.Node{Name: fmt.Sprintf("%s-%03d", k.name, n), Class: k.name, CPU: k.cpu, MemoryMB: k.memGiB * gib}
 		if k.dev.Count > 0 {
@@ -152,20 +154,4 @@ func Generate(s Spec) (*Scenario, error) {
 		sc.Records = append(sc.Records, rec)
 	}
 	return sc, nil
-}
-
-// pick draws an index with probability proportional to w.
-func pick(rng *rand.Rand, w []float64) int {
-	t := 0.0
-	for _, v := range w {
-		t += v
-	}
-	x := rng.Float64() * t
-	for i, v := range w {
-		if x < v {
-			return i
-		}
-		x -= v
-	}
-	return len(w) - 1
 }

@@ -15,6 +15,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/trident-sched/trident/internal/randpick"
+
 	"github.com/trident-sched/trident/strategy/milp"
 )
 
@@ -127,7 +129,7 @@ func draw(rng *rand.Rand, M int) (*Instance, error) {
 	}
 	in.Regime = []string{"ample", "tight", "mixed", "mixed"}[rng.IntN(4)]
 	for n := range M {
-		k := kinds[pick(rng, weights)]
+		k := kinds[randpick.Index(rng, weights)]
 		if n == 0 { // an accelerator node always exists
 			for len(k.devs) == 0 {
 				k = kinds[rng.IntN(len(kinds))]
@@ -230,22 +232,6 @@ func draw(rng *rand.Rand, M int) (*Instance, error) {
 	}
 	weights2(p, Tref)
 	return in, nil
-}
-
-// pick draws an index with probability proportional to w.
-func pick(rng *rand.Rand, w []float64) int {
-	t := 0.0
-	for _, v := range w {
-		t += v
-	}
-	r := rng.Float64() * t
-	for k, v := range w {
-		if r < v {
-			return k
-		}
-		r -= v
-	}
-	return len(w) - 1
 }
 
 // clusterDevices returns every device class of the cluster (with its count on one node).
