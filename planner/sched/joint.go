@@ -200,7 +200,9 @@ type JointPlan struct {
 // by s on what the pipelines before it left, capped at its share (Capped) and shown only
 // its share's accelerators (RestrictFor); then, in the
 // same order, each is planned again without the cap on what all the others hold, which
-// only takes what packing left free. This is the order the live planner's rounds converge
+// only takes what packing left free. When the placed plans miss the pooled bound by more
+// than the MILP's relative gap, the pipelines that fell short of their shares are placed
+// first in a second attempt, and the better attempt is kept. This is the order the live planner's rounds converge
 // to (planner/loop.go plans each pipeline on the residual of the others' decisions, capped
 // at its share). ins' Current deployments are kept as they are; their Nodes are ignored.
 func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.Node, obj milp.Objective, opts milp.Options) (JointPlan, error) {
@@ -208,7 +210,6 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 	if err != nil {
 		return JointPlan{}, err
 	}
-	out := JointPlan{Joint: j, Plans: map[string]Plan{}, Errors: map[string]error{}}
 	order := make([]int, len(ins))
 	for p := range order {
 		order[p] = p
@@ -220,6 +221,33 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 		}
 		return ins[order[a]].Job < ins[order[b]].Job
 	})
+	out := placeShares(ctx, s, ins, nodes, j, order, obj)
+	relGap := opts.RelGap
+	if relGap <= 0 {
+		relGap = milp.DefaultRelGap
+	}
+	if out.Gap > relGap && ctx.Err() == nil {
+		// Packing left some pipelines short of their shares: once more with those first.
+		var short, rest []int
+		for _, p := range order {
+			if out.Plans[ins[p].Job].Throughput < j.Shares[ins[p].Job].Throughput*(1-1e-6) {
+				short = append(short, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		if again := placeShares(ctx, s, ins, nodes, j, append(short, rest...), obj); again.Value > out.Value {
+			out = again
+		}
+	}
+	return out, nil
+}
+
+// placeShares plans the pipelines of ins in order, each capped at its share of j and
+// restricted to its share's accelerators on what those before it hold, then fills what
+// packing left free in the same order (PlanJoint).
+func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.Node, j Joint, order []int, obj milp.Objective) JointPlan {
+	out := JointPlan{Joint: j, Plans: map[string]Plan{}, Errors: map[string]error{}}
 	holdings := func(skip string) []Holding {
 		var hs []Holding
 		for _, p := range order {
@@ -243,9 +271,11 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 		sh := j.Shares[ins[p].Job]
 		in := Capped(ins[p], sh)
 		pl, err := plan(in, &sh)
-		if err != nil {
+		if err != nil || pl.Throughput < sh.Throughput*(1-1e-6) {
 			// packing left the share's devices where cores ran out: any device left
-			pl, err = plan(in, nil)
+			if free, ferr := plan(in, nil); ferr == nil && (err != nil || free.Throughput > pl.Throughput) {
+				pl, err = free, nil
+			}
 		}
 		if err != nil {
 			out.Errors[in.Job] = fmt.Errorf("pipeline %q on its share: %w", in.Job, err)
@@ -273,7 +303,7 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 	} else {
 		out.Gap = math.Inf(1)
 	}
-	return out, nil
+	return out
 }
 
 // HoldingOf is what plan pl holds for the pipeline of in (its operators' resources and
