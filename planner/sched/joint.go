@@ -285,7 +285,7 @@ func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.
 	}
 	for _, p := range order {
 		prev, ok := out.Plans[ins[p].Job]
-		if !ok {
+		if !ok || !canGrow(ins[p], prev, Residual(nodes, holdings(""))) {
 			continue
 		}
 		if pl, err := plan(ins[p], nil); err == nil && pl.Throughput > prev.Throughput {
@@ -304,6 +304,31 @@ func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.
 		out.Gap = math.Inf(1)
 	}
 	return out
+}
+
+// canGrow reports whether one more instance of every operator that binds pl's throughput
+// fits on some node of free (what no pipeline holds): without that, planning the pipeline
+// again on what packing left cannot raise its throughput (short of moving its own
+// instances, which the fill does not try).
+func canGrow(in PlanInput, pl Plan, free []fsm.Node) bool {
+	amps := in.Amplifications()
+	led := NewLedger(free)
+	for i, o := range in.Operators {
+		n := 0
+		for _, p := range pl.Targets[o.Name] {
+			n += p.Total()
+		}
+		if float64(n)*o.Capacity/amps[i] > pl.Throughput*(1+1e-9) {
+			continue // does not bind
+		}
+		if o.MaxInstances > 0 && n >= o.MaxInstances {
+			return false // binds at its scaling policy's max
+		}
+		if !slices.ContainsFunc(free, func(nd fsm.Node) bool { return led.Fits(o.Operator, nd.Name, 1) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // HoldingOf is what plan pl holds for the pipeline of in (its operators' resources and

@@ -106,3 +106,24 @@ func TestSharesCapsAreTheFewestInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestCanGrow: the fill re-plans a pipeline only when one more instance of every operator
+// that binds its throughput fits on what is free and its scaling max allows it.
+func TestCanGrow(t *testing.T) {
+	in := gpuPipeline("j", 1, 0)
+	// parse 3 × 4/s = 12, infer 1 × 10/s = 10: infer binds at T = 10
+	pl := Plan{Throughput: 10, Targets: map[string]map[string]fsm.Placement{
+		"parse": {"l1": {Current: 3}}, "infer": {"l1": {Current: 1}}}}
+	gpuFree := []fsm.Node{{Name: "l2", CPU: 4, MemoryMB: 8192, GPUs: 1}}
+	cpuOnly := []fsm.Node{{Name: "c", CPU: 64, MemoryMB: 1 << 20}}
+	if !canGrow(in, pl, gpuFree) {
+		t.Error("a free GPU for the binding operator: want true")
+	}
+	if canGrow(in, pl, cpuOnly) {
+		t.Error("no GPU free for the binding operator: want false")
+	}
+	in.Operators[1].MaxInstances = 1
+	if canGrow(in, pl, gpuFree) {
+		t.Error("the binding operator at its scaling max: want false")
+	}
+}
