@@ -35,6 +35,15 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 	l.s.fsm.Read(func(st *fsm.State) {
 		maps.Copy(prev, st.Queue)
 		for job, p := range st.Pipelines {
+			if _, running := st.LatestDecision(job); p.Batch && !running {
+				waiting = true
+				break
+			}
+		}
+		if !waiting {
+			return // nothing waits: no input is built (the idle leader's rounds stay cheap)
+		}
+		for job, p := range st.Pipelines {
 			in, err := l.stateInput(st, job)
 			if err != nil {
 				continue
@@ -43,7 +52,6 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 			_, running := st.LatestDecision(job)
 			ap := admit.Pipeline{Name: job, Batch: p.Batch, Running: running, Weight: p.Weight, Since: now}
 			if p.Batch && !running {
-				waiting = true
 				ap.Remaining = p.InputRecords
 				if ob, ok := st.Observations[job][p.Operators[0].Name]; ok && ob.Backlog > 0 {
 					ap.Remaining = ob.Backlog
