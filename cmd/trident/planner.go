@@ -69,6 +69,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	applyTimeout := fs.Duration("apply-timeout", 0, "fail a submitted job version (and its decision) that has not converged within this time, e.g. a group pinned to a node that cannot place it (0: twice the progress deadline)")
 	autoRegister := fs.Bool("auto-register", false, "register every running Nomad job whose job meta has trident_pipeline = \"true\" (with -nomad-addr)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	debugAddr := fs.String("debug-addr", "", "serve Go's net/http/pprof profiles on this loopback address (e.g. 127.0.0.1:6060; off when empty)")
 	consulAddr := fs.String("consul-addr", "", "Consul HTTP address for peer discovery (used when -peers is empty)")
 	consulService := fs.String("consul-service", "trident-planner", "Consul service name of the planner servers")
 	nomadService := fs.String("nomad-service", "", "with -nomad-addr and empty -peers: discover the planner servers in this Nomad (native) service; each instance tags raft_id=, raft_addr=, http_addr= (see jobs/planner.nomad.hcl)")
@@ -112,6 +113,15 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	if *debugAddr != "" {
+		ln, err := debugListen(*debugAddr)
+		if err != nil {
+			return err
+		}
+		dctx, stopDebug := context.WithCancel(ctx)
+		defer stopDebug()
+		go serveDebug(dctx, ln, log)
+	}
 	ps, err := planner.ParsePeers(*peers)
 	if err != nil {
 		return fmt.Errorf("-peers: %w", err)
