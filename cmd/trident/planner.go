@@ -53,6 +53,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	catchUpF := fs.Duration("catch-up", 0, "also size operators to process their backlog within this time (e.g. 2m; 0 = steady state only)")
 	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
 	election := fs.Duration("election-timeout", time.Second, "raft election timeout")
+	commitTimeout := fs.Duration("commit-timeout", planner.DefaultCommitTimeout, "raft commit timeout: without writes, the leader still sends followers the commit index this often (staggered up to 2x); raft's default is 50ms")
 	snapThreshold := fs.Uint64("snapshot-threshold", 8192, "raft log entries between snapshots (also the trailing log kept after one)")
 	snapInterval := fs.Duration("snapshot-interval", 30*time.Second, "how often raft checks the snapshot threshold")
 	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
@@ -208,7 +209,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	srv, err := planner.New(planner.Config{
 		ID: *id, RaftAddr: *bind, RaftAdvertise: *advertise, HTTPAddr: *httpAddr, DataDir: *dataDir,
 		Peers: ps, Bootstrap: *bootstrap, Token: *token, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, RaftTLS: *raftTLS,
-		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
+		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, CommitTimeout: *commitTimeout, SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		Loop: lc, Logger: log, RaftLogOutput: stderr, NomadRequests: calls.count,
 	})
 	if err != nil {
