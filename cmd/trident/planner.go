@@ -193,7 +193,11 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	switch *scheduler {
 	case "milp":
-		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}, Options: milp.Options{TimeLimit: *solveTimeout}}
+		// Every HiGHS call of the server's solves runs on one OS thread, so that HiGHS's C
+		// heap lives in one glibc arena (see milp.Thread).
+		th := milp.NewThread()
+		defer th.Close()
+		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{Thread: th}, Options: milp.Options{TimeLimit: *solveTimeout}}
 	case "greedy":
 		lc.Scheduler = sched.MILP{Solver: milp.Greedy{}}
 	case "proportional":
