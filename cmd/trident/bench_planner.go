@@ -30,6 +30,7 @@ func runBenchPlanner(ctx context.Context, args []string, stdout, stderr io.Write
 	nomadBin := fs.String("nomad", "", "nomad binary (default: from $TRIDENT_TOOLS_BIN, the make-tools cache, ./bin or $PATH)")
 	dir := fs.String("dir", "", "working directory of the clusters, kept afterwards (default: a temp dir, removed after a successful run)")
 	verbose := fs.Bool("v", false, "log the clusters' diagnostics to stderr")
+	debug := fs.Bool("debug", false, "start every planner server with a loopback -debug-addr (pprof) and print the addresses, to profile it during the soak")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: trident bench planner [flags]
 
@@ -80,7 +81,7 @@ flags:
 	}
 	rep, err := soakbench.Run(ctx, soakbench.Options{
 		TridentBin: *bin, NomadBin: *nomadBin, Idle: *idle, Busy: *busy, Interval: *interval,
-		Flip: *flip, Sample: *sample, Settle: *settle, Warmup: *warmup, Dir: *dir, Progress: stderr, Logger: log,
+		Flip: *flip, Sample: *sample, Settle: *settle, Warmup: *warmup, Dir: *dir, Progress: stderr, Logger: log, Debug: *debug,
 	})
 	if rep != nil && len(rep.Phases) > 0 {
 		fmt.Fprintf(stdout, "planner soak of %s, load average (1 5 15 min) %s at the start of the idle phase, %s at the end of the busy phase\n",

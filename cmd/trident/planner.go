@@ -55,6 +55,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	catchUpF := fs.Duration("catch-up", 0, "also size operators to process their backlog within this time (e.g. 2m; 0 = steady state only)")
 	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
 	election := fs.Duration("election-timeout", time.Second, "raft election timeout")
+	commitTimeout := fs.Duration("commit-timeout", planner.DefaultCommitTimeout, "raft commit timeout: without writes, the leader still sends followers the commit index this often (staggered up to 2x); raft's default is 50ms")
 	snapThreshold := fs.Uint64("snapshot-threshold", 8192, "raft log entries between snapshots (also the trailing log kept after one)")
 	snapInterval := fs.Duration("snapshot-interval", 30*time.Second, "how often raft checks the snapshot threshold")
 	minHealthy := fs.Duration("min-healthy-time", 5*time.Second, "Nomad update.min_healthy_time of planner-written groups")
@@ -71,6 +72,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	applyTimeout := fs.Duration("apply-timeout", 0, "fail a submitted job version (and its decision) that has not converged within this time, e.g. a group pinned to a node that cannot place it (0: twice the progress deadline)")
 	autoRegister := fs.Bool("auto-register", false, "register every running Nomad job whose job meta has trident_pipeline = \"true\" (with -nomad-addr)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	debugAddr := fs.String("debug-addr", "", "serve Go's net/http/pprof profiles on this loopback address (e.g. 127.0.0.1:6060; off when empty)")
 	consulAddr := fs.String("consul-addr", "", "Consul HTTP address for peer discovery (used when -peers is empty)")
 	consulService := fs.String("consul-service", "trident-planner", "Consul service name of the planner servers")
 	nomadService := fs.String("nomad-service", "", "with -nomad-addr and empty -peers: discover the planner servers in this Nomad (native) service; each instance tags raft_id=, raft_addr=, http_addr= (see jobs/planner.nomad.hcl)")
@@ -114,6 +116,15 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	if *debugAddr != "" {
+		ln, err := debugListen(*debugAddr)
+		if err != nil {
+			return err
+		}
+		dctx, stopDebug := context.WithCancel(ctx)
+		defer stopDebug()
+		go serveDebug(dctx, ln, log)
+	}
 	ps, err := planner.ParsePeers(*peers)
 	if err != nil {
 		return fmt.Errorf("-peers: %w", err)
@@ -187,7 +198,11 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	switch *scheduler {
 	case "milp":
-		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}, Options: milp.Options{TimeLimit: *solveTimeout}}
+		// Every HiGHS call of the server's solves runs on one OS thread, so that HiGHS's C
+		// heap lives in one glibc arena (see milp.Thread).
+		th := milp.NewThread()
+		defer th.Close()
+		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{Thread: th}, Options: milp.Options{TimeLimit: *solveTimeout}}
 	case "greedy":
 		lc.Scheduler = sched.MILP{Solver: milp.Greedy{}}
 	case "proportional":
@@ -203,7 +218,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	srv, err := planner.New(planner.Config{
 		ID: *id, RaftAddr: *bind, RaftAdvertise: *advertise, HTTPAddr: *httpAddr, DataDir: *dataDir,
 		Peers: ps, Bootstrap: *bootstrap, Token: *token, TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, RaftTLS: *raftTLS,
-		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
+		HeartbeatTimeout: *heartbeat, ElectionTimeout: *election, CommitTimeout: *commitTimeout, SnapshotThreshold: *snapThreshold, SnapshotInterval: *snapInterval,
 		Loop: lc, Logger: log, RaftLogOutput: stderr, NomadRequests: calls.count,
 	})
 	if err != nil {

@@ -28,6 +28,8 @@ type PlannerOptions struct {
 	Dir string
 	// Logger receives progress messages.
 	Logger *slog.Logger
+	// Debug gives every server a -debug-addr on a free loopback port (Planners.Debug).
+	Debug bool
 }
 
 // Planners is a running planner cluster.
@@ -36,6 +38,9 @@ type Planners struct {
 	HTTP []string
 	// Dir holds data dirs and logs.
 	Dir string
+	// Debug are the servers' pprof base URLs (http://127.0.0.1:port/debug/pprof/), in
+	// server order, with PlannerOptions.Debug; nil otherwise.
+	Debug []string
 
 	procs []*agentProc
 	args  [][]string
@@ -65,6 +70,12 @@ func LaunchPlanners(ctx context.Context, o PlannerOptions) (*Planners, error) {
 	if err != nil {
 		return nil, err
 	}
+	var debugPorts []int
+	if o.Debug {
+		if debugPorts, err = freePorts(o.Count); err != nil {
+			return nil, err
+		}
+	}
 	var peers []string
 	for i := 0; i < o.Count; i++ {
 		peers = append(peers, fmt.Sprintf("p%d=127.0.0.1:%d@http://127.0.0.1:%d", i+1, ports[2*i], ports[2*i+1]))
@@ -83,6 +94,10 @@ func LaunchPlanners(ctx context.Context, o PlannerOptions) (*Planners, error) {
 		}
 		if i == 0 {
 			args = append(args, "-bootstrap")
+		}
+		if o.Debug {
+			args = append(args, "-debug-addr", fmt.Sprintf("127.0.0.1:%d", debugPorts[i]))
+			p.Debug = append(p.Debug, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", debugPorts[i]))
 		}
 		args = append(args, o.Args...)
 		p.args = append(p.args, args)

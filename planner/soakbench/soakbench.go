@@ -81,6 +81,9 @@ type Options struct {
 	Progress io.Writer
 	// Logger receives the clusters' diagnostics (default: discard).
 	Logger *slog.Logger
+	// Debug starts every planner server with a loopback -debug-addr (pprof) and prints
+	// the addresses to Progress, to profile a server during the soak.
+	Debug bool
 }
 
 func (o *Options) defaults() error {
@@ -278,10 +281,13 @@ func (b *bench) run(ctx context.Context) (err error) {
 	}()
 	b.ps, err = localcluster.LaunchPlanners(ctx, localcluster.PlannerOptions{
 		Binary: o.TridentBin, Count: 3, NomadAddr: b.n.Addr, Args: b.rep.PlannerArgs,
-		Dir: filepath.Join(o.Dir, "planners"), Logger: o.Logger,
+		Dir: filepath.Join(o.Dir, "planners"), Logger: o.Logger, Debug: o.Debug,
 	})
 	if err != nil {
 		return fmt.Errorf("soak: start planners: %w", err)
+	}
+	for i, u := range b.ps.Debug {
+		fmt.Fprintf(o.Progress, "bench planner: p%d (pid %d) serves pprof at %s\n", i+1, b.ps.PID(i), u)
 	}
 	// Deferred after Nomad's stop, so it runs first: the planners stop acting on Nomad
 	// before its jobs are purged.

@@ -82,10 +82,11 @@ static HighsInt trident_install_interrupt(void* highs, int* flag) {
 static void trident_set_flag(int* flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
 
 // trident_release returns the C heap's free memory to the system after a solve. glibc keeps
-// what a solve freed in the arena of the thread that ran it, and solves run on whichever
-// OS thread the Go scheduler hands them: measured on 400 solves of a 16-node instance, the
-// process's private memory settled near 19-20 MB without the trim and 12-14 MB with it,
-// and a planner leader's RSS kept a solve's peak for good. Elsewhere a no-op.
+// what a solve freed in the arena of the thread that ran it; without a milp.Thread, solves
+// run on whichever OS thread the Go scheduler hands them, each with its own arena: measured
+// on 400 solves of a 16-node instance, the process's private memory settled near 19-20 MB
+// without the trim and 12-14 MB with it, and a planner leader's RSS kept a solve's peak for
+// good. Elsewhere a no-op.
 #if defined(__GLIBC__)
 #include <malloc.h>
 static void trident_release(void) { malloc_trim(0); }
@@ -127,6 +128,10 @@ const (
 type HiGHS struct {
 	// Logger receives debug lines per solve and phase; nil uses slog.Default().
 	Logger *slog.Logger
+	// Thread, when set, runs every HiGHS call of the solve on that one OS thread, taking
+	// turns with other solves that share it; nil runs each call on a locked OS thread of
+	// its own. A long-running process should share one Thread (see Thread).
+	Thread *Thread
 }
 
 // highsResult is what one HiGHS run returns.
@@ -147,6 +152,7 @@ func (h HiGHS) Solve(ctx context.Context, p *Problem, opts Options) (*Solution, 
 		log = slog.Default()
 	}
 	opts = opts.withDefaults()
+	opts.thread = h.Thread
 	q, err := newPrep(p)
 	if err != nil {
 		return nil, err
@@ -199,10 +205,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// runHiGHS solves m on a locked OS thread in its own goroutine. A watchdog raises the
-// interrupt flag at the deadline (HiGHS overshoots its own time_limit) or when ctx ends;
-// if HiGHS still has not returned after a grace period, runHiGHS returns without it and
-// the goroutine frees the HiGHS instance when the C call finally comes back.
+// runHiGHS solves m on opts.thread, or else on a locked OS thread in its own goroutine. A
+// call waiting for a busy opts.thread gives up at the deadline or when ctx ends, without
+// running. Once HiGHS runs, a watchdog raises the interrupt flag at the deadline (HiGHS
+// overshoots its own time_limit) or when ctx ends; if HiGHS still has not returned after
+// a grace period, runHiGHS returns without it and the thread frees the HiGHS instance
+// when the C call finally comes back.
 func runHiGHS(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time) highsResult {
 	return runHiGHSWith(ctx, m, start, opts, deadline, false)
 }
@@ -212,13 +220,19 @@ func runHiGHS(ctx context.Context, m *lp, start []float64, opts Options, deadlin
 func runHiGHSWith(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time, interior bool) highsResult {
 	flag := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
 	done := make(chan highsResult, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		done <- solveHiGHS(m, start, opts, deadline, interior, flag)
-	}()
+	run := func() { done <- solveHiGHS(m, start, opts, deadline, interior, flag) }
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
+	if t := opts.thread; t == nil {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			run()
+		}()
+	} else if err := t.submit(ctx, timer.C, run); err != nil {
+		C.free(unsafe.Pointer(flag))
+		return highsResult{err: fmt.Errorf("highs: %w", err), interrupted: true}
+	}
 	var interrupted bool
 	select {
 	case r := <-done:

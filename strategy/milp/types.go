@@ -215,6 +215,9 @@ type Options struct {
 	AlwaysMIP bool
 	// Verbose enables the HiGHS log on stderr.
 	Verbose bool
+
+	// thread, when set, runs every HiGHS call (HiGHS.Thread, copied here by Solve).
+	thread *Thread
 }
 
 // Solver computes a target deployment for a Problem. Implementations must return only
