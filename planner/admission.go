@@ -70,7 +70,7 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 		return nil
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
-	opts := milp.Options{TimeLimit: l.cfg.SolveTimeout}
+	opts := milp.Options{TimeLimit: l.cfg.SolveTimeout}.OnThread(l.cfg.SolverThread)
 	fits := func(ctx context.Context, names []string) (bool, error) {
 		set := make([]sched.PlanInput, 0, len(names))
 		for _, n := range slices.Sorted(slices.Values(names)) {

@@ -140,6 +140,9 @@ type LoopConfig struct {
 	// NoJoint turns the joint round off: every pipeline is planned on what the others'
 	// decisions leave, uncapped (first come, first served).
 	NoJoint bool
+	// SolverThread, when set, runs the joint round's and the admission's HiGHS calls (the
+	// Scheduler's own solves take theirs from milp.HiGHS.Thread; share one).
+	SolverThread *milp.Thread
 }
 
 // Loop is the leader's rescheduling loop (Algorithm 2 of the Trident paper): observe,
@@ -593,7 +596,7 @@ func (l *Loop) jointShare(ctx context.Context, job string) (sched.Share, bool) {
 	digest := jointDigest(ins, l.cfg.Objective)
 	if digest != l.joint.digest {
 		sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
-		j, err := sched.Shares(sctx, ins, ins[0].Nodes, l.cfg.Objective, milp.Options{TimeLimit: l.cfg.SolveTimeout})
+		j, err := sched.Shares(sctx, ins, ins[0].Nodes, l.cfg.Objective, milp.Options{TimeLimit: l.cfg.SolveTimeout}.OnThread(l.cfg.SolverThread))
 		cancel()
 		if ctx.Err() != nil {
 			return sched.Share{}, false

@@ -203,6 +203,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		th := milp.NewThread()
 		defer th.Close()
 		lc.Scheduler = sched.MILP{Solver: milp.HiGHS{Thread: th}, Options: milp.Options{TimeLimit: *solveTimeout}}
+		lc.SolverThread = th
 	case "greedy":
 		lc.Scheduler = sched.MILP{Solver: milp.Greedy{}}
 	case "proportional":

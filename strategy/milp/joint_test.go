@@ -143,3 +143,18 @@ func TestValue(t *testing.T) {
 		t.Errorf("sum %v, want 2.1", v)
 	}
 }
+
+// TestJointOnThread: the joint model solved on a solver thread gives the same shares.
+func TestJointOnThread(t *testing.T) {
+	th := milp.NewThread()
+	defer th.Close()
+	nodes := gpuNodes("n", 2, 2, "L4", 24*gib)
+	pipes := []milp.JointPipeline{{Name: "a", Weight: 1, Operators: twoStage(0)}, {Name: "b", Weight: 3, Operators: twoStage(0)}}
+	s, err := milp.SolveJoint(context.Background(), pipes, nodes, milp.ObjectiveMaxMin, milp.Options{}.OnThread(th))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Instances[0][1] != 1 || s.Instances[1][1] != 3 {
+		t.Fatalf("on a thread: GPU instances %d:%d, want 1:3", s.Instances[0][1], s.Instances[1][1])
+	}
+}

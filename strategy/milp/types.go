@@ -216,8 +216,16 @@ type Options struct {
 	// Verbose enables the HiGHS log on stderr.
 	Verbose bool
 
-	// thread, when set, runs every HiGHS call (HiGHS.Thread, copied here by Solve).
+	// thread, when set, runs every HiGHS call (HiGHS.Thread, copied here by Solve; or
+	// OnThread, for SolveJoint).
 	thread *Thread
+}
+
+// OnThread returns o with every HiGHS call of a solve run on t (see Thread): what
+// HiGHS.Thread does for Solve, for the solves that take only Options (SolveJoint).
+func (o Options) OnThread(t *Thread) Options {
+	o.thread = t
+	return o
 }
 
 // Solver computes a target deployment for a Problem. Implementations must return only
