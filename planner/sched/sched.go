@@ -89,20 +89,30 @@ func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 		return nil
 	}
 	for _, o := range ops {
+		var why func() string
 		ok := false
-		var why string
 		for _, n := range nodes {
+			// the reason of the last node that refused is spelled out only when no node
+			// takes the operator (maxOf and maxClass read every node's device classes)
 			switch {
 			case o.CPU > n.CPU:
-				why = fmt.Sprintf("trident_cpu=%v exceeds every node (largest %v)", o.CPU, maxOf(nodes, func(n fsm.Node) float64 { return n.CPU }))
+				why = func() string {
+					return fmt.Sprintf("trident_cpu=%v exceeds every node (largest %v)", o.CPU, maxOf(nodes, func(n fsm.Node) float64 { return n.CPU }))
+				}
 			case o.MemoryMB > n.MemoryMB:
-				why = fmt.Sprintf("trident_memory_mb=%d exceeds every node (largest %v)", o.MemoryMB, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.MemoryMB) }))
+				why = func() string {
+					return fmt.Sprintf("trident_memory_mb=%d exceeds every node (largest %v)", o.MemoryMB, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.MemoryMB) }))
+				}
 			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs }):
-				why = fmt.Sprintf("trident_gpus=%d exceeds every node (largest %v)", o.GPUs, maxClass(nodes, func(d fsm.Device) int { return d.Count }))
+				why = func() string {
+					return fmt.Sprintf("trident_gpus=%d exceeds every node (largest %v)", o.GPUs, maxClass(nodes, func(d fsm.Device) int { return d.Count }))
+				}
 			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs && d.MemoryMB >= o.GPUMemoryMB }):
-				why = fmt.Sprintf("trident_gpu_memory_mb=%d exceeds every node's GPU memory (largest %v)", o.GPUMemoryMB, maxClass(nodes, func(d fsm.Device) int { return d.MemoryMB }))
+				why = func() string {
+					return fmt.Sprintf("trident_gpu_memory_mb=%d exceeds every node's GPU memory (largest %v)", o.GPUMemoryMB, maxClass(nodes, func(d fsm.Device) int { return d.MemoryMB }))
+				}
 			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs && acceptsDevice(o, d) }):
-				why = fmt.Sprintf("no node has %d %s", o.GPUs, deviceNeed(o))
+				why = func() string { return fmt.Sprintf("no node has %d %s", o.GPUs, deviceNeed(o)) }
 			default:
 				ok = true
 			}
@@ -111,7 +121,7 @@ func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 			}
 		}
 		if !ok {
-			return fmt.Errorf("%w: operator %q: %s", ErrImpossible, o.Name, why)
+			return fmt.Errorf("%w: operator %q: %s", ErrImpossible, o.Name, why())
 		}
 	}
 	return checkMinimums(ops, nodes)
