@@ -11,19 +11,25 @@ import (
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
+// sharedCluster starts n planner servers with a fake actuator over a CPU node and gpu,
+// rounds every 100 ms (noJoint: without the joint round), and returns the cluster and its
+// leader's HTTP address.
+func sharedCluster(t *testing.T, n int, gpu fsm.Node, noJoint bool) (*testCluster, string) {
+	t.Helper()
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{{Name: "cpu1", CPU: 4, MemoryMB: 8192}, gpu}}
+	c := newTestCluster(t, n, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, NoJoint: noJoint}
+	})
+	li, _ := c.leader(10 * time.Second)
+	return c, c.peers[li].HTTPAddr
+}
+
 // TestPipelinesShareTheInventory: a second pipeline is planned on what the first one's
 // decision leaves, capped at its joint share, so the two never hold more GPUs than the
 // cluster has and the weights decide the split; deleting the first frees its GPUs for the
 // second at a following round.
 func TestPipelinesShareTheInventory(t *testing.T) {
-	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
-		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 8, MemoryMB: 16384, GPUs: 4, GPUMemoryMB: 16000},
-	}}
-	c := newTestCluster(t, 3, func(int) *LoopConfig {
-		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc}
-	})
-	li, _ := c.leader(10 * time.Second)
-	ld := c.peers[li].HTTPAddr
+	c, ld := sharedCluster(t, 3, fsm.Node{Name: "gpu1", CPU: 8, MemoryMB: 16384, GPUs: 4, GPUMemoryMB: 16000}, false)
 	first := registerApplied(t, c, ld, testPipeline())
 	if n := first.Groups["embed"].Count; n != 4 {
 		t.Fatalf("first pipeline alone holds %d GPUs, want all 4", n)
@@ -65,14 +71,7 @@ func TestPipelinesShareTheInventory(t *testing.T) {
 // holds every GPU keeps them and the second gets none (first come, first served) until
 // the first is deleted.
 func TestPipelinesShareFirstComeWithoutJoint(t *testing.T) {
-	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
-		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
-	}}
-	c := newTestCluster(t, 1, func(int) *LoopConfig {
-		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, NoJoint: true}
-	})
-	li, _ := c.leader(10 * time.Second)
-	ld := c.peers[li].HTTPAddr
+	c, ld := sharedCluster(t, 1, fsm.Node{Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000}, true)
 	registerApplied(t, c, ld, testPipeline())
 	raw, _ := json.Marshal(testPipeline())
 	if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/second", map[string]json.RawMessage{"job": raw}); code != 200 {
@@ -94,14 +93,7 @@ func TestPipelinesShareFirstComeWithoutJoint(t *testing.T) {
 // decision, its place shown by the API; when a service is deleted it is admitted and
 // planned on the freed GPU.
 func TestBatchPipelineQueuesUntilRoom(t *testing.T) {
-	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{
-		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000},
-	}}
-	c := newTestCluster(t, 1, func(int) *LoopConfig {
-		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc}
-	})
-	li, _ := c.leader(10 * time.Second)
-	ld := c.peers[li].HTTPAddr
+	c, ld := sharedCluster(t, 1, fsm.Node{Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000}, false)
 	registerApplied(t, c, ld, testPipeline())
 	put := func(job string, p fsm.Pipeline) {
 		t.Helper()
