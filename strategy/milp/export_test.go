@@ -21,3 +21,20 @@ func SolveRaw(p *Problem, opts Options, limit time.Duration) (highsObj float64, 
 	s = m.decode(res.values)
 	return res.objective, s, Validate(p, s)
 }
+
+// GreedyFilled returns the greedy plan re-routed by the routing LP, and that plan topped
+// up by fill, re-routed and pruned (nil when fill added nothing or the LP failed).
+func GreedyFilled(p *Problem) (routed, filled *Solution, err error) {
+	q, err := newPrep(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := Options{}.withDefaults()
+	m := buildModel(q, opts)
+	deadline := time.Now().Add(time.Minute)
+	routed = q.greedy(context.Background())
+	if r := m.routeLP(context.Background(), m.startVector(routed), opts, deadline); r != nil && r.Objective > routed.Objective {
+		routed = r
+	}
+	return routed, m.fillRoute(context.Background(), routed, opts, deadline), nil
+}

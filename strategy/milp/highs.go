@@ -120,11 +120,12 @@ const (
 // HiGHS solves the model with the HiGHS MILP solver through cgo, in phases that share
 // the time limit (search.go): the greedy plan and the aggregate bound; the LP relaxation,
 // whose optimum is a proven bound and which guides the next starts; the greedy placement
-// re-routed by an LP, LP rounding and RENS (HiGHS on the model with every integer column
-// restricted to the floor or ceiling of its LP value); then HiGHS on the full model from
-// the best start. Whenever the best plan is proven within Options.RelGap of the best
-// bound, the solve stops. Every HiGHS run has the relative gap and a time limit set, runs
-// on a locked OS thread and is interrupted by a watchdog at its deadline or when ctx ends.
+// re-routed by an LP and topped up into local pipelines (fill.go), LP rounding and RENS
+// (HiGHS on the model with every integer column restricted to the floor or ceiling of its
+// LP value); then HiGHS on the full model from the best start. Whenever the best plan is
+// proven within Options.RelGap of the best bound, the solve stops. Every HiGHS run has the
+// relative gap and a time limit set, runs on a locked OS thread and is interrupted by a
+// watchdog at its deadline or when ctx ends.
 type HiGHS struct {
 	// Logger receives debug lines per solve and phase; nil uses slog.Default().
 	Logger *slog.Logger

@@ -56,21 +56,33 @@ func (s *search) starts() {
 	if s.done() {
 		return
 	}
-	relaxed := m.lp
-	relaxed.integer = make([]bool, len(m.integer))
-	lp := runHiGHS(s.ctx, &relaxed, nil, s.opts, s.share(lpShare))
-	if lp.values == nil || lp.err != nil {
-		return
-	}
-	if lp.status == hsOptimal && !lp.interrupted {
-		s.tighten(lp.objective, "lp")
-	}
-	s.logPhase("lp", lp)
+	s.consider(m.fillRoute(s.ctx, s.best, s.opts, s.share(routeShare)), "greedy")
 	if s.done() {
 		return
 	}
-	s.consider(m.lpRound(s.ctx, lp.values, s.opts, s.share(routeShare)), "greedy")
-	s.log.Debug("milp: lpround done", "elapsed", time.Since(s.start))
+	relaxed := m.lp
+	relaxed.integer = make([]bool, len(m.integer))
+	lp := runHiGHS(s.ctx, &relaxed, nil, s.opts, s.share(lpShare))
+	s.logPhase("lp", lp)
+	// a simplex LP cut short by its share (64 nodes on a loaded machine) leaves no point;
+	// the interior-point LP below, often faster, still guides RENS
+	var guide []float64
+	if lp.values != nil && lp.err == nil {
+		guide = lp.values
+		if lp.status == hsOptimal && !lp.interrupted {
+			s.tighten(lp.objective, "lp")
+		}
+		if s.done() {
+			return
+		}
+		if r := m.lpRound(s.ctx, lp.values, s.opts, s.share(routeShare)); r != nil {
+			s.consider(r, "greedy")
+			if !s.done() {
+				s.consider(m.fillRoute(s.ctx, r, s.opts, s.share(routeShare)), "greedy")
+			}
+		}
+		s.log.Debug("milp: lpround done", "elapsed", time.Since(s.start))
+	}
 	if s.done() {
 		return
 	}
@@ -78,15 +90,19 @@ func (s *search) starts() {
 	// and RENS would pin them there; the interior point of the optimal face is as
 	// fractional as the optimal LP solutions allow, which widens the neighbourhood where
 	// placement matters (network-bound clusters)
-	guide := lp.values
 	if ipm := runHiGHSWith(s.ctx, &relaxed, nil, s.opts, s.share(lpShare), true); ipm.values != nil && ipm.err == nil {
 		s.logPhase("interior lp", ipm)
 		guide = ipm.values
 	}
-	if s.done() {
+	if guide == nil || s.done() {
 		return
 	}
-	s.consider(m.rens(s.ctx, guide, m.startVector(s.best), s.opts, s.share(rensShare), s.logPhase), "rens")
+	if r := m.rens(s.ctx, guide, m.startVector(s.best), s.opts, s.share(rensShare), s.logPhase); r != nil {
+		s.consider(r, "rens")
+		if !s.done() {
+			s.consider(m.fillRoute(s.ctx, r, s.opts, s.share(routeShare)), "rens")
+		}
+	}
 }
 
 // mip runs HiGHS on the full model from the best plan for the remaining time.

@@ -186,7 +186,7 @@ type Solution struct {
 	// SolveTime is the wall-clock time of Solve.
 	SolveTime time.Duration
 	// Source is the phase that produced the plan: "greedy" (the greedy plan, possibly
-	// re-routed by the routing LP or replaced by LP rounding), "rens" (HiGHS on the model
+	// re-routed by the routing LP, topped up by fill or replaced by LP rounding), "rens" (HiGHS on the model
 	// restricted around the LP relaxation) or "highs" (HiGHS on the full model).
 	Source string
 }
