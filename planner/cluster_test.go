@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,30 +50,53 @@ func newTestClusterOpts(t testing.TB, n int, loop func(i int) *LoopConfig, cutta
 // newTestClusterLogs is newTestClusterOpts with the servers' logs sent to logs (nil:
 // discarded).
 func newTestClusterLogs(t testing.TB, n int, loop func(i int) *LoopConfig, cuttable bool, logs slog.Handler) *testCluster {
-	c := &testCluster{t: t, loop: loop, token: "s3cret", logs: logs}
-	if cuttable {
-		c.layers = make([]*cutLayer, n)
-	}
-	for i := 0; i < n; i++ {
-		c.peers = append(c.peers, Peer{ID: fmt.Sprintf("p%d", i), RaftAddr: harness.FreeAddr(t), HTTPAddr: "http://" + harness.FreeAddr(t)})
-		c.dirs = append(c.dirs, t.TempDir())
-	}
-	c.servers = make([]*Server, n)
-	c.cancels = make([]context.CancelFunc, n)
-	c.done = make([]chan error, n)
-	for i := 0; i < n; i++ {
-		c.start(i)
-	}
-	t.Cleanup(func() {
+	t.Helper()
+	// A port picked free can be taken by another process before a server binds it (the
+	// suite runs packages in parallel): such a start is retried on new ports, at most
+	// three times, as a production launcher would.
+	for attempt := 1; ; attempt++ {
+		c := &testCluster{t: t, loop: loop, token: "s3cret", logs: logs}
+		if cuttable {
+			c.layers = make([]*cutLayer, n)
+		}
+		for i := 0; i < n; i++ {
+			c.peers = append(c.peers, Peer{ID: fmt.Sprintf("p%d", i), RaftAddr: harness.FreeAddr(t), HTTPAddr: "http://" + harness.FreeAddr(t)})
+			c.dirs = append(c.dirs, t.TempDir())
+		}
+		c.servers = make([]*Server, n)
+		c.cancels = make([]context.CancelFunc, n)
+		c.done = make([]chan error, n)
+		var err error
+		for i := 0; i < n && err == nil; i++ {
+			err = c.tryStart(i)
+		}
+		if err == nil {
+			t.Cleanup(func() {
+				for i := range c.servers {
+					c.stop(i)
+				}
+			})
+			return c
+		}
 		for i := range c.servers {
 			c.stop(i)
 		}
-	})
-	return c
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 3 {
+			t.Fatalf("start the test cluster: %v", err)
+		}
+	}
 }
 
+// start starts server i (again, on its addresses and data dir) or fails the test.
 func (c *testCluster) start(i int) {
 	c.t.Helper()
+	if err := c.tryStart(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// tryStart starts server i on its addresses and data dir.
+func (c *testCluster) tryStart(i int) error {
 	var lc *LoopConfig
 	if c.loop != nil {
 		lc = c.loop(i)
@@ -81,7 +105,7 @@ func (c *testCluster) start(i int) {
 	if c.layers != nil {
 		l, err := newCutLayer(c.peers[i].RaftAddr)
 		if err != nil {
-			c.t.Fatal(err)
+			return fmt.Errorf("start %s: %w", c.peers[i].ID, err)
 		}
 		c.layers[i], layer = l, l
 	}
@@ -95,11 +119,15 @@ func (c *testCluster) start(i int) {
 		Loop: lc, Logger: slog.New(c.logHandler()),
 	})
 	if err != nil {
-		c.t.Fatalf("start %s: %v", c.peers[i].ID, err)
+		if layer != nil {
+			_ = layer.Close()
+		}
+		return fmt.Errorf("start %s: %w", c.peers[i].ID, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.servers[i], c.cancels[i], c.done[i] = s, cancel, make(chan error, 1)
 	go func(ch chan error) { ch <- s.Serve(ctx) }(c.done[i])
+	return nil
 }
 
 func (c *testCluster) logHandler() slog.Handler {
