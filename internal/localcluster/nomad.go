@@ -168,6 +168,12 @@ func FreePort() (int, error) {
 	return ps[0], nil
 }
 
+// dynamicPortBase is the first of the agents' dynamic ports (the tasks' `port` blocks without
+// a static port): the server takes 1000 from it, each client the next 1000. They stay below
+// listenRange, from which the tests and the agents' own ports are picked, so that a task's
+// port never takes a port a test picked (Nomad's default range, 20000-32000, overlapped it).
+const dynamicPortBase = 10000
+
 // freePorts returns n distinct loopback ports that were free a moment ago. They are drawn
 // at random from below the kernel's ephemeral range: a port the kernel hands out for
 // "127.0.0.1:0" can be taken, between our check and the agent's bind, as the local port
@@ -268,14 +274,14 @@ func Launch(ctx context.Context, o NomadOptions) (*Nomad, error) {
 	serverHCL := agentHCL(agentConfig{
 		name: "server", dataDir: filepath.Join(n.Dir, "server"), server: true,
 		http: http, rpc: rpc, serf: serf, meta: o.ServerClientMeta, nodeClass: "server",
-		dynMin: 20000, dynMax: 20999,
+		dynMin: dynamicPortBase, dynMax: dynamicPortBase + 999,
 	})
 	if err := n.startAgent(ctx, o.Binary, "server", serverHCL); err != nil {
 		return nil, err
 	}
 	n.NodeNames = append(n.NodeNames, "server")
 	for i, c := range o.Clients {
-		base := 21000 + 1000*i
+		base := dynamicPortBase + 1000 + 1000*i
 		hcl := agentHCL(agentConfig{
 			name: c.Name, dataDir: filepath.Join(n.Dir, c.Name), servers: []string{n.RPCAddr},
 			http: ports[3+3*i], rpc: ports[4+3*i], serf: ports[5+3*i], meta: c.Meta, nodeClass: c.NodeClass,
