@@ -21,7 +21,7 @@ import (
 // strategy/adapt.LiveTuning(): the configuration `trident bench adapt` measures as its
 // live-tuner row.
 type TunerOptions struct {
-	// Budget is the number of evaluations per workload cluster [12]; after it the
+	// Budget is the number of evaluations per workload cluster [20]; after it the
 	// cluster's recommendation is proposed, and only if it beats the running config.
 	Budget int
 	// Delta is the minimum probability of feasibility (sustained peak device memory below

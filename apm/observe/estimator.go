@@ -69,6 +69,10 @@ type Config struct {
 	// ShiftRadius is the neighbourhood of a regime shift's run, relative to each feature's
 	// magnitude, whose old samples are dropped (default 0.25): workloads whose features
 	// differ by less are taken for the same region, whatever the fitted length scales.
+	// Samples farther away are kept even within a fitted length scale: length scales
+	// fitted to one or two workloads are often longer than the distance to the next
+	// one, and dropping by them erased every other workload's samples (when an earlier
+	// workload returned, the GP extrapolated the last one's level to it).
 	ShiftRadius float64
 	// ResidualCoverage is the fraction of the GP's prior (signal) variance below which its
 	// posterior variance at a sample must lie for the residual filter to judge the sample
@@ -243,7 +247,12 @@ type GPEstimator struct {
 	fitted   bool
 	accepted int
 	nextFit  int // accepted count of the next hyperparameter fit
-	rejects  int // consecutive residual rejections
+	// fitBase is the accepted count the refit schedule counts from: 0 after a reset, and
+	// after a regime shift the count less the samples the model kept, so that refits
+	// follow the doubling of the new regime's samples rather than of every sample ever
+	// accepted.
+	fitBase int
+	rejects int // consecutive residual rejections
 	// run holds the samples of the current run of residual rejections on one side of the
 	// model (runSign: +1 above, −1 below).
 	run     []heldSample
@@ -372,7 +381,7 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 			o = RefitOptions(o)
 		}
 		e.fit(ctx, o)
-		e.nextFit += min(e.nextFit, e.cfg.RefitEvery)
+		e.nextFit += min(max(e.nextFit-e.fitBase, 1), e.cfg.RefitEvery)
 	}
 	return true, ""
 }
@@ -394,25 +403,25 @@ func (e *GPEstimator) Shifts() int { return e.shifts }
 // shift handles a run of ShiftRun residual rejections on one side of the model: a regime
 // shift the features do not explain (a change they do explain lands where the GP is
 // uncertain and is accepted without a run). The GP cannot hold two levels at the same
-// features, so the old regime's samples near the run are dropped — those within one length
-// scale of the run's mean features or within ShiftRadius of them relative to each
-// feature's magnitude — the run is admitted and the hyperparameters refitted at once. If
-// no sample is left beyond the run, the estimator restarts as after an invalidation (EMA
-// of the run, first fit at NMin samples).
+// features, so the old regime's samples near the run are dropped — those within ShiftRadius
+// of one of the run's samples, relative to each feature's magnitude — the run is admitted
+// and the hyperparameters refitted at once; later refits follow the doubling of the
+// samples held from then on (see fitBase). If no sample is left beyond the run, the
+// estimator restarts as after an invalidation (EMA of the run, first fit at NMin samples).
 func (e *GPEstimator) shift(ctx context.Context) {
 	e.shifts++
-	h := e.model.Hyper()
 	xs, _ := e.model.Data()
-	center, ybar := make([]float64, len(e.run[0].x)), 0.0
+	ybar := 0.0
 	for _, r := range e.run {
-		for d := range center {
-			center[d] += r.x[d] / float64(len(e.run))
-		}
 		ybar += r.y / float64(len(e.run))
 	}
 	dropped := 0
 	for i := len(xs) - 1; i >= 0; i-- {
-		if scaledDistance(xs[i], center, h.LengthScales) >= 1 && relativeDistance(xs[i], center) >= e.cfg.ShiftRadius {
+		near := false
+		for _, r := range e.run {
+			near = near || relativeDistance(xs[i], r.x) < e.cfg.ShiftRadius
+		}
+		if !near {
 			continue
 		}
 		if err := e.model.Remove(i); err != nil {
@@ -423,6 +432,7 @@ func (e *GPEstimator) shift(ctx context.Context) {
 	}
 	kept := e.model.Len()
 	if kept == 0 {
+		h := e.model.Hyper()
 		h.Mean = ybar
 		if err := e.model.SetHyper(h); err != nil {
 			e.cfg.Logger.Warn("observe: shift: hyperparameters rejected", "estimator", e.Name(), "err", err)
@@ -439,11 +449,14 @@ func (e *GPEstimator) shift(ctx context.Context) {
 		"estimator", e.Name(), "run", len(e.run), "dropped", dropped, "kept", kept)
 	e.run, e.rejects = e.run[:0], 0
 	if kept == 0 {
-		e.nextFit = max(e.cfg.NMin, e.accepted+1)
+		e.nextFit, e.fitBase = max(e.cfg.NMin, e.accepted+1), 0
 		return
 	}
 	e.fit(ctx, RefitOptions(e.cfg.Fit))
-	e.nextFit = e.accepted + e.cfg.NMin
+	// The fit at once rests on few samples of the new regime (and old ones elsewhere): refit
+	// as they double, not when the count of every sample since the reset next doubles,
+	// which was up to RefitEvery samples later.
+	e.nextFit, e.fitBase = e.accepted+e.cfg.NMin, e.accepted-e.model.Len()
 }
 
 // relativeDistance is the largest difference between a and b relative to b's magnitude.
@@ -453,16 +466,6 @@ func relativeDistance(a, b []float64) float64 {
 		d = math.Max(d, math.Abs(a[i]-b[i])/math.Max(math.Abs(b[i]), 1e-9))
 	}
 	return d
-}
-
-// scaledDistance is the distance between a and b in units of scale (per feature).
-func scaledDistance(a, b, ls []float64) float64 {
-	d := 0.0
-	for i := range a {
-		t := (a[i] - b[i]) / ls[i]
-		d += t * t
-	}
-	return math.Sqrt(d)
 }
 
 // RefitOptions returns the options of a periodic refit derived from the first fit's: no
@@ -615,6 +618,6 @@ func (e *GPEstimator) Reset() {
 	e.ema.reset()
 	e.model.Reset()
 	e.warm = e.warm || e.fitted
-	e.fitted, e.accepted, e.rejects, e.nextFit = false, 0, 0, e.cfg.NMin
+	e.fitted, e.accepted, e.rejects, e.nextFit, e.fitBase = false, 0, 0, e.cfg.NMin, 0
 	e.run, e.uncovered = e.run[:0], 0
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -543,5 +544,44 @@ func TestPartlyBlockedRate(t *testing.T) {
 	}
 	if want := 900 / 9.1; math.Abs(est.Capacity-want) > 1e-9 {
 		t.Errorf("capacity %v, want %v (records over the unblocked 9.1 s)", est.Capacity, want)
+	}
+}
+
+// TestRefitsFollowTheNewRegime checks the refit schedule after a regime shift that keeps
+// a few old samples (here those of another workload): the fit made at once rests on the
+// run and those few samples, so the next refits must follow the doubling of the samples
+// the model now holds. The schedule used to count every sample accepted since the reset
+// and wait for that count to double (up to RefitEvery, 400): a fit on 17 samples that
+// took two regimes for 60% noise then stood for 450 intervals (bench observe -robust,
+// bursty starvation seed 9). Within 40 samples after the shift the hyperparameters must
+// be refitted at least twice more.
+func TestRefitsFollowTheNewRegime(t *testing.T) {
+	e := mustEstimator(t, FilterTwoStage, Config{})
+	rng := rand.New(rand.NewPCG(9, 9))
+	for i := 0; i < 300; i++ {
+		x := 0.5 + 0.02*rng.NormFloat64()
+		if i%30 == 0 {
+			x = 0.95 // another workload, far from the shift
+		}
+		e.Observe(steady(x, 0.02*rng.NormFloat64()))
+	}
+	for i := 0; i < 4; i++ {
+		e.Observe(steady(0.5, -0.5+0.02*rng.NormFloat64()))
+	}
+	if e.Shifts() != 1 {
+		t.Fatalf("%d shifts, want 1", e.Shifts())
+	}
+	if n := e.model.Len(); n >= 50 {
+		t.Fatalf("%d samples kept after the shift, want only the other workload's and the run", n)
+	}
+	refits, prev := 0, e.Hyper()
+	for i := 0; i < 40; i++ {
+		e.Observe(steady(0.5+0.02*rng.NormFloat64(), -0.5+0.02*rng.NormFloat64()))
+		if h := e.Hyper(); !reflect.DeepEqual(h, prev) {
+			refits, prev = refits+1, h
+		}
+	}
+	if refits < 2 {
+		t.Errorf("%d refits in the 40 samples after the shift, want at least 2", refits)
 	}
 }

@@ -60,8 +60,8 @@ const (
 	VariantTridentV0 = "constrained-bo-v0"
 	// VariantLive is the live tuner's configuration (strategy/adapt.LiveTuning).
 	VariantLive = "live-tuner"
-	// VariantLiveV0 is the live tuner as it ran before issue #21: no margin, feasibility
-	// judged on the short-run peaks, δ 0.9.
+	// VariantLiveV0 is the live tuner as it ran before issue #21: 12 evaluations, no
+	// margin, feasibility judged on the short-run peaks, δ 0.9.
 	VariantLiveV0 = "live-tuner-v0"
 	// VariantEIZero is EI that scores an OOM as zero throughput, five initial points.
 	VariantEIZero = "ei-oom0"
@@ -110,6 +110,9 @@ func DefaultBOConfig() BOConfig {
 		EvalDuration: 2 * time.Minute, SustainedDuration: time.Hour, MarginGB: 1, PeakK: 2, Delta: 0.95}
 }
 
+// liveV0Budget is the live tuner's evaluation budget before issue #21.
+const liveV0Budget = 12
+
 // miBToGB converts MiB to the GB (1e9 bytes) of opmodel.
 const miBToGB = float64(1<<20) / 1e9
 
@@ -123,7 +126,7 @@ func DefaultVariants(cfg BOConfig) []Variant {
 		{Name: VariantTridentV0, Method: bo.Constrained, MarginGB: 3, Delta: 0.9},
 		{Name: VariantLive, Method: bo.Constrained, Budget: live.Budget, InitPoints: live.InitPoints, WarmStart: true,
 			MarginGB: live.MarginMiB * miBToGB, PeakK: live.PeakK, Delta: live.Delta},
-		{Name: VariantLiveV0, Method: bo.Constrained, Budget: live.Budget, InitPoints: live.InitPoints, WarmStart: true, Delta: 0.9},
+		{Name: VariantLiveV0, Method: bo.Constrained, Budget: liveV0Budget, InitPoints: live.InitPoints, WarmStart: true, Delta: 0.9},
 		{Name: VariantEIZero, Method: bo.UnconstrainedZero},
 		{Name: VariantEIZeroWarm, Method: bo.UnconstrainedZero, InitPoints: 1, WarmStart: true},
 		{Name: VariantRandom, Method: bo.Random},

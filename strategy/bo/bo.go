@@ -91,9 +91,13 @@ type Options struct {
 	// PeakK·σ_n)/s(x)). 0 judges feasibility on the short-run peaks themselves; ≈2 is the
 	// expected largest of 30 short runs (an hour of 2-minute evaluations).
 	PeakK float64
-	// PeakNoiseFloor floors σ_n of PeakK, in log units (default 0.01: short-run peaks
-	// scatter by at least 1% — allocator fragmentation, caching). With a few evaluations
-	// the surrogate fits almost no noise, and the allowance would vanish.
+	// PeakNoiseFloor floors σ_n of PeakK, in log units (default 0.015: short-run peaks
+	// scatter by at least 1.5 %, allocator fragmentation and caching plus the KV cache's
+	// fluctuation, of which a short run sees the largest of only a few draws). With
+	// PeakK > 0 it also floors the memory surrogate's fitted noise: with a few evaluations
+	// the surrogate otherwise fits almost no noise, takes each short-run peak as exact,
+	// and a peak that happened to read low (by 2–3 % at 2 σ) passes as safe; the
+	// allowance would vanish too.
 	PeakNoiseFloor float64
 	// Delta is the minimum probability of feasibility δ of a suggestion and of the
 	// recommendation (default 0.9, the value benchmarked in trident bench adapt).
@@ -135,7 +139,7 @@ func (o Options) withDefaults(rng *rand.Rand) Options {
 		o.Delta = 0.9
 	}
 	if o.PeakNoiseFloor == 0 {
-		o.PeakNoiseFloor = 0.01
+		o.PeakNoiseFloor = 0.015
 	}
 	if o.OOMPenalty == 0 {
 		o.OOMPenalty = 0.05
@@ -153,8 +157,13 @@ func (o Options) withDefaults(rng *rand.Rand) Options {
 		o.Surrogate = GPFactory(GPOptions{Restarts: 1, Seed: rng.Uint64()})
 	}
 	if o.MemSurrogate == nil {
-		o.MemSurrogate = GPFactory(GPOptions{Restarts: 1, Seed: rng.Uint64(),
-			FixedMean: o.MemLimit > 0, Mean: math.Log(math.Max(o.MemLimit, 1e-9))})
+		g := GPOptions{Restarts: 1, Seed: rng.Uint64(), FixedMean: o.MemLimit > 0, Mean: math.Log(math.Max(o.MemLimit, 1e-9))}
+		if o.PeakK > 0 {
+			// A short-run peak is one draw of a scattered maximum, not the configuration's
+			// peak: the surrogate must not interpolate it as exact.
+			g.MinNoiseSD = o.PeakNoiseFloor
+		}
+		o.MemSurrogate = GPFactory(g)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

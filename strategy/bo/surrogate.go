@@ -52,6 +52,11 @@ type GPOptions struct {
 	Mean float64
 	// MaxNoise bounds the noise variance relative to the variance of y (default 0.1).
 	MaxNoise float64
+	// MinNoiseSD floors the observation-noise standard deviation, in units of y (default
+	// 0: the relative bound 1e-6 alone). A floor keeps a few-sample fit from
+	// interpolating every measurement as exact when the measurements are known to
+	// scatter, e.g. short-run memory peaks.
+	MinNoiseSD float64
 }
 
 // GPSurrogate is a Surrogate backed by apm/gp (ARD Matérn 5/2) on inputs in the unit cube.
@@ -68,6 +73,7 @@ type GPSurrogate struct {
 	o      GPOptions
 	g      *gp.GP
 	mu, sd float64
+	sdFit  float64   // standardisation of the fit in progress
 	last   []float64 // last fitted θ, warm start of the next fit
 	xs     [][]float64
 	z      []float64 // standardised outputs of xs
@@ -122,6 +128,7 @@ func (s *GPSurrogate) Fit(ctx context.Context, xs [][]float64, ys []float64) err
 	for i, y := range ys {
 		z[i] = (y - mu) / sd
 	}
+	s.sdFit = sd
 	h, err := s.fitHyper(ctx, xs, z)
 	if err != nil {
 		return err
@@ -187,11 +194,17 @@ func (s *GPSurrogate) fitHyper(ctx context.Context, xs [][]float64, z []float64)
 	hi := make([]float64, nt)
 	lo[0], hi[0] = math.Log(minSignal), math.Log(maxSignal)
 	lo[1], hi[1] = math.Log(minNoise), math.Log(s.o.MaxNoise)
+	if s.o.MinNoiseSD > 0 && s.sdFit > 0 {
+		// The floor is absolute; the search runs on y standardised by sdFit.
+		r := s.o.MinNoiseSD / s.sdFit
+		lo[1] = math.Max(lo[1], math.Log(r*r))
+		hi[1] = math.Max(hi[1], lo[1])
+	}
 	for d := 2; d < nt; d++ {
 		lo[d], hi[d] = math.Log(minLen), math.Log(maxLen)
 	}
 	def := make([]float64, nt)
-	def[0], def[1] = 0, math.Log(math.Min(0.01, s.o.MaxNoise))
+	def[0], def[1] = 0, math.Min(math.Max(math.Log(math.Min(0.01, s.o.MaxNoise)), lo[1]), hi[1])
 	for d := 2; d < nt; d++ {
 		def[d] = priorLogLen
 	}
