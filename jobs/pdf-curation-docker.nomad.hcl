@@ -82,6 +82,18 @@ job "pdf-curation" {
   type        = "service"
   datacenters = var.datacenters
 
+  # When the cluster runs other pipelines too (docs/planner.md#many-pipelines): the
+  # pipeline's weight in the planner's joint round (default: the job priority / 50), a
+  # guaranteed throughput in documents/s, and, for a finite dataset, batch admission
+  # (queued while its minimums do not fit; register it with `trident pipeline register
+  # -file` so that nothing runs before it is admitted).
+  # meta {
+  #   trident_weight         = "2"
+  #   trident_min_throughput = "5"
+  #   trident_batch          = "true"
+  #   trident_input_records  = "2000"
+  # }
+
   # Rolling, one instance at a time, healthy when the /healthz check passes; never reverted
   # automatically (the planner never rolls back already-transitioned instances).
   update {
