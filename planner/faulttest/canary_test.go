@@ -3,7 +3,6 @@ package faulttest
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,28 +26,9 @@ func TestCanaryLeaderKilled(t *testing.T) {
 	n := harness.StartNomad(t, harness.NomadOptions{Clients: []harness.ClientSpec{
 		{Name: "c1", MemoryMB: 4096}, {Name: "c2", MemoryMB: 4096},
 	}})
-	c := &cluster{t: t, bin: bin}
-	base := t.TempDir()
-	var peers []string
-	for i := 0; i < 3; i++ {
-		p := &proc{id: fmt.Sprintf("p%d", i), raftBind: harness.FreeAddr(t), http: harness.FreeAddr(t), dataDir: filepath.Join(base, fmt.Sprintf("p%d", i)), log: filepath.Join(base, fmt.Sprintf("p%d.log", i))}
-		c.procs = append(c.procs, p)
-		peers = append(peers, fmt.Sprintf("%s=%s@%s", p.id, p.raftBind, p.http))
-	}
 	// A 20 s probe window (no warm-up term: the test posts the observations itself), long
 	// enough to kill the leader inside it and elect the next one.
-	for _, p := range c.procs {
-		p.args = []string{"-id", p.id, "-bind", p.raftBind, "-http", p.http, "-data-dir", p.dataDir, "-peers", joinComma(peers),
-			"-bootstrap", "-nomad-addr", n.Addr, "-token", token, "-interval", "1s", "-max-batch", "1",
-			"-heartbeat-timeout", "500ms", "-election-timeout", "500ms", "-min-healthy-time", "1s", "-healthy-deadline", "60s",
-			"-kill-timeout", "2s", "-canary-warmup", "0", "-canary-probe", "20s"}
-		p.start(t, bin)
-	}
-	t.Cleanup(func() {
-		for _, p := range c.procs {
-			p.stop()
-		}
-	})
+	c := startPlanners(t, bin, n.Addr, false, "-max-batch", "1", "-canary-warmup", "0", "-canary-probe", "20s")
 	leader, _ := c.leader(30 * time.Second)
 	job := pipelineJob("pipe")
 	job.TaskGroups[1].Meta["trident_params"] = "mode=cat{a,b}"

@@ -162,28 +162,9 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	n := harness.StartNomad(t, harness.NomadOptions{Clients: []harness.ClientSpec{
 		{Name: "c1", MemoryMB: 4096}, {Name: "c2", MemoryMB: 4096},
 	}})
-	c := &cluster{t: t, bin: bin}
-	base := t.TempDir()
-	var peers []string
-	for i := 0; i < 3; i++ {
-		p := &proc{id: fmt.Sprintf("p%d", i), raftBind: harness.FreeAddr(t), http: harness.FreeAddr(t), dataDir: filepath.Join(base, fmt.Sprintf("p%d", i)), log: filepath.Join(base, fmt.Sprintf("p%d.log", i))}
-		px := newProxy(t, p.raftBind)
-		c.procs, c.proxies = append(c.procs, p), append(c.proxies, px)
-		peers = append(peers, fmt.Sprintf("%s=%s@%s", p.id, px.Addr(), p.http))
-	}
 	// -max-batch 0: the whole transition in one decision, whose surge the test interrupts.
-	for i, p := range c.procs {
-		p.args = []string{"-id", p.id, "-bind", p.raftBind, "-advertise", c.proxies[i].Addr(), "-http", p.http,
-			"-data-dir", p.dataDir, "-peers", joinComma(peers), "-bootstrap", "-nomad-addr", n.Addr, "-token", token,
-			"-interval", "1s", "-scheduler", "milp", "-max-batch", "0", "-heartbeat-timeout", "500ms", "-election-timeout", "500ms",
-			"-snapshot-threshold", "24", "-snapshot-interval", "500ms", "-min-healthy-time", "4s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
-		p.start(t, bin)
-	}
-	t.Cleanup(func() {
-		for _, p := range c.procs {
-			p.stop()
-		}
-	})
+	c := startPlanners(t, bin, n.Addr, true, "-scheduler", "milp", "-max-batch", "0", "-snapshot-threshold", "24",
+		"-snapshot-interval", "500ms", "-min-healthy-time", "4s")
 	leader, took := c.leader(30 * time.Second)
 	t.Logf("initial leader %s after %v", leader.id, took)
 
@@ -320,6 +301,44 @@ func TestFaultsWithRealProcesses(t *testing.T) {
 	if !installed {
 		t.Fatalf("partitioned follower caught up without a snapshot install; the compaction path was not exercised")
 	}
+}
+
+// startPlanners starts three `trident planner` processes of bin on nomadAddr, raft over
+// cuttable proxies when proxied, with the flags every fault test uses (1 s interval, 500 ms
+// raft timeouts, 60 s healthy deadline, 2 s kill timeout) followed by extra, and stops them
+// when the test ends.
+func startPlanners(t *testing.T, bin, nomadAddr string, proxied bool, extra ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: bin}
+	base := t.TempDir()
+	var peers []string
+	for i := 0; i < 3; i++ {
+		p := &proc{id: fmt.Sprintf("p%d", i), raftBind: harness.FreeAddr(t), http: harness.FreeAddr(t), dataDir: filepath.Join(base, fmt.Sprintf("p%d", i)), log: filepath.Join(base, fmt.Sprintf("p%d.log", i))}
+		c.procs = append(c.procs, p)
+		raft := p.raftBind
+		if proxied {
+			px := newProxy(t, p.raftBind)
+			c.proxies = append(c.proxies, px)
+			raft = px.Addr()
+		}
+		peers = append(peers, fmt.Sprintf("%s=%s@%s", p.id, raft, p.http))
+	}
+	for i, p := range c.procs {
+		p.args = []string{"-id", p.id, "-bind", p.raftBind, "-http", p.http, "-data-dir", p.dataDir, "-peers", joinComma(peers),
+			"-bootstrap", "-nomad-addr", nomadAddr, "-token", token, "-interval", "1s", "-heartbeat-timeout", "500ms",
+			"-election-timeout", "500ms", "-min-healthy-time", "1s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
+		if proxied {
+			p.args = append(p.args, "-advertise", c.proxies[i].Addr())
+		}
+		p.args = append(p.args, extra...)
+		p.start(t, bin)
+	}
+	t.Cleanup(func() {
+		for _, p := range c.procs {
+			p.stop()
+		}
+	})
+	return c
 }
 
 func joinComma(s []string) string {
