@@ -65,12 +65,9 @@ func TestDeviceMemoryFromNomad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real Nomad: skipped in -short")
 	}
-	devDir := filepath.Join(t.TempDir(), "devplugins")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	devDir := harness.BuildGPUPlugin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := harness.BuildPackages(ctx, devDir, "./plugins/trident-gpu"); err != nil {
-		t.Fatal(err)
-	}
 	n := harness.StartNomad(t, harness.NomadOptions{
 		DevicePluginDir: devDir,
 		Clients:         []harness.ClientSpec{{Name: "g1", NodeClass: "gpu", FakeGPUs: 2, FakeGPUMemoryMiB: 40960}},

@@ -42,6 +42,20 @@ func BuildPackages(ctx context.Context, dir string, pkgs ...string) error {
 	return localcluster.BuildPackages(ctx, dir, pkgs...)
 }
 
+// BuildGPUPlugin builds the trident-gpu device plugin into a directory of its own for
+// NomadOptions.DevicePluginDir (the agents then fingerprint fake GPUs for clients with
+// FakeGPUs) and returns the directory; it fails the test when the build fails.
+func BuildGPUPlugin(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "devplugins")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := BuildPackages(ctx, dir, "./plugins/trident-gpu"); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // ParseJobFile is localcluster.ParseJobFile: jobs/<file> parsed by the Nomad server.
 func ParseJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) (*api.Job, error) {
 	return localcluster.ParseJobFile(ctx, cl, file, vars)

@@ -1,7 +1,6 @@
 package faulttest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -40,12 +39,7 @@ func TestPipelinesShareNomad(t *testing.T) {
 		t.Skip("real processes: skipped in -short")
 	}
 	bin := buildTrident(t)
-	devDir := filepath.Join(t.TempDir(), "devplugins")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := harness.BuildPackages(ctx, devDir, "./plugins/trident-gpu"); err != nil {
-		t.Fatal(err)
-	}
+	devDir := harness.BuildGPUPlugin(t)
 	n := harness.StartNomad(t, harness.NomadOptions{DevicePluginDir: devDir, Clients: []harness.ClientSpec{
 		{Name: "c1", MemoryMB: 4096},
 		{Name: "g24", MemoryMB: 4096, FakeGPUs: 4, FakeGPUMemoryMiB: 24576},

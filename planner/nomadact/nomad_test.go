@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -26,12 +25,7 @@ func startNomad(t *testing.T) *harness.Nomad {
 	if testing.Short() {
 		t.Skip("real Nomad: skipped in -short")
 	}
-	devDir := filepath.Join(t.TempDir(), "devplugins")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := harness.BuildPackages(ctx, devDir, "./plugins/trident-gpu"); err != nil {
-		t.Fatal(err)
-	}
+	devDir := harness.BuildGPUPlugin(t)
 	return harness.StartNomad(t, harness.NomadOptions{
 		DevicePluginDir: devDir,
 		Clients: []harness.ClientSpec{
