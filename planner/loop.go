@@ -373,6 +373,7 @@ func (l *Loop) round(ctx context.Context, solve bool) {
 	sort.Strings(jobs)
 	if solve {
 		l.queued = l.admission(ctx)
+		l.refreshJoint(ctx)
 	}
 	for _, job := range jobs {
 		if ctx.Err() != nil {
@@ -554,26 +555,23 @@ func priorCapacity(o fsm.Operator, running string, def float64) float64 {
 	return def
 }
 
-// jointCache is the last joint round: the digest of its input, the shares it found, and
-// its error (logged once per distinct error).
+// jointCache is the last joint round: the digest of its input and the shares it found
+// (nil when fewer than two pipelines are planned, the joint round is off, or it failed).
 type jointCache struct {
 	digest [sha256.Size]byte
 	shares map[string]sched.Share
-	err    string
 }
 
-// jointShare returns job's share of the inventory when two or more pipelines are
-// registered (and the joint round is on): the pooled joint model of all of them
-// (sched.Shares), solved again only when a pipeline, a weight, a capacity estimate or the
-// inventory changes. When their minimums do not fit together, or the solve fails, no
-// pipeline is capped (first come, first served) and the reason is logged once.
-func (l *Loop) jointShare(ctx context.Context, job string) (sched.Share, bool) {
-	if l.cfg.NoJoint {
-		return sched.Share{}, false
-	}
+// refreshJoint brings the joint round's shares up to date, once per solving round: when two
+// or more pipelines are planned (queued ones aside) and the joint round is on, the pooled
+// joint model of all of them (sched.Shares), solved again only when a pipeline, a weight,
+// a capacity estimate or the inventory changes. When their minimums do not fit together,
+// or the solve fails, no pipeline is capped (first come, first served) and the reason is
+// logged once per input.
+func (l *Loop) refreshJoint(ctx context.Context) {
 	var ins []sched.PlanInput
 	l.s.fsm.Read(func(st *fsm.State) {
-		if len(st.Pipelines) < 2 {
+		if l.cfg.NoJoint || len(st.Pipelines) < 2 {
 			return
 		}
 		jobs := make([]string, 0, len(st.Pipelines))
@@ -591,27 +589,26 @@ func (l *Loop) jointShare(ctx context.Context, job string) (sched.Share, bool) {
 		}
 	})
 	if len(ins) < 2 {
-		return sched.Share{}, false
+		l.joint = jointCache{}
+		return
 	}
 	digest := jointDigest(ins, l.cfg.Objective)
-	if digest != l.joint.digest {
-		sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
-		j, err := sched.Shares(sctx, ins, ins[0].Nodes, l.cfg.Objective, milp.Options{TimeLimit: l.cfg.SolveTimeout}.OnThread(l.cfg.SolverThread))
-		cancel()
-		if ctx.Err() != nil {
-			return sched.Share{}, false
-		}
-		l.joint = jointCache{digest: digest, shares: j.Shares}
-		if err != nil {
-			l.joint.shares = nil
-			l.joint.err = err.Error()
-			l.log.Warn("joint round: no shares; pipelines are planned first come, first served", "pipelines", len(ins), "err", err)
-		} else {
-			l.log.Info("joint round", "pipelines", len(ins), "objective", j.Objective, "bound", j.Bound, "solve", j.SolveTime.Round(time.Millisecond))
-		}
+	if digest == l.joint.digest {
+		return
 	}
-	sh, ok := l.joint.shares[job]
-	return sh, ok
+	sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
+	j, err := sched.Shares(sctx, ins, ins[0].Nodes, l.cfg.Objective, milp.Options{TimeLimit: l.cfg.SolveTimeout}.OnThread(l.cfg.SolverThread))
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	l.joint = jointCache{digest: digest, shares: j.Shares}
+	if err != nil {
+		l.joint.shares = nil
+		l.log.Warn("joint round: no shares; pipelines are planned first come, first served", "pipelines", len(ins), "err", err)
+		return
+	}
+	l.log.Info("joint round", "pipelines", len(ins), "objective", j.Objective, "bound", j.Bound, "solve", j.SolveTime.Round(time.Millisecond))
 }
 
 // jointDigest identifies a joint round's input: the pipelines' operators, capacities,
@@ -703,7 +700,7 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 	}
 	full := in.Nodes
 	in.Nodes = sched.Residual(in.Nodes, others)
-	if sh, ok := l.jointShare(ctx, job); ok {
+	if sh, ok := l.joint.shares[job]; ok {
 		in = sched.Capped(in, sh)
 		in = sched.RestrictFor(in, sh)
 		if in.Validate() != nil {
