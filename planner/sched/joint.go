@@ -18,7 +18,7 @@ type Share struct {
 	// Throughput is the share's throughput (records/s of the pipeline's input).
 	Throughput float64
 	// Instances caps each operator's parallelism (operator name -> instances): the fewest
-	// instances that carry Throughput at the operator's capacity.
+	// instances that carry Throughput (milp.JointShares.Instances).
 	Instances map[string]int
 	// Devices are the share's accelerators per class (model and memory, Count summed
 	// over the cluster): RestrictFor shows the pipeline no more of each class, so that a
@@ -47,11 +47,12 @@ func weightOf(in PlanInput) float64 {
 	return 1
 }
 
-// jointPipelines translates ins into the joint model's pipelines on nodes.
-func jointPipelines(ins []PlanInput, nodes []fsm.Node) []milp.JointPipeline {
+// jointPipelines translates ins into the joint model's pipelines (operators only: the
+// joint model reads no node or deployment of a pipeline's input).
+func jointPipelines(ins []PlanInput) []milp.JointPipeline {
 	out := make([]milp.JointPipeline, len(ins))
 	for p, in := range ins {
-		in.Nodes = nodes
+		in.Nodes, in.Current = nil, nil
 		prob := Problem(in, milp.Params{})
 		out[p] = milp.JointPipeline{Name: in.Job, Weight: weightOf(in), MinThroughput: in.MinThroughput, Operators: prob.Operators}
 	}
@@ -67,7 +68,7 @@ func milpNodes(nodes []fsm.Node) []milp.Node {
 // not a managed pipeline) under obj and returns each pipeline's share. ins' own Nodes are
 // ignored. Errors wrap milp.ErrJointInfeasible when the minimums do not fit.
 func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Objective, opts milp.Options) (Joint, error) {
-	pipes := jointPipelines(ins, nodes)
+	pipes := jointPipelines(ins)
 	js, err := milp.SolveJoint(ctx, pipes, milpNodes(nodes), obj, opts)
 	if err != nil {
 		return Joint{}, err
@@ -77,12 +78,7 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 		sh := Share{Throughput: js.Throughput[p], Scale: js.Scale[p], Instances: map[string]int{}}
 		quota := make([]int, len(js.Classes))
 		for i, o := range jp.Operators {
-			best := o.Capacity
-			if o.Candidate != nil {
-				best = math.Max(best, o.Candidate.Capacity)
-			}
-			need := int(math.Ceil(o.Amplification*sh.Throughput/best - 1e-9))
-			sh.Instances[o.Name] = min(js.Instances[p][i], max(need, 1, o.MinInstances))
+			sh.Instances[o.Name] = js.Instances[p][i]
 			for c, k := range js.OnClass[p][i] {
 				quota[c] += k * o.GPUs
 			}

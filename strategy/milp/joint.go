@@ -56,7 +56,9 @@ type JointPipeline struct {
 type JointShares struct {
 	// Throughput[p] is pipeline p's planned throughput (records/s of its input).
 	Throughput []float64
-	// Instances[p][i] is the parallelism of operator i of pipeline p in the share.
+	// Instances[p][i] is the parallelism of operator i of pipeline p in the share: the
+	// fewest instances (at least 1 and its MinInstances, at most the model's) that carry
+	// Throughput[p] at the better of its two capacities.
 	Instances [][]int
 	// Classes are the accelerator classes of the cluster, pooled by model and memory
 	// (Count summed over nodes).
@@ -223,8 +225,9 @@ func SolveJoint(ctx context.Context, pipes []JointPipeline, nodes []Node, obj Ob
 		res.Throughput[p] = r.values[m.T+p]
 		res.Instances[p] = make([]int, len(pipes[p].Operators))
 		res.OnClass[p] = make([][]int, len(pipes[p].Operators))
-		for i := range pipes[p].Operators {
-			res.Instances[p][i] = int(math.Round(r.values[m.P[p][i]]))
+		for i, o := range bestCapacity(pipes[p].Operators) {
+			need := int(math.Ceil(o.Amplification*res.Throughput[p]/o.Capacity - 1e-9))
+			res.Instances[p][i] = min(int(math.Round(r.values[m.P[p][i]])), max(need, 1, o.MinInstances))
 			if m.y[p][i] == nil {
 				continue
 			}
