@@ -26,7 +26,7 @@ const maxFitsCache = 4096
 // (the first operator's published backlog, else trident_input_records) over its pooled
 // throughput alone on the cluster.
 func (l *Loop) admission(ctx context.Context) map[string]bool {
-	now := time.Now()
+	now := l.now()
 	ins := map[string]sched.PlanInput{}
 	var ps []admit.Pipeline
 	var nodes []fsm.Node

@@ -46,7 +46,7 @@ func (l *Loop) judgeCanaries(ctx context.Context, job string, dec fsm.Decision, 
 	if !ok {
 		return
 	}
-	now := time.Now()
+	now := l.now()
 	for _, c := range cs {
 		var rec fsm.Canary
 		var have bool
@@ -137,12 +137,12 @@ func (l *Loop) canaryOutcome(ctx context.Context, job string, dec fsm.Decision, 
 	for op, k := range recs {
 		switch {
 		case status == fsm.StatusDone && k.Verdict == "":
-			l.recordCanary(ctx, job, op, userPromoted(k, time.Now()))
+			l.recordCanary(ctx, job, op, userPromoted(k, l.now()))
 		case status == fsm.StatusDone:
 		case k.Verdict == fsm.VerdictFailed:
 			detail = fmt.Sprintf("canary of %s failed by the %s: %s; %s", op, k.By, k.Detail, detail)
 		case k.Verdict == "":
-			k.Verdict, k.By, k.VerdictUnixMilli = fsm.VerdictFailed, fsm.ByNomad, time.Now().UnixMilli()
+			k.Verdict, k.By, k.VerdictUnixMilli = fsm.VerdictFailed, fsm.ByNomad, l.now().UnixMilli()
 			switch {
 			case strings.Contains(detail, "candidate config OOM"), strings.Contains(detail, "out of memory"):
 				k.By = fsm.ByPlanner // the actuator's OOM abort

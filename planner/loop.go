@@ -143,6 +143,13 @@ type LoopConfig struct {
 	// SolverThread, when set, runs the joint round's and the admission's HiGHS calls (the
 	// Scheduler's own solves take theirs from milp.HiGHS.Thread; share one).
 	SolverThread *milp.Thread
+	// Clock, when set, is the loop's time: decision and error stamps, settled inputs,
+	// canary probe windows and admission aging read it (default time.Now). A simulator
+	// sets a virtual clock and drives the rounds with Server.Round.
+	Clock func() time.Time
+	// Manual stops the leader from running rounds by itself: the caller runs them with
+	// Server.Round (a simulator on a virtual clock). Off in every deployed planner.
+	Manual bool
 }
 
 // Loop is the leader's rescheduling loop (Algorithm 2 of the Trident paper): observe,
@@ -248,6 +255,14 @@ type LoopStats struct {
 	Solves uint64
 }
 
+// now returns the loop's time (LoopConfig.Clock, else the wall clock).
+func (l *Loop) now() time.Time {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock()
+	}
+	return time.Now()
+}
+
 // Stats returns the loop's counters.
 func (l *Loop) Stats() LoopStats {
 	return LoopStats{Rounds: l.rounds.Load(), Solves: l.solves.Load()}
@@ -276,15 +291,7 @@ func (l *Loop) debounce() time.Duration {
 
 // runLeader runs rounds until ctx is done (leadership lost or shutdown).
 func (l *Loop) runLeader(ctx context.Context) {
-	l.results = make(chan solveResult, 16)
-	l.solving = map[string]bool{}
-	l.stale = map[string]bool{}
-	l.adopted = map[string]bool{}
-	l.refused = map[string]string{}
-	l.settled = map[string]settledInput{}
-	l.queued = map[string]bool{}
-	l.fitsCache = map[[sha256.Size]byte]bool{}
-	l.joint = jointCache{}
+	l.startTerm()
 	// Make sure every committed entry is applied before acting on the state.
 	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
@@ -339,6 +346,42 @@ func (l *Loop) runLeader(ctx context.Context) {
 				run(false)
 			}
 		}
+	}
+}
+
+// startTerm resets the per-term state of a new leadership term.
+func (l *Loop) startTerm() {
+	l.results = make(chan solveResult, 16)
+	l.solving = map[string]bool{}
+	l.stale = map[string]bool{}
+	l.adopted = map[string]bool{}
+	l.refused = map[string]string{}
+	l.settled = map[string]settledInput{}
+	l.queued = map[string]bool{}
+	l.fitsCache = map[[sha256.Size]byte]bool{}
+	l.joint = jointCache{}
+}
+
+// roundSync runs one round and then waits for the solves it started, commits their
+// results as runLeader does, and runs the round that starts applying what was committed:
+// one interval of the loop, with no goroutine left behind (Server.Round).
+func (l *Loop) roundSync(ctx context.Context, solve bool) {
+	l.round(ctx, solve)
+	committed := false
+	for len(l.solving) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-l.results:
+			delete(l.solving, r.job)
+			c := l.commit(ctx, r)
+			l.settle(r, c)
+			delete(l.stale, r.job)
+			committed = committed || c
+		}
+	}
+	if committed {
+		l.round(ctx, false)
 	}
 }
 
@@ -503,7 +546,7 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 		return
 	}
 	digest := inputDigest(in)
-	if st, ok := l.settled[job]; ok && st.digest == digest && (!hasDec || st.decision == dec.Index) && time.Since(st.at) < l.settleFor() {
+	if st, ok := l.settled[job]; ok && st.digest == digest && (!hasDec || st.decision == dec.Index) && l.now().Sub(st.at) < l.settleFor() {
 		return // the same input found nothing worth moving: the answer would be the same
 	}
 	l.solving[job] = true
@@ -836,7 +879,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 		return false
 	}
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
-		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: time.Now().UnixMilli()}
+		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: l.now().UnixMilli()}
 	transitions := 0
 	var hasDec bool
 	l.s.fsm.Read(func(st *fsm.State) {
@@ -922,7 +965,7 @@ func (l *Loop) planError(ctx context.Context, job string, err error) {
 			return
 		}
 		l.log.Warn("no feasible plan this round; keeping the committed plan", "job", job, "err", err)
-		pe = &fsm.PlanError{Error: err.Error(), UnixMilli: time.Now().UnixMilli()}
+		pe = &fsm.PlanError{Error: err.Error(), UnixMilli: l.now().UnixMilli()}
 	default:
 		l.log.Info("scheduling rounds find a plan again", "job", job, "previous_error", old.Error)
 	}
@@ -1024,5 +1067,5 @@ func (l *Loop) settle(r solveResult, committed bool) {
 			dec = d.Index
 		}
 	})
-	l.settled[r.job] = settledInput{digest: r.digest, decision: dec, at: time.Now()}
+	l.settled[r.job] = settledInput{digest: r.digest, decision: dec, at: l.now()}
 }

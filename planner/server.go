@@ -96,6 +96,10 @@ type Config struct {
 	// StreamLayer, when set, replaces the plain TCP listener/dialer of the raft transport
 	// (e.g. TLS, or fault injection in tests); RaftAddr is then only the advertised ID.
 	StreamLayer raft.StreamLayer
+	// InMemory keeps raft's log, stable store and snapshots in memory and uses an
+	// in-memory transport: a single server whose state dies with it, for a simulator
+	// driving the planner (DataDir, RaftAddr and Peers are then unused).
+	InMemory bool
 	// Loop configures the leader's rescheduling loop; nil disables it (API-only server).
 	Loop *LoopConfig
 	// NomadRequests, when set, reports how many requests the planner sent to Nomad so far
@@ -113,14 +117,19 @@ type Server struct {
 	log     *slog.Logger
 	fsm     *fsm.FSM
 	raft    *raft.Raft
-	trans   *raft.NetworkTransport
-	store   *raftboltdb.BoltStore
+	trans   io.Closer
+	store   io.Closer
 	httpSrv *http.Server
 	httpLn  net.Listener
 	fwd     *http.Client
 	notify  chan bool
 	closeCh chan struct{}
 	loop    *Loop
+
+	// manual serialises Round calls; manualTerm is the raft term Round last started the
+	// loop's per-term state in.
+	manual     sync.Mutex
+	manualTerm string
 
 	mu       sync.Mutex
 	shutdown bool
@@ -140,7 +149,7 @@ var ErrNotLeader = errors.New("not the raft leader")
 
 // New starts the raft node and the HTTP listener (Serve must be called to answer requests).
 func New(cfg Config) (*Server, error) {
-	if cfg.ID == "" || cfg.RaftAddr == "" || cfg.DataDir == "" {
+	if cfg.ID == "" || (!cfg.InMemory && (cfg.RaftAddr == "" || cfg.DataDir == "")) {
 		return nil, errors.New("planner: id, raft address and data dir are required")
 	}
 	if cfg.Logger == nil {
@@ -149,14 +158,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RaftLogOutput == nil {
 		cfg.RaftLogOutput = io.Discard
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("planner: create data dir: %w", err)
-	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("server", cfg.ID), notify: make(chan bool, 64), closeCh: make(chan struct{})}
 	s.fsm = fsm.New(nil)
 
 	rc := raftConfig(cfg)
 	rc.NotifyCh = s.notify
+	if cfg.InMemory {
+		if err := s.startInMemory(rc); err != nil {
+			return nil, err
+		}
+		return s.finish(cfg)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("planner: create data dir: %w", err)
+	}
 
 	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
@@ -223,7 +238,28 @@ func New(cfg Config) (*Server, error) {
 	} else if hasState {
 		s.log.Info("restored raft state from data dir", "dir", cfg.DataDir, "last_index", r.LastIndex())
 	}
+	return s.finish(cfg)
+}
 
+// startInMemory starts a single-server raft whose log, stores, snapshots and transport
+// live in memory (Config.InMemory).
+func (s *Server) startInMemory(rc *raft.Config) error {
+	store := raft.NewInmemStore()
+	addr, trans := raft.NewInmemTransport("")
+	r, err := raft.NewRaft(rc, s.fsm, store, store, raft.NewInmemSnapshotStore(), trans)
+	if err != nil {
+		return fmt.Errorf("planner: start in-memory raft: %w", err)
+	}
+	s.raft, s.trans = r, trans
+	if err := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: addr}}}).Error(); err != nil {
+		_ = s.Close()
+		return fmt.Errorf("planner: bootstrap in-memory raft: %w", err)
+	}
+	return nil
+}
+
+// finish sets up the HTTP listener and the loop of a server whose raft runs.
+func (s *Server) finish(cfg Config) (*Server, error) {
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.TLSCA != "" {
 		pem, err := os.ReadFile(cfg.TLSCA)
@@ -261,7 +297,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Loop != nil {
 		s.loop = newLoop(s, *cfg.Loop)
 	}
-	s.log.Info("planner server started", "raft", trans.LocalAddr(), "http", s.HTTPAddr(), "data_dir", cfg.DataDir, "bootstrap", cfg.Bootstrap)
+	s.log.Info("planner server started", "raft", s.raft.String(), "http", s.HTTPAddr(), "data_dir", cfg.DataDir, "bootstrap", cfg.Bootstrap)
 	return s, nil
 }
 
@@ -364,7 +400,7 @@ func (s *Server) leadership(ctx context.Context) {
 			lctx, cur.cancel = context.WithCancel(ctx)
 			go func(done chan struct{}) {
 				defer close(done)
-				if s.loop != nil {
+				if s.loop != nil && !s.loop.cfg.Manual {
 					s.loop.runLeader(lctx)
 				}
 			}(cur.done)
@@ -381,6 +417,31 @@ func (s *Server) leadership(ctx context.Context) {
 		case <-check.C:
 		}
 	}
+}
+
+// Round runs one interval of the rescheduling loop of a server whose LoopConfig.Manual is
+// set: one round (solving every pipeline when solve is set, else only advancing in-flight
+// decisions), the solves it started, their commits, and the round that starts applying
+// them. It returns ErrNotLeader on a follower. A simulator calls it once per interval of
+// its virtual clock; deployed planners never do.
+func (s *Server) Round(ctx context.Context, solve bool) error {
+	if s.loop == nil || !s.loop.cfg.Manual {
+		return errors.New("planner: Round needs a loop with LoopConfig.Manual")
+	}
+	if !s.IsLeader() {
+		return ErrNotLeader
+	}
+	s.manual.Lock()
+	defer s.manual.Unlock()
+	if term := s.raft.Stats()["term"]; term != s.manualTerm {
+		if err := s.raft.Barrier(10 * time.Second).Error(); err != nil {
+			return fmt.Errorf("planner: barrier before the first round: %w", err)
+		}
+		s.loop.startTerm()
+		s.manualTerm = term
+	}
+	s.loop.roundSync(ctx, solve)
+	return ctx.Err()
 }
 
 // Propose commits cmd through raft on the leader and returns its index. A command that the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -1106,6 +1107,11 @@ func Run(ctx context.Context, p *Pipeline, c Cluster, s Scheduler, cfg RunConfig
 
 // Run drives the engine with scheduler s.
 func (e *Engine) Run(ctx context.Context, s Scheduler) (*Result, error) {
+	if c, ok := s.(io.Closer); ok {
+		// A scheduler that holds processes or servers (the shipped planner) stops with
+		// the run.
+		defer c.Close()
+	}
 	cfg := e.cfg
 	env := &Env{Cluster: e.cluster, Pipeline: e.pipe, Tick: cfg.Tick, Profiler: NewProfiler(e.pipe, e.cluster, cfg.Seed^0xabcdef)}
 	plan, err := s.Init(ctx, env)

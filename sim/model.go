@@ -251,6 +251,19 @@ func (o *OpSpec) BatchSize(cfg OpConfig) float64 {
 	return math.Max(1, o.inFlightLimit(cfg))
 }
 
+// AdmissionLimit returns the most requests one instance runs at once under cfg (nil: the
+// defaults), what a batching engine exports as its admission limit (vLLM's max_num_seqs);
+// 1 for synchronous operators.
+func (o *OpSpec) AdmissionLimit(cfg OpConfig) float64 {
+	if !o.Async {
+		return 1
+	}
+	if cfg == nil && o.Tunable() {
+		cfg = o.Space.Default()
+	}
+	return o.inFlightLimit(cfg)
+}
+
 // inFlightLimit returns the in-flight bound under cfg.
 func (o *OpSpec) inFlightLimit(cfg OpConfig) float64 {
 	if o.InFlightParam != "" {

@@ -52,8 +52,12 @@ type Estimator struct {
 	features map[string][]string  // key -> declared feature names
 	latest   map[string][]float64 // key -> feature means of the latest snapshot
 	rate     map[string]epochRate // key -> EMA of the newest epoch's useful-time rate (fallback)
-	stats    map[string]*Counters // key -> accepted/rejected counts by reason
-	snaps    map[string]Snapshot  // key -> latest snapshot offered to Observe
+	// fill holds, per batched operator, the decaying maximum of its newest epoch's rate
+	// per instance scaled up by its batch fill (the fallback of a starved batching engine).
+	fill  map[string]epochRate
+	sync  map[string]bool      // key -> declared synchronous
+	stats map[string]*Counters // key -> accepted/rejected counts by reason
+	snaps map[string]Snapshot  // key -> latest snapshot offered to Observe
 	// starts holds, per operator, when each instance was seen to (re)start: it was missing
 	// from the previous scrape, or its counters went back (the scrape that shows it, a
 	// conservative bound). Instances present in the first scrape have no entry (uptime
@@ -74,6 +78,8 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		features: map[string][]string{},
 		latest:   map[string][]float64{},
 		rate:     map[string]epochRate{},
+		fill:     map[string]epochRate{},
+		sync:     map[string]bool{},
 		stats:    map[string]*Counters{},
 		snaps:    map[string]Snapshot{},
 		starts:   map[string]map[string]time.Time{},
@@ -105,6 +111,7 @@ func (e *Estimator) Declare(job, group string, d Declaration) error {
 		return err
 	}
 	e.features[k] = features
+	e.sync[k] = d.Synchronous
 	e.stats[k] = &Counters{Rejected: map[string]int{}}
 	return nil
 }
@@ -112,6 +119,54 @@ func (e *Estimator) Declare(job, group string, d Declaration) error {
 // SourceUsefulTime marks an estimate taken from the useful-time rate because the
 // observation layer has no accepted sample yet.
 const SourceUsefulTime = "useful-time"
+
+// SourceBatchFill marks the estimate of a batched operator with no accepted sample yet:
+// its rate per instance scaled up by its batch fill (see Estimator.Estimate).
+const SourceBatchFill = "batch-fill"
+
+// Fallback reports whether an estimate's source is a fallback for an operator the
+// observation layer has no accepted sample of (not a measurement of its capacity).
+func Fallback(source string) bool { return source == SourceUsefulTime || source == SourceBatchFill }
+
+// maxFillScale bounds how far a starved batched operator's observed rate is scaled up: a
+// batch fill below a third counts as a third.
+const maxFillScale = 3
+
+// fillDecay is the per-scrape decay of the batch-fill fallback's running maximum: a
+// starved interval says little about capacity, so the estimate only slowly forgets a
+// higher one.
+const fillDecay = 0.995
+
+// batchFillRate is the rate per instance and second over the interval of the newest
+// epoch's instances present in both snapshots, divided by their batch fill (running
+// requests over the admission limit from engine gauges, else the queue over the admission
+// limit), the fill floored at 1/maxFillScale. It reports false when the fill is unknown.
+func batchFillRate(prev, cur Snapshot) (float64, float64, bool) {
+	newest := 0.0
+	for _, m := range cur.Instances {
+		newest = math.Max(newest, m.Epoch)
+	}
+	dt := cur.Time.Sub(prev.Time).Seconds()
+	var recs, fill float64
+	n := 0
+	for id, m := range cur.Instances {
+		old, ok := prev.Instances[id]
+		if !ok || m.Epoch != newest || old.Epoch != m.Epoch || m.RecordsIn < old.RecordsIn || !(m.AdmissionLimit > 0) {
+			continue
+		}
+		f := m.QueueLength / m.AdmissionLimit
+		if m.EngineReported {
+			f = m.Running / m.AdmissionLimit
+		}
+		recs += m.RecordsIn - old.RecordsIn
+		fill += math.Min(1, math.Max(f, 1.0/maxFillScale))
+		n++
+	}
+	if n == 0 || dt <= 0 || recs <= 0 {
+		return 0, newest, false
+	}
+	return recs / float64(n) / dt / (fill / float64(n)), newest, true
+}
 
 // usefulTimeRate is the per-instance processing rate over the interval: records consumed
 // per second of useful (processing) time, over instances present in both snapshots.
@@ -265,6 +320,18 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	e.mu.Lock()
 	e.snaps[k] = cur
 	e.mu.Unlock()
+	e.mu.Lock()
+	batched := !e.sync[k]
+	e.mu.Unlock()
+	if r, epoch, ok := batchFillRate(prev, cur); ok && batched {
+		e.mu.Lock()
+		if old, seen := e.fill[k]; seen && old.epoch == epoch {
+			e.fill[k] = epochRate{math.Max(fillDecay*old.rate, r), epoch}
+		} else {
+			e.fill[k] = epochRate{r, epoch}
+		}
+		e.mu.Unlock()
+	}
 	if r, epoch, ok := usefulTimeRate(prev, cur); ok {
 		e.mu.Lock()
 		if old, seen := e.rate[k]; seen && old.epoch == epoch {
@@ -303,12 +370,23 @@ func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
 	if errors.Is(err, observe.ErrNoData) {
 		// No sample passed the filter: typically an operator that is not the bottleneck
 		// (starved, empty queue). Its useful-time rate (records per second of processing,
-		// DS2's "true processing rate") is then the best available estimate; it is exact
-		// for synchronous operators and a lower bound for batched ones.
+		// DS2's "true processing rate") is then the best available estimate of a
+		// synchronous operator, where it is exact.
+		//
+		// For a batched one it is a lower bound, and a lower bound locks the pipeline in:
+		// the planner, believing the operator slow, sizes everything upstream to it, and it
+		// stays starved. Its rate per instance scaled up by its batch fill (at most
+		// maxFillScale times, as a slowly decaying maximum) is used instead when it is
+		// higher: an estimate that errs high makes the operator the bottleneck, it then
+		// runs saturated, and its first accepted samples replace the fallback.
 		e.mu.Lock()
 		r, ok := e.rate[k]
+		f, fok := e.fill[k]
 		e.mu.Unlock()
 		epoch, _ := e.layer.Epoch(k)
+		if fok && f.rate > 0 && uint64(math.Max(0, f.epoch)) == epoch && (!ok || uint64(math.Max(0, r.epoch)) != epoch || f.rate > r.rate) {
+			return observe.Estimate{Capacity: f.rate, Source: SourceBatchFill, Epoch: epoch}, nil
+		}
 		if ok && r.rate > 0 && uint64(math.Max(0, r.epoch)) == epoch {
 			return observe.Estimate{Capacity: r.rate, Source: SourceUsefulTime, Epoch: epoch}, nil
 		}

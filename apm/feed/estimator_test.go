@@ -255,3 +255,60 @@ func TestUsefulTimeRateOfNewestEpoch(t *testing.T) {
 		t.Fatalf("rate %v, want 3 (the restarted instance's interval spans two configs)", r)
 	}
 }
+
+// A starved batching engine (vLLM-style gauges: 4 requests running of 64 admitted, none
+// waiting) is never sampled, and its useful-time rate is a lower bound: 2 records per
+// second of processing where each record spends 2 s in a batch of 4. Its estimate is
+// instead its rate per instance, 8 records/s, scaled by its batch fill (4/64, floored at
+// 1/3): 24 records/s. Erring high makes the operator the bottleneck, where it runs
+// saturated and is measured; the useful-time rate would make the planner size everything
+// upstream to 2 records/s and keep it starved. A burst then a lull: the estimate keeps
+// the burst's level, decaying by 0.5 % per interval.
+func TestStarvedBatchingEngineEstimateErrsHigh(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("pdf", "ocr", Declaration{}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_000_000, 0)
+	var prev Snapshot
+	var in, useful float64
+	for i := 0; i < 8; i++ {
+		cur := Snapshot{Time: t0.Add(time.Duration(i) * 5 * time.Second), Instances: map[string]Instance{
+			"a": {RecordsIn: in, UsefulSeconds: useful, BusySeconds: 5 * float64(i), QueueLength: 4, Utilization: 1,
+				EngineReported: true, Running: 4, Waiting: 0, AdmissionLimit: 64},
+		}}
+		if i > 0 {
+			e.Observe("pdf", "ocr", prev, cur)
+		}
+		prev = cur
+		in += 40 // 8 records/s
+		useful += 40 * 2
+	}
+	est, err := e.Estimate("pdf", "ocr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est.Source != SourceBatchFill || math.Abs(est.Capacity-24) > 1e-6 {
+		t.Errorf("estimate = %+v, want 24 rec/s from %s", est, SourceBatchFill)
+	}
+	if st := e.Stats("pdf", "ocr"); st.Accepted != 0 {
+		t.Errorf("starved samples accepted: %+v", st)
+	}
+	// Two lull intervals at 2 records/s: the running maximum decays, it does not follow.
+	in, useful = prev.Instances["a"].RecordsIn, prev.Instances["a"].UsefulSeconds
+	for range 2 {
+		in += 10
+		useful += 20
+		cur := Snapshot{Time: prev.Time.Add(5 * time.Second), Instances: map[string]Instance{
+			"a": {RecordsIn: in, UsefulSeconds: useful, QueueLength: 1, Utilization: 1, EngineReported: true, Running: 1, AdmissionLimit: 64},
+		}}
+		e.Observe("pdf", "ocr", prev, cur)
+		prev = cur
+	}
+	if est, _ := e.Estimate("pdf", "ocr"); math.Abs(est.Capacity-24*fillDecay*fillDecay) > 1e-6 {
+		t.Errorf("after the lull the estimate is %.4f, want 24 decayed twice (%.4f)", est.Capacity, 24*fillDecay*fillDecay)
+	}
+	if !Fallback(SourceBatchFill) || !Fallback(SourceUsefulTime) || Fallback("gp") {
+		t.Error("Fallback must name exactly the two fallback sources")
+	}
+}

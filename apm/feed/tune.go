@@ -450,7 +450,7 @@ func (ot *opTuner) epoch(e uint64) *epochState {
 
 // stable returns epoch e's recordable capacity (see Tuner).
 func (t *Tuner) stable(ot *opTuner, e uint64, st *epochState) (float64, bool) {
-	if est, err := t.est.Estimate(ot.job, ot.op); err == nil && est.Epoch == e && est.Source != SourceUsefulTime &&
+	if est, err := t.est.Estimate(ot.job, ot.op); err == nil && est.Epoch == e && !Fallback(est.Source) &&
 		est.Samples >= t.o.MinSamples && est.StdDev <= t.o.MaxRelStd*est.Capacity {
 		return est.Capacity, true
 	}

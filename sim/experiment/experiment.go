@@ -16,6 +16,7 @@ import (
 
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/sim/shipped"
 	"github.com/trident-sched/trident/sim/tridentsched"
 )
 
@@ -141,6 +142,10 @@ func specs() []spec {
 		{key: "conttune", make: plain(func(uint64) sim.Scheduler { return baseline.NewContTune() }), cfg: same},
 		{key: "scoot", make: plain(func(seed uint64) sim.Scheduler { return &baseline.SCOOT{Seed: seed} }), cfg: same},
 		{key: "trident", make: trident(tridentsched.Options{}), cfg: same},
+		// The shipped planner (planner loop, sched, apm/feed) driven on the virtual clock.
+		{key: "trident-shipped", make: plain(func(uint64) sim.Scheduler {
+			return shipped.New(shipped.Options{Initial: baseline.SubmittedJob})
+		}), cfg: same},
 		// Controlled comparison (§8.3): shared observation + adaptation, all-at-once switching.
 		{key: "ray-data+shared", make: plain(func(seed uint64) sim.Scheduler {
 			return &baseline.RayData{Advisor: tridentsched.NewShared(tridentsched.Options{Seed: seed}), Label: "ray-data+shared"}
