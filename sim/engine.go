@@ -319,7 +319,11 @@ func (e *Engine) applyConfig(op *opState, pl OpPlan) {
 		}
 		if k := in.probe - 1; k >= len(pl.Probes) || pl.Probes[k] == nil {
 			in.probe = 0
-			restart(in, op.target)
+			if !in.cfg.Equal(op.target) {
+				// A probe whose configuration became the target (a promoted canary) keeps
+				// running; any other restarts onto the target.
+				restart(in, op.target)
+			}
 		} else if !in.cfg.Equal(pl.Probes[k]) {
 			restart(in, append(OpConfig(nil), pl.Probes[k]...))
 		}
@@ -843,17 +847,39 @@ func (w *opTick) utilisation(dt float64) float64 {
 				if a != nil {
 					occ += float64(g.n) * occupancy(m, spec, a, g.cfg, w.cIn[gi])
 				}
+				share := float64(g.n) * w.perInst[gi] / math.Max(capSum, 1e-12)
+				useful := 0.0
 				if w.perInst[gi] > 0 {
 					// Little's law: a record stays c/r seconds in service.
-					st.UsefulSec += processed * float64(g.n) * w.perInst[gi] / math.Max(capSum, 1e-12) * w.cIn[gi] / w.perInst[gi]
+					useful = processed * share * w.cIn[gi] / w.perInst[gi]
+					st.UsefulSec += useful
+				}
+				if g.probe == 0 {
+					cs := st.ConfigStat(g.cfg)
+					cs.Running += g.n
+					cs.Processed += processed * share
+					cs.UsefulSec += useful
+					cs.BusySec += float64(g.n) * math.Min(1, w.cIn[gi]) * dt * active
+					cs.InFlight += float64(g.n) * w.cIn[gi] * active
 				}
 			}
 			busy = u * dt * active
 			st.Occupancy = occ / float64(running) * active
 		} else if capSum > 0 {
-			busy = math.Min(1, processed/(capSum*dt)) * float64(running) * dt
+			frac := math.Min(1, processed/(capSum*dt))
+			busy = frac * float64(running) * dt
 			st.InFlight = math.Min(float64(running), processed/math.Max(1e-9, capSum*dt)*float64(running))
 			st.UsefulSec = busy
+			for gi, g := range gs {
+				if g.probe == 0 {
+					cs := st.ConfigStat(g.cfg)
+					cs.Running += g.n
+					cs.Processed += processed * float64(g.n) * w.perInst[gi] / capSum
+					cs.BusySec += frac * float64(g.n) * dt
+					cs.UsefulSec += frac * float64(g.n) * dt
+					cs.InFlight += frac * float64(g.n)
+				}
+			}
 		}
 		st.BusySec = busy
 		st.Util = busy / (float64(running) * dt)
@@ -900,6 +926,7 @@ func (w *opTick) probeMetrics(dt float64) []float64 {
 			cm[gi] = c
 		}
 		r := spec.Model.Rate(w.head, g.cfg, c) * w.noise
+		ps.InFlight = c * w.active
 		ps.Processed = math.Min(r*dt*w.active, left)
 		ps.BusySec = dt * w.active
 		if left <= 0 {
@@ -964,6 +991,10 @@ func (e *Engine) deviceMemory(op *opState, gs []group, cIn []float64, a Attrs, s
 			ps.PeakMemGB = math.Max(ps.PeakMemGB, math.Min(limit, mean+sd*math.Abs(e.rng.NormFloat64())))
 		}
 		st.PeakMemGB = math.Max(st.PeakMemGB, peak)
+		if g.probe == 0 {
+			cs := st.ConfigStat(g.cfg)
+			cs.PeakMemGB = math.Max(cs.PeakMemGB, peak)
+		}
 		if pOOM < 1e-12 || e.cfg.NoOOM {
 			continue
 		}
@@ -992,6 +1023,8 @@ func (e *Engine) deviceMemory(op *opState, gs []group, cIn []float64, a Attrs, s
 				if g.probe > 0 {
 					st.Probes[g.probe-1].OOM = true
 					st.Probes[g.probe-1].PeakMemGB = limit
+				} else {
+					st.ConfigStat(g.cfg).OOMs++
 				}
 			}
 		}

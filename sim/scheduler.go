@@ -113,6 +113,35 @@ type OpStats struct {
 	PerNodeOnTarget []int
 	// Probes are the probe instances' metrics by slot (as in OpPlan.Probes).
 	Probes []ProbeStats
+	// Configs split the running production instances' metrics by configuration (probes
+	// aside), as per-instance scrapes labelled with their config would: during a
+	// transition an observer can measure each configuration on its own.
+	Configs []ConfigStats
+}
+
+// ConfigStats are the metrics over one tick of an operator's running production
+// instances on one configuration.
+type ConfigStats struct {
+	Config OpConfig
+	// Running counts the instances; Processed, BusySec and UsefulSec are their share of
+	// the operator's (in proportion to their service rates), InFlight their requests in
+	// flight, PeakMemGB their largest per-instance peak device memory and OOMs their
+	// out-of-memory restarts.
+	Running                                 int
+	Processed, BusySec, UsefulSec, InFlight float64
+	PeakMemGB                               float64
+	OOMs                                    int
+}
+
+// ConfigStat returns the entry of cfg in s.Configs, adding an empty one.
+func (s *OpStats) ConfigStat(cfg OpConfig) *ConfigStats {
+	for i := range s.Configs {
+		if s.Configs[i].Config.Equal(cfg) {
+			return &s.Configs[i]
+		}
+	}
+	s.Configs = append(s.Configs, ConfigStats{Config: cfg})
+	return &s.Configs[len(s.Configs)-1]
 }
 
 // ProbeStats are one probe instance's metrics over one tick.
@@ -124,6 +153,8 @@ type ProbeStats struct {
 	// device memory, OOM whether it failed with OOM during the tick.
 	Processed, BusySec, PeakMemGB float64
 	OOM                           bool
+	// InFlight is the requests the probe had in flight (1 for synchronous operators).
+	InFlight float64
 }
 
 // OffTarget returns the instances (starting, running or restarting) that still run

@@ -169,9 +169,12 @@ type TunerStats struct {
 //     config: at once as infeasible (throughput 0) when an OOM was seen, otherwise when
 //     its capacity estimate is stable — the observation layer's estimate of that epoch
 //     resting on at least MinSamples accepted samples with a relative standard deviation of
-//     at most MaxRelStd, or, for operators whose samples the signal filter rejects
-//     (starved, not the bottleneck), the epoch's own useful-time rate (records per second
-//     of processing, summed over its instances) over at least MinSamples intervals. An
+//     at most MaxRelStd, or, for synchronous operators whose samples the signal filter
+//     rejects (starved, not the bottleneck), the epoch's own useful-time rate (records per
+//     second of processing, summed over its instances) over at least MinSamples
+//     intervals. A batched operator's useful-time rate is a lower bound of its capacity
+//     (requests overlap), not a measurement of it: its evaluation waits for the
+//     observation layer. An
 //     OOM seen after a feasible record of the same epoch is recorded once more, as
 //     infeasible;
 //  5. once the running config has been recorded and no transition is in flight, asks the
@@ -273,6 +276,7 @@ type opTuner struct {
 	job, op  string
 	space    *configspace.Space
 	adv      *adapt.Advisor
+	sync     bool // declared synchronous: its useful-time rate is its capacity
 	features []string
 	memMiB   float64 // device memory limit; 0 = CPU operator (unconstrained BO)
 
@@ -343,7 +347,7 @@ func (t *Tuner) setup(job string, op fsm.Operator) (*opTuner, error) {
 	if err != nil {
 		return nil, err
 	}
-	ot = &opTuner{job: job, op: op.Name, space: space, adv: adv, features: features, memMiB: bopts.MemLimit,
+	ot = &opTuner{job: job, op: op.Name, space: space, adv: adv, sync: op.Synchronous, features: features, memMiB: bopts.MemLimit,
 		epochCfg: map[uint64]string{}, epochs: map[uint64]*epochState{}, allocs: map[string]allocState{},
 		measured: map[string]float64{}, oomCfg: map[string]bool{}, declined: map[string]bool{}}
 	t.mu.Lock()
@@ -454,7 +458,7 @@ func (t *Tuner) stable(ot *opTuner, e uint64, st *epochState) (float64, bool) {
 		est.Samples >= t.o.MinSamples && est.StdDev <= t.o.MaxRelStd*est.Capacity {
 		return est.Capacity, true
 	}
-	if st.intervals >= t.o.MinSamples && st.useful > 0 && st.records > 0 {
+	if ot.sync && st.intervals >= t.o.MinSamples && st.useful > 0 && st.records > 0 {
 		return st.records / st.useful, true
 	}
 	return 0, false

@@ -114,6 +114,16 @@ func trident(opt tridentsched.Options) func(uint64) (sim.Scheduler, *tridentsche
 	}
 }
 
+// shippedTrident runs the shipped planner; like Trident's, it takes over the job as
+// submitted.
+func shippedTrident(o shipped.Options) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
+	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) {
+		o.Initial = baseline.SubmittedJob
+		o.Tuning.Seed = seed
+		return shipped.New(o), nil
+	}
+}
+
 func plain(f func(seed uint64) sim.Scheduler) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
 	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) { return f(seed), nil }
 }
@@ -142,10 +152,10 @@ func specs() []spec {
 		{key: "conttune", make: plain(func(uint64) sim.Scheduler { return baseline.NewContTune() }), cfg: same},
 		{key: "scoot", make: plain(func(seed uint64) sim.Scheduler { return &baseline.SCOOT{Seed: seed} }), cfg: same},
 		{key: "trident", make: trident(tridentsched.Options{}), cfg: same},
-		// The shipped planner (planner loop, sched, apm/feed) driven on the virtual clock.
-		{key: "trident-shipped", make: plain(func(uint64) sim.Scheduler {
-			return shipped.New(shipped.Options{Initial: baseline.SubmittedJob})
-		}), cfg: same},
+		// The shipped planner (planner loop, sched, apm/feed with its tuner) driven on the
+		// virtual clock, and without the tuner.
+		{key: "trident-shipped", make: shippedTrident(shipped.Options{Tune: true}), cfg: same},
+		{key: "trident-shipped-no-adaptation", make: shippedTrident(shipped.Options{Label: "trident-shipped-no-adaptation"}), cfg: same},
 		// Controlled comparison (§8.3): shared observation + adaptation, all-at-once switching.
 		{key: "ray-data+shared", make: plain(func(seed uint64) sim.Scheduler {
 			return &baseline.RayData{Advisor: tridentsched.NewShared(tridentsched.Options{Seed: seed}), Label: "ray-data+shared"}

@@ -30,6 +30,8 @@ import (
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 	"github.com/trident-sched/trident/sim"
+	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/strategy/configspace"
 	"github.com/trident-sched/trident/strategy/milp"
 )
 
@@ -59,6 +61,13 @@ type Options struct {
 	// Initial returns the job as submitted (per operator, instances per node), which the
 	// planner takes over at its first round. Nil: an even split of every pool.
 	Initial func(env *sim.Env) ([][]int, error)
+	// Tune runs the feed's tuner (the APM plugin's `tune = "true"`): it proposes
+	// configurations of the tunable operators, which the planner rolls out through
+	// canaries. Tuning configures it (zero: the plugin's defaults).
+	Tune   bool
+	Tuning feed.TunerOptions
+	// NoCanary starts config transitions without a canary (the planner's -canary=false).
+	NoCanary bool
 	// Label overrides Name.
 	Label string
 	// Logger receives the planner's and the feed's logs (default: discard).
@@ -105,6 +114,7 @@ type Scheduler struct {
 	env    *sim.Env
 	pipe   fsm.Pipeline
 	nodeIx map[string]int
+	spaces []*configspace.Space // per operator; nil for operators without parameters
 	epoch  time.Time
 
 	srv    *planner.Server
@@ -118,39 +128,71 @@ type Scheduler struct {
 	// now is the virtual time in seconds.
 	now float64
 	// win accumulates each operator's metrics since the last scrape; inst holds each
-	// operator's scraped instance (counters), scrapes the current and previous scrapes.
-	win    []window
-	inst   []feed.Instance
+	// operator's scraped instances (counters) by instance key; scrape and prev are the
+	// last two scrapes.
+	win    []opWindow
+	inst   []map[string]feed.Instance
 	scrape []feed.Snapshot
 	prev   []feed.Snapshot
 	last   *sim.Snapshot
-	// pending is the plan the actuator asked for and the engine has not been given yet;
-	// applying tracks the decision being applied.
+	// pending is the version the actuator asked for and the engine has not been given
+	// yet; deployed the counts of the last version handed to the engine; applying the
+	// decision being applied; slot each operator's canary slot config after its last
+	// promotion.
 	pending  *sim.Plan
+	deployed [][]int
 	applying applyState
+	slot     []string
 
 	// Stats is filled during the run.
 	Stats Stats
 }
 
-// window is one operator's metrics accumulated over the ticks since the last scrape.
-type window struct {
-	ticks                                  int
-	processed, busy, useful, blocked, util float64
-	running, queue, queueCap, peakMB       float64
-	// endInFlight and endRunning are the last tick's requests in flight and running
-	// instances: gauges are read at the scrape, not averaged.
-	endInFlight, endRunning float64
-	feat                    []float64
-	featW                   float64
-	ooms                    int
+// opWindow is one operator's metrics accumulated over the ticks since the last scrape.
+type opWindow struct {
+	ticks           int
+	blocked         float64
+	queue, queueCap float64
+	feat            []float64
+	featW           float64
+	// insts are the operator's instance groups by instance key: one per configuration
+	// its production instances run, and the canary slot's probe.
+	insts map[string]*instWindow
 }
 
-// applyState is the decision the actuator applies and since when some of its instances
-// found no room.
+// instWindow is one instance group's metrics since the last scrape.
+type instWindow struct {
+	cfg    sim.OpConfig
+	canary bool
+	// ticks counts the ticks it ran, running sums its instances over them.
+	ticks                   int
+	running                 float64
+	processed, busy, useful float64
+	peakGB                  float64
+	ooms                    int
+	// endInFlight and endRunning are its last tick's requests in flight and instances
+	// (gauges are read at the scrape, not averaged); last is that tick's number.
+	endInFlight, endRunning float64
+	last                    int
+}
+
+// canaryKey is the instance key of the canary slot's probe.
+const canaryKey = "canary"
+
+// applyState is the decision the actuator applies: since when some of its instances found
+// no room, and its canaries (by operator index) while it is in its canary phase.
 type applyState struct {
 	decision     uint64
 	unplacedFrom float64 // -1: everything placed
+	canaries     map[int]*canaryState
+	final        bool
+}
+
+// canaryState is one operator's canary in a decision's canary phase.
+type canaryState struct {
+	cfg              sim.OpConfig
+	config           string
+	promoted, failed bool
 }
 
 // New returns the shipped planner as a simulator scheduler.
@@ -182,9 +224,9 @@ func (s *Scheduler) at(sec float64) time.Time {
 }
 
 // Init implements sim.Scheduler: it declares the pipeline as its job file would (resources,
-// features, cold starts, and the amplification and output size of a pilot profile),
-// starts the planner with the simulated cluster as its actuator, and returns the job as
-// submitted: an even split of every pool, which the planner takes over at its first round.
+// features, parameter spaces, cold starts, and the amplification and output size of a
+// pilot profile), starts the planner with the simulated cluster as its actuator, and
+// returns the job as submitted, which the planner takes over at its first round.
 func (s *Scheduler) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 	s.env = env
 	s.epoch = time.Unix(1_700_000_000, 0)
@@ -193,49 +235,74 @@ func (s *Scheduler) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 	for i, n := range env.Cluster.Nodes {
 		s.nodeIx[n.Name] = i
 	}
-	s.pipe = declare(env, s.opt.ProfileSamples)
-	s.win = make([]window, len(p.Ops))
-	s.inst = make([]feed.Instance, len(p.Ops))
-	s.scrape = make([]feed.Snapshot, len(p.Ops))
-	s.prev = make([]feed.Snapshot, len(p.Ops))
-	s.applying.unplacedFrom = -1
-
-	if err := s.start(ctx); err != nil {
+	var err error
+	if s.pipe, s.spaces, err = declare(env, s.opt.ProfileSamples); err != nil {
 		return nil, err
 	}
-	if s.opt.Initial != nil {
-		per, err := s.opt.Initial(env)
-		if err != nil {
-			_ = s.Close()
-			return nil, fmt.Errorf("shipped: the submitted job: %w", err)
-		}
-		return sim.PlanFromCounts(per), nil
+	s.win = make([]opWindow, len(p.Ops))
+	s.inst = make([]map[string]feed.Instance, len(p.Ops))
+	for i := range s.inst {
+		s.inst[i] = map[string]feed.Instance{}
 	}
-	dem := make([]float64, len(p.Ops))
-	for i := range dem {
-		dem[i] = 1
+	s.scrape = make([]feed.Snapshot, len(p.Ops))
+	s.prev = make([]feed.Snapshot, len(p.Ops))
+	s.slot = make([]string, len(p.Ops))
+	for i, o := range s.pipe.Operators {
+		s.slot[i] = o.Config
 	}
-	n := sim.Balance(env.Cluster, p, dem)
-	need := make([]sim.Resources, len(p.Ops))
-	for i := range need {
-		need[i] = p.Ops[i].Need
+	s.applying.unplacedFrom = -1
+
+	per, err := s.submitted(env)
+	if err != nil {
+		return nil, err
 	}
-	per := sim.PlaceStriped(env.Cluster, need, n)
-	if per == nil {
-		_ = s.Close()
-		return nil, errors.New("shipped: the submitted job does not fit the cluster")
+	s.deployed = per
+	if err := s.start(ctx); err != nil {
+		return nil, err
 	}
 	return sim.PlanFromCounts(per), nil
 }
 
+// submitted returns the job as submitted: Options.Initial, else an even split of every
+// pool.
+func (s *Scheduler) submitted(env *sim.Env) ([][]int, error) {
+	if s.opt.Initial != nil {
+		per, err := s.opt.Initial(env)
+		if err != nil {
+			return nil, fmt.Errorf("shipped: the submitted job: %w", err)
+		}
+		return per, nil
+	}
+	p := env.Pipeline
+	dem := make([]float64, len(p.Ops))
+	need := make([]sim.Resources, len(p.Ops))
+	for i := range dem {
+		dem[i] = 1
+		need[i] = p.Ops[i].Need
+	}
+	per := sim.PlaceStriped(env.Cluster, need, sim.Balance(env.Cluster, p, dem))
+	if per == nil {
+		return nil, errors.New("shipped: the submitted job does not fit the cluster")
+	}
+	return per, nil
+}
+
 // declare is the job file of the simulated pipeline: one task group per operator with its
-// resources, features, cold start and synchronous flag, and the amplification and output
-// record size measured on a pilot sample (what an operator author declares in
-// trident_amplification and trident_output_bytes).
-func declare(env *sim.Env, samples int) fsm.Pipeline {
+// resources, features, parameter space (trident_params) and default config, cold start
+// and synchronous flag, and the amplification and output record size measured on a
+// pilot sample (what an operator author declares in trident_amplification and
+// trident_output_bytes). It returns the operators' parameter spaces beside.
+func declare(env *sim.Env, samples int) (fsm.Pipeline, []*configspace.Space, error) {
 	p := env.Pipeline
 	attrs := env.Profiler.Sample(samples)
 	out := fsm.Pipeline{Job: Job}
+	spaces := make([]*configspace.Space, len(p.Ops))
+	accMemMB := 0
+	for _, n := range env.Cluster.Nodes {
+		if n.Cap.Acc > 0 && (accMemMB == 0 || int(n.AccMemGB*1024) < accMemMB) {
+			accMemMB = int(math.Round(n.AccMemGB * 1024))
+		}
+	}
 	for i := range p.Ops {
 		spec := &p.Ops[i]
 		var amp, outMB float64
@@ -245,17 +312,57 @@ func declare(env *sim.Env, samples int) fsm.Pipeline {
 		}
 		amp /= float64(len(attrs))
 		outMB /= float64(len(attrs))
-		out.Operators = append(out.Operators, fsm.Operator{
+		o := fsm.Operator{
 			Name: spec.Name, Order: i, CPU: spec.Need.CPU, MemoryMB: int(math.Round(spec.Need.MemGB * 1024)), GPUs: spec.Need.Acc,
 			OutputBytes: outMB * 1e6, Amplification: amp, Features: append([]string(nil), spec.FeatureNames...),
 			ColdStartSec: spec.ColdStartS, Synchronous: !spec.Async, MinInstances: 1,
-		})
+		}
+		if spec.Need.Acc > 0 {
+			o.GPUMemoryMB = accMemMB
+		}
+		if spec.Tunable() {
+			sp, err := baseline.SpaceOf(spec.Space)
+			if err != nil {
+				return fsm.Pipeline{}, nil, fmt.Errorf("shipped: operator %s: %w", spec.Name, err)
+			}
+			spaces[i] = sp
+			o.Params = sp.String()
+			o.Config = sp.Default().String()
+		}
+		out.Operators = append(out.Operators, o)
 	}
-	return out
+	return out, spaces, nil
+}
+
+// configString is operator i's configuration cfg as the planner names it ("" for an
+// operator without parameters).
+func (s *Scheduler) configString(i int, cfg sim.OpConfig) string {
+	sp := s.env.Pipeline.Ops[i].Space
+	if len(sp) == 0 || cfg == nil {
+		return ""
+	}
+	c := configspace.Config{}
+	for k, p := range sp {
+		c[p.Name] = configspace.Num(cfg[k])
+	}
+	return c.String()
+}
+
+// simConfig is operator i's configuration named config, in the simulator's form.
+func (s *Scheduler) simConfig(i int, config string) (sim.OpConfig, error) {
+	if s.spaces[i] == nil {
+		return nil, fmt.Errorf("operator %s has no parameters", s.env.Pipeline.Ops[i].Name)
+	}
+	c, err := s.spaces[i].ParseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return baseline.ConfigOf(s.env.Pipeline.Ops[i].Space, c), nil
 }
 
 // start starts the planner server (raft in memory, API on loopback, loop driven by Round)
-// and the feed that publishes the observation layer's estimates to it.
+// and the feed that publishes the observation layer's estimates to it (and tunes, with
+// Options.Tune).
 func (s *Scheduler) start(ctx context.Context) error {
 	s.thread = milp.NewThread()
 	lc := &planner.LoopConfig{
@@ -265,10 +372,14 @@ func (s *Scheduler) start(ctx context.Context) error {
 		SolveTimeout: s.opt.SolveTimeout,
 		MaxBatch:     s.opt.MaxBatch,
 		CatchUpSec:   s.opt.CatchUpSec,
-		Actuator:     actuator{s},
 		AutoRegister: true,
 		Clock:        s.clock,
 		Manual:       true,
+	}
+	if s.opt.NoCanary {
+		lc.Actuator = actuator{s}
+	} else {
+		lc.Actuator = canaryActuator{actuator{s}}
 	}
 	srv, err := planner.New(planner.Config{ID: "sim", InMemory: true, HTTPAddr: "127.0.0.1:0",
 		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, Loop: lc, Logger: s.opt.Logger})
@@ -293,7 +404,11 @@ func (s *Scheduler) start(ctx context.Context) error {
 		return fmt.Errorf("shipped: planner client: %w", err)
 	}
 	s.est = feed.NewEstimator(s.opt.Logger)
-	s.feeder, err = feed.New(s.est, feed.Options{Client: pc, Refresh: s.refresh, Logger: s.opt.Logger})
+	tuning := s.opt.Tuning
+	if tuning.Logger == nil {
+		tuning.Logger = s.opt.Logger
+	}
+	s.feeder, err = feed.New(s.est, feed.Options{Client: pc, Refresh: s.refresh, Logger: s.opt.Logger, Tune: s.opt.Tune, Tuning: tuning})
 	if err != nil {
 		_ = s.Close()
 		return fmt.Errorf("shipped: feed: %w", err)
@@ -315,8 +430,8 @@ func (s *Scheduler) Close() error {
 
 var _ io.Closer = (*Scheduler)(nil)
 
-// Observe implements sim.Scheduler: it accumulates every operator's metrics until the next
-// scrape.
+// Observe implements sim.Scheduler: it accumulates every operator's metrics, per
+// configuration and for the canary, until the next scrape.
 func (s *Scheduler) Observe(snap *sim.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -324,17 +439,12 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 	for i := range snap.Ops {
 		st := &snap.Ops[i]
 		w := &s.win[i]
+		if w.insts == nil {
+			w.insts = map[string]*instWindow{}
+		}
 		w.ticks++
-		w.processed += st.Processed
-		w.busy += st.BusySec
-		w.useful += st.UsefulSec
 		w.blocked += st.BlockedSec
-		w.util += st.Util * float64(st.Running)
-		w.running += float64(st.Running)
-		w.endInFlight, w.endRunning = st.InFlight, float64(st.Running)
 		w.queue, w.queueCap = st.Queue, st.QueueCap
-		w.peakMB = math.Max(w.peakMB, st.PeakMemGB*1024)
-		w.ooms += st.OOMs
 		if st.Processed > 0 && len(st.Features) > 0 {
 			if w.feat == nil {
 				w.feat = make([]float64, len(st.Features))
@@ -344,13 +454,54 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 			}
 			w.featW += st.Processed
 		}
+		group := func(key string, cfg sim.OpConfig, canary bool) *instWindow {
+			iw := w.insts[key]
+			if iw == nil {
+				iw = &instWindow{cfg: cfg, canary: canary}
+				w.insts[key] = iw
+			}
+			iw.ticks++
+			iw.last = w.ticks
+			return iw
+		}
+		for _, cs := range st.Configs {
+			if cs.Running == 0 {
+				continue
+			}
+			iw := group("cfg:"+s.configString(i, cs.Config), cs.Config, false)
+			iw.running += float64(cs.Running)
+			iw.processed += cs.Processed
+			iw.busy += cs.BusySec
+			iw.useful += cs.UsefulSec
+			iw.peakGB = math.Max(iw.peakGB, cs.PeakMemGB)
+			iw.ooms += cs.OOMs
+			iw.endInFlight, iw.endRunning = cs.InFlight, float64(cs.Running)
+		}
+		if len(st.Probes) > 0 {
+			ps := st.Probes[0]
+			if ps.OOM {
+				if iw := w.insts[canaryKey]; iw != nil {
+					iw.ooms++
+				}
+			}
+			if ps.Running {
+				iw := group(canaryKey, nil, true)
+				iw.running++
+				iw.processed += ps.Processed
+				iw.busy += ps.BusySec
+				iw.useful += ps.BusySec
+				iw.peakGB = math.Max(iw.peakGB, ps.PeakMemGB)
+				iw.endInFlight, iw.endRunning = ps.InFlight, 1
+			}
+		}
 	}
 }
 
 // Decide implements sim.Scheduler: one interval of the shipped system. The engine is
 // scraped as Prometheus would scrape the operators, the feed publishes its estimates to
-// the planner, the planner runs one round on the virtual clock, and the plan the actuator
-// was asked to apply goes to the engine.
+// the planner (and, with Options.Tune, proposes configurations), the planner runs one
+// round on the virtual clock, and the version the actuator was asked to apply goes to the
+// engine.
 func (s *Scheduler) Decide(ctx context.Context, snap *sim.Snapshot) (*sim.Plan, error) {
 	start := time.Now()
 	defer func() { s.Stats.Wall += time.Since(start) }()
@@ -374,65 +525,82 @@ func (s *Scheduler) Decide(ctx context.Context, snap *sim.Snapshot) (*sim.Plan, 
 }
 
 // takeScrape turns each operator's window into one scrape of its instances: one
-// instance standing for the operator's mean running instance (its counters advance by the
-// per-instance share of the work), absent while none runs. Asynchronous operators report
-// their engine's running and waiting requests and admission limit, as vLLM does.
+// instance per configuration its production instances run (standing for their mean
+// instance: its counters advance by the per-instance share of their work) and one for the
+// canary, each labelled with its config epoch as the planner's rollout names it, and
+// absent when it did not run at the last tick (it restarts when it returns).
+// Asynchronous operators report their engine's running and waiting requests and admission
+// limit, as vLLM does.
 func (s *Scheduler) takeScrape(snap *sim.Snapshot) {
 	at := s.at(snap.Time)
-	var epochs map[string]uint64
+	rollouts := map[string]fsm.Rollout{}
 	s.srv.FSM().Read(func(st *fsm.State) {
-		epochs = map[string]uint64{}
 		for op, r := range st.Rollouts[Job] {
-			epochs[op] = r.Epoch
+			rollouts[op] = *r
 		}
 	})
 	for i := range s.win {
 		w := s.win[i]
-		s.win[i] = window{}
+		s.win[i] = opWindow{}
 		s.prev[i] = s.scrape[i]
 		spec := &s.env.Pipeline.Ops[i]
+		ro := rollouts[spec.Name]
 		cur := feed.Snapshot{Time: at, Instances: map[string]feed.Instance{}}
-		if w.ticks == 0 || w.running/float64(w.ticks) < 0.5 {
-			s.scrape[i] = cur // nothing ran: the instance is gone (restarts when it returns)
-			s.inst[i] = feed.Instance{}
-			continue
-		}
-		run := w.running / float64(w.ticks)
-		m := s.inst[i]
-		m.RecordsIn += w.processed / run
-		m.RecordsOut = m.RecordsIn
-		m.BusySeconds += w.busy / run
-		m.UsefulSeconds += w.useful / run
-		m.OutputBlockedSeconds += w.blocked
-		// Gauges are read at the scrape: the instance's share of the queue then.
-		endRun := math.Max(w.endRunning, 1)
-		m.QueueLength = w.queue / endRun
-		m.QueueCapacity = w.queueCap / endRun
-		m.Utilization = math.Min(1, w.util/w.running)
-		m.DeviceMemPeak = w.peakMB
-		m.OOMRestarts += float64(w.ooms)
-		m.Epoch = float64(epochs[spec.Name])
-		if spec.Async {
-			m.EngineReported = true
-			m.AdmissionLimit = spec.AdmissionLimit(snap.Ops[i].Config)
-			// The engine's queue holds the requests in flight; the rest wait for a slot.
-			// Both are request counts: the simulator's fractional records round to them.
-			m.Running = math.Round(math.Min(w.endInFlight/endRun, m.AdmissionLimit))
-			m.Waiting = math.Max(0, math.Round(m.QueueLength-m.Running))
-		}
-		if w.featW > 0 {
-			m.FeatureMean = map[string]float64{}
-			for k, name := range spec.FeatureNames {
-				m.FeatureMean[name] = w.feat[k] / w.featW
+		endRun := 0.0
+		for _, iw := range w.insts {
+			if iw.last == w.ticks {
+				endRun += iw.endRunning
 			}
-		} else if old := s.inst[i].FeatureMean; old != nil {
-			m.FeatureMean = old
 		}
-		s.inst[i] = m
-		if spec.Name == "text_ocr" && debugScrape {
-			fmt.Printf("t=%.0f q=%.1f run=%.2f endRun=%.0f inflight=%.1f R=%.0f W=%.0f lim=%.0f util=%.2f recs=%.1f\n", snap.Time, m.QueueLength, run, w.endRunning, w.endInFlight, m.Running, m.Waiting, m.AdmissionLimit, m.Utilization, w.processed/run)
+		endRun = math.Max(endRun, 1)
+		var feat map[string]float64
+		if w.featW > 0 {
+			feat = map[string]float64{}
+			for k, name := range spec.FeatureNames {
+				feat[name] = w.feat[k] / w.featW
+			}
 		}
-		cur.Instances[spec.Name+"-0"] = m
+		insts := map[string]feed.Instance{}
+		for key, iw := range w.insts {
+			if iw.last != w.ticks || iw.ticks == 0 {
+				continue // not running at the scrape: gone
+			}
+			run := iw.running / float64(iw.ticks)
+			m := s.inst[i][key]
+			m.RecordsIn += iw.processed / run
+			m.RecordsOut = m.RecordsIn
+			m.BusySeconds += iw.busy / run
+			m.UsefulSeconds += iw.useful / run
+			m.OutputBlockedSeconds += w.blocked
+			// Gauges are read at the scrape: the instance's share of the queue then.
+			m.QueueLength = w.queue / endRun
+			m.QueueCapacity = w.queueCap / endRun
+			m.Utilization = math.Min(1, iw.busy/(iw.running*snap.Tick))
+			m.DeviceMemPeak = iw.peakGB * (1 << 30)
+			m.OOMRestarts += float64(iw.ooms)
+			m.Epoch = float64(ro.Epoch)
+			cfg := iw.cfg
+			if iw.canary || ro.CandidateConfig != "" && key == "cfg:"+ro.CandidateConfig {
+				m.Epoch = float64(ro.Epoch + 1)
+			}
+			if iw.canary && s.applying.canaries[i] != nil {
+				cfg = s.applying.canaries[i].cfg
+			}
+			if spec.Async {
+				m.EngineReported = true
+				m.AdmissionLimit = spec.AdmissionLimit(cfg)
+				// The engine's queue holds the requests in flight; the rest wait for a
+				// slot. Both are request counts: fractional records round to them.
+				m.Running = math.Round(math.Min(iw.endInFlight/math.Max(iw.endRunning, 1), m.AdmissionLimit))
+				m.Waiting = math.Max(0, math.Round(m.QueueLength-m.Running))
+			}
+			if feat != nil {
+				m.FeatureMean = feat
+			}
+			insts[key] = m
+			cur.Instances[spec.Name+"/"+key] = m
+		}
+		s.inst[i] = insts
 		s.scrape[i] = cur
 	}
 }
@@ -482,10 +650,25 @@ func (a actuator) Pipeline(_ context.Context, jobID string, _ json.RawMessage) (
 // pipeline.
 func (a actuator) PipelineJobs(context.Context) ([]string, error) { return []string{Job}, nil }
 
-// CheckConfig implements planner.Actuator: the simulated operators declare no parameters.
+// CheckConfig implements planner.Actuator: config must be a point of the operator's
+// parameter space.
 func (a actuator) CheckConfig(op fsm.Operator, config string) error {
-	if config != "" && config != op.Config {
-		return fmt.Errorf("shipped: operator %s has no tunable parameters", op.Name)
+	i := a.s.opIndex(op.Name)
+	if i < 0 {
+		return fmt.Errorf("shipped: unknown operator %q", op.Name)
+	}
+	if a.s.spaces[i] == nil {
+		if config != "" && config != op.Config {
+			return fmt.Errorf("shipped: operator %s has no tunable parameters", op.Name)
+		}
+		return nil
+	}
+	c, err := a.s.spaces[i].ParseConfig(config)
+	if err != nil {
+		return fmt.Errorf("shipped: operator %s: %w", op.Name, err)
+	}
+	if _, err := a.s.spaces[i].Check(c); err != nil {
+		return fmt.Errorf("shipped: operator %s: %w", op.Name, err)
 	}
 	return nil
 }
@@ -504,38 +687,72 @@ func (a actuator) Inventory(context.Context) ([]fsm.Node, error) {
 	return out, nil
 }
 
-// Step implements planner.Actuator with Nomad's semantics that matter here: the decision
-// becomes the job's new version (the engine is handed its per-node counts once), and it
-// is done when every operator runs its counts with no instance starting or restarting;
-// instances that find no room for longer than the progress deadline fail it.
+// Step implements planner.Actuator with the Nomad semantics that matter here, as
+// planner/nomadact applies a decision:
+//   - a decision that moves instances of a tunable operator to a candidate config starts
+//     with a canary version (unless Options.NoCanary): only the operator's canary slot
+//     changes, to one instance of the candidate (the simulator's probe, which takes an
+//     instance's place as the canary does on a packed node); the canary is reported
+//     healthy once it runs, and waits for the planner's promotion or failure; an OOM of
+//     the canary fails the decision at once (the actuator's OOM abort). A slot already on
+//     the candidate needs no canary;
+//   - the decision's final version runs its per-node counts, the candidate instances
+//     restarted onto the candidate config; it is done when every operator runs its counts
+//     (its candidate instances on the candidate) with nothing starting or restarting;
+//   - until then the engine is handed the version again (Nomad places blocked
+//     allocations as room frees), and instances unplaced for longer than the progress
+//     deadline fail the decision.
 func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (planner.StepResult, error) {
 	s := a.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	target := s.counts(d)
 	if s.applying.decision != d.Index {
-		s.applying = applyState{decision: d.Index, unplacedFrom: -1}
-		s.pending = sim.PlanFromCounts(target)
+		s.applying = applyState{decision: d.Index, unplacedFrom: -1, canaries: a.canaries(d)}
 		s.Stats.Decisions++
-		return planner.StepResult{Status: fsm.StatusApplying, Detail: fmt.Sprintf("job version of decision %d submitted", d.Index)}, nil
+		s.applying.final = len(s.applying.canaries) == 0
 	}
-	// Nomad's scheduler places blocked allocations as soon as room frees (stopping
-	// instances drain): the engine is handed the version again until it is done.
-	s.pending = sim.PlanFromCounts(target)
+	if !s.applying.final {
+		if res, canary := s.canaryStep(d); canary {
+			return res, nil
+		}
+	}
+	target := s.counts(d)
+	pl := sim.PlanFromCounts(target)
+	want := make([]int, len(target))
+	for i, op := range s.env.Pipeline.Ops {
+		t, ok := d.Operators[op.Name]
+		if !ok || t.CandidateConfig == "" || s.spaces[i] == nil {
+			continue
+		}
+		cfg, err := s.simConfig(i, t.CandidateConfig)
+		if err != nil {
+			return planner.StepResult{}, fmt.Errorf("shipped: decision %d: operator %s: %w", d.Index, op.Name, err)
+		}
+		for _, p := range t.Nodes {
+			want[i] += p.Candidate
+		}
+		pl.Ops[i].Config = cfg
+		if st := s.lastOp(i); st != nil {
+			pl.Ops[i].Transition = max(0, want[i]-st.OnTarget)
+		}
+	}
+	s.pending = pl
 	snap := s.last
 	if snap == nil {
-		return planner.StepResult{Status: fsm.StatusApplying}, nil
+		return planner.StepResult{Status: fsm.StatusApplying, Detail: "job version submitted"}, nil
 	}
 	done, unplaced := true, 0
 	for i := range snap.Ops {
 		st := &snap.Ops[i]
 		unplaced += st.Unplaced
-		if st.Starting > 0 || st.Restarting > 0 || !equalCounts(st.PerNode, target[i]) {
+		if st.Starting > 0 || st.Restarting > 0 || !equalCounts(st.PerNode, target[i]) || want[i] > 0 && st.OnTarget < want[i] {
 			done = false
 		}
 	}
 	switch {
 	case done:
+		s.deployed = target
+		s.pending = nil
 		return planner.StepResult{Status: fsm.StatusDone, Detail: "deployment successful"}, nil
 	case unplaced == 0:
 		s.applying.unplacedFrom = -1
@@ -546,6 +763,100 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 		return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("%d instances unplaced for %.0fs: progress deadline exceeded", unplaced, s.now-s.applying.unplacedFrom)}, nil
 	}
 	return planner.StepResult{Status: fsm.StatusApplying, Detail: "deployment running"}, nil
+}
+
+// canaries returns decision d's canaries: one per tunable operator it moves to a
+// candidate config its canary slot does not run yet.
+func (a actuator) canaries(d fsm.Decision) map[int]*canaryState {
+	s := a.s
+	if s.opt.NoCanary {
+		return nil
+	}
+	out := map[int]*canaryState{}
+	for i, op := range s.env.Pipeline.Ops {
+		t, ok := d.Operators[op.Name]
+		if !ok || s.spaces[i] == nil || t.CandidateConfig == "" || t.Transitions == 0 || s.slot[i] == t.CandidateConfig {
+			continue
+		}
+		cfg, err := s.simConfig(i, t.CandidateConfig)
+		if err != nil {
+			continue // the final version reports it
+		}
+		out[i] = &canaryState{cfg: cfg, config: t.CandidateConfig}
+	}
+	return out
+}
+
+// canaryStep advances decision d's canary version: the deployed counts with each canary
+// operator's probe on its candidate. It reports false once every canary is promoted (the
+// final version follows).
+func (s *Scheduler) canaryStep(d fsm.Decision) (planner.StepResult, bool) {
+	pl := sim.PlanFromCounts(s.deployed)
+	var cs []planner.CanaryStatus
+	promoted := true
+	for i, c := range s.applying.canaries {
+		name := s.env.Pipeline.Ops[i].Name
+		if c.failed {
+			s.pending = sim.PlanFromCounts(s.deployed) // the stable version: the canary stops
+			return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("canary deployment %d of %s failed", d.Index, name)}, true
+		}
+		if st := s.lastOp(i); st != nil && len(st.Probes) > 0 && st.Probes[0].OOM {
+			s.pending = sim.PlanFromCounts(s.deployed)
+			return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("canary of %s: candidate config OOM", name)}, true
+		}
+		pl.Ops[i].Probes = []sim.OpConfig{c.cfg}
+		healthy := false
+		if st := s.lastOp(i); st != nil && len(st.Probes) > 0 {
+			healthy = st.Probes[0].Running
+		}
+		cs = append(cs, planner.CanaryStatus{Operator: name, Group: name + "@canary", Config: c.config,
+			Deployment: fmt.Sprint(d.Index), Healthy: healthy, Promoted: c.promoted})
+		promoted = promoted && c.promoted
+	}
+	if promoted {
+		for i, c := range s.applying.canaries {
+			s.slot[i] = c.config
+		}
+		s.applying.final = true
+		return planner.StepResult{}, false
+	}
+	s.pending = pl
+	return planner.StepResult{Status: fsm.StatusApplying, Detail: fmt.Sprintf("canary deployment %d", d.Index), Canaries: cs}, true
+}
+
+// lastOp returns operator i's metrics of the last tick (nil before the first).
+func (s *Scheduler) lastOp(i int) *sim.OpStats {
+	if s.last == nil || i >= len(s.last.Ops) {
+		return nil
+	}
+	return &s.last.Ops[i]
+}
+
+// canaryActuator is the actuator with Nomad's canary promotion and failure.
+type canaryActuator struct{ actuator }
+
+// PromoteCanary implements planner.CanaryActuator: nomad deployment promote.
+func (a canaryActuator) PromoteCanary(_ context.Context, _, deployment string) error {
+	return a.verdict(deployment, func(c *canaryState) { c.promoted = true })
+}
+
+// FailCanary implements planner.CanaryActuator: nomad deployment fail (the stable version
+// is restored).
+func (a canaryActuator) FailCanary(_ context.Context, _, deployment string) error {
+	return a.verdict(deployment, func(c *canaryState) { c.failed = true })
+}
+
+func (a canaryActuator) verdict(deployment string, f func(*canaryState)) error {
+	s := a.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if deployment != fmt.Sprint(s.applying.decision) || s.applying.final {
+		return fmt.Errorf("shipped: deployment %s is not in its canary phase", deployment)
+	}
+	for _, c := range s.applying.canaries {
+		f(c)
+	}
+	return nil
 }
 
 // counts returns decision d's instances per operator and node, in the engine's order.
@@ -577,5 +888,3 @@ func equalCounts(a, b []int) bool {
 	}
 	return true
 }
-
-var debugScrape = false

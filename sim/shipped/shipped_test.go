@@ -4,9 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/trident-sched/trident/planner"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/strategy/configspace"
 )
 
 // The shipped planner, driven on the virtual clock, takes over the submitted PDF job and
@@ -42,54 +44,131 @@ func TestShippedPlannerOutrunsStatic(t *testing.T) {
 	}
 }
 
+// testScheduler is a Scheduler over a two-operator pipeline on two nodes, "b" tunable,
+// with its actuator state set up as Init would, for driving Step by hand.
+func testScheduler(t *testing.T, o Options) *Scheduler {
+	t.Helper()
+	p := &sim.Pipeline{Ops: []sim.OpSpec{{Name: "a"}, {Name: "b", Async: true, Space: sim.LLMSpace(96, 4096)}}}
+	s := New(o)
+	s.env = &sim.Env{Pipeline: p, Cluster: sim.Cluster{Nodes: []sim.Node{{Name: "n1"}, {Name: "n2"}}}}
+	s.nodeIx = map[string]int{"n1": 0, "n2": 1}
+	sp, err := baseline.SpaceOf(p.Ops[1].Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.spaces = []*configspace.Space{nil, sp}
+	s.slot = []string{"", sp.Default().String()}
+	s.deployed = [][]int{{2, 0}, {1, 1}}
+	s.applying.unplacedFrom = -1
+	return s
+}
+
+func step(t *testing.T, s *Scheduler, d fsm.Decision, now float64, ops ...sim.OpStats) planner.StepResult {
+	t.Helper()
+	s.now = now
+	if ops != nil {
+		s.last = &sim.Snapshot{Ops: ops}
+	}
+	res, err := canaryActuator{actuator{s}}.Step(context.Background(), nil, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // The actuator reports a decision done only once every operator runs its counts with
 // nothing starting, hands the engine the decision's version until then (Nomad places
 // blocked allocations when room frees), and fails it when instances stay unplaced past
 // the progress deadline.
 func TestActuatorFollowsDeploymentSemantics(t *testing.T) {
-	p := &sim.Pipeline{Ops: []sim.OpSpec{{Name: "a"}, {Name: "b"}}}
-	s := New(Options{ProgressDeadlineS: 100})
-	s.env = &sim.Env{Pipeline: p, Cluster: sim.Cluster{Nodes: []sim.Node{{Name: "n1"}, {Name: "n2"}}}}
-	s.nodeIx = map[string]int{"n1": 0, "n2": 1}
-	s.applying.unplacedFrom = -1
-	a := actuator{s}
+	s := testScheduler(t, Options{ProgressDeadlineS: 100})
 	d := fsm.Decision{Index: 7, Operators: map[string]fsm.OpTarget{
 		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
 		"b": {Nodes: map[string]fsm.Placement{"n1": {Current: 1}, "n2": {Current: 1}}},
 	}}
-	step := func(now float64, ops ...sim.OpStats) string {
-		t.Helper()
-		s.now = now
-		if ops != nil {
-			s.last = &sim.Snapshot{Ops: ops}
-		}
-		res, err := a.Step(context.Background(), nil, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.Status
-	}
-	if got := step(0); got != fsm.StatusApplying || s.pending == nil || s.pending.Ops[1].PerNode[1] != 1 {
+	if got := step(t, s, d, 0).Status; got != fsm.StatusApplying || s.pending == nil || s.pending.Ops[1].PerNode[1] != 1 {
 		t.Fatalf("first step: %s, pending %+v; want applying with the decision's counts", got, s.pending)
 	}
 	s.pending = nil
-	starting := []sim.OpStats{{PerNode: []int{2, 0}, Starting: 1}, {PerNode: []int{1, 1}}}
-	if got := step(10, starting...); got != fsm.StatusApplying || s.pending == nil {
+	if got := step(t, s, d, 10, sim.OpStats{PerNode: []int{2, 0}, Starting: 1}, sim.OpStats{PerNode: []int{1, 1}}).Status; got != fsm.StatusApplying || s.pending == nil {
 		t.Errorf("an instance still starting: %s (pending %v), want applying with the version handed again", got, s.pending != nil)
 	}
 	unplaced := []sim.OpStats{{PerNode: []int{2, 0}}, {PerNode: []int{1, 0}, Unplaced: 1}}
-	if got := step(20, unplaced...); got != fsm.StatusApplying {
+	if got := step(t, s, d, 20, unplaced...).Status; got != fsm.StatusApplying {
 		t.Errorf("unplaced for 0 s: %s, want applying", got)
 	}
-	if got := step(119, unplaced...); got != fsm.StatusApplying {
+	if got := step(t, s, d, 119, unplaced...).Status; got != fsm.StatusApplying {
 		t.Errorf("unplaced for 99 s of a 100 s deadline: %s, want applying", got)
 	}
-	if got := step(120, unplaced...); got != fsm.StatusFailed || s.Stats.Failed != 1 {
+	if got := step(t, s, d, 120, unplaced...).Status; got != fsm.StatusFailed || s.Stats.Failed != 1 {
 		t.Errorf("unplaced for 100 s: %s, want failed", got)
 	}
 	d.Index = 8
-	step(130)
-	if got := step(140, []sim.OpStats{{PerNode: []int{2, 0}}, {PerNode: []int{1, 1}}}...); got != fsm.StatusDone {
+	step(t, s, d, 130)
+	if got := step(t, s, d, 140, sim.OpStats{PerNode: []int{2, 0}}, sim.OpStats{PerNode: []int{1, 1}}).Status; got != fsm.StatusDone {
 		t.Errorf("every count running: %s, want done", got)
+	}
+}
+
+// A decision moving an instance of a tunable operator to a candidate config starts with
+// a canary: only the canary slot changes (the probe on the candidate), Step reports the
+// canary and its health, and the final version (the candidate instances on the
+// candidate) follows the promotion. A later decision of the same candidate needs no
+// canary. A canary that runs out of memory fails its decision at once.
+func TestActuatorCanariesCandidates(t *testing.T) {
+	s := testScheduler(t, Options{})
+	cand := "block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128"
+	c, err := s.spaces[1].ParseConfig(cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand = c.String()
+	candCfg, err := s.simConfig(1, cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fsm.Decision{Index: 9, Operators: map[string]fsm.OpTarget{
+		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
+		"b": {CandidateConfig: cand, Transitions: 1, Nodes: map[string]fsm.Placement{"n1": {Candidate: 1}, "n2": {Current: 1}}},
+	}}
+	res := step(t, s, d, 0)
+	if res.Status != fsm.StatusApplying || len(res.Canaries) != 1 || res.Canaries[0].Operator != "b" || res.Canaries[0].Healthy {
+		t.Fatalf("canary version: %+v, want applying with b's canary, not healthy yet", res)
+	}
+	if pl := s.pending.Ops[1]; len(pl.Probes) != 1 || !pl.Probes[0].Equal(candCfg) || pl.Config != nil || pl.PerNode[0] != 1 || pl.PerNode[1] != 1 {
+		t.Fatalf("canary version hands %+v, want the deployed counts with one probe on the candidate", pl)
+	}
+	running := []sim.OpStats{{PerNode: []int{2, 0}}, {PerNode: []int{1, 1}, Probes: []sim.ProbeStats{{Running: true}}}}
+	if res := step(t, s, d, 40, running...); !res.Canaries[0].Healthy || res.Canaries[0].Promoted {
+		t.Fatalf("running canary: %+v, want healthy, not promoted", res.Canaries)
+	}
+	if err := (canaryActuator{actuator{s}}).PromoteCanary(context.Background(), Job, "9"); err != nil {
+		t.Fatal(err)
+	}
+	res = step(t, s, d, 50, running...)
+	if res.Status != fsm.StatusApplying || len(res.Canaries) != 0 {
+		t.Fatalf("after the promotion: %+v, want the final version applying", res)
+	}
+	if pl := s.pending.Ops[1]; !pl.Config.Equal(candCfg) || pl.Transition != 1 || len(pl.Probes) != 0 {
+		t.Fatalf("final version hands %+v, want the candidate as target, one transition, no probe", pl)
+	}
+	if s.slot[1] != cand {
+		t.Errorf("canary slot runs %q after the promotion, want the candidate", s.slot[1])
+	}
+	if res := step(t, s, d, 90, sim.OpStats{PerNode: []int{2, 0}}, sim.OpStats{PerNode: []int{1, 1}, OnTarget: 1}); res.Status != fsm.StatusDone {
+		t.Fatalf("candidate instance running: %+v, want done", res)
+	}
+	d.Index = 10
+	if res := step(t, s, d, 100); len(res.Canaries) != 0 || len(s.applying.canaries) != 0 || res.Status != fsm.StatusDone {
+		t.Errorf("the slot already runs the candidate: %+v, want no canary (and done: it runs)", res)
+	}
+	other := c.Clone()
+	other["max_num_seqs"] = configspace.Num(256)
+	d.Index = 11
+	d.Operators["b"] = fsm.OpTarget{CandidateConfig: other.String(), Transitions: 1, Nodes: d.Operators["b"].Nodes}
+	step(t, s, d, 110)
+	oom := []sim.OpStats{{PerNode: []int{2, 0}}, {PerNode: []int{1, 1}, Probes: []sim.ProbeStats{{OOM: true}}}}
+	if res := step(t, s, d, 120, oom...); res.Status != fsm.StatusFailed || s.pending.Ops[1].Probes != nil {
+		t.Errorf("canary OOM: %+v, want failed with the stable version handed back", res)
 	}
 }
