@@ -542,7 +542,7 @@ func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
 	entries := make([]fsm.ObservationEntry, len(reqs))
 	for i, o := range reqs {
 		entries[i] = fsm.ObservationEntry{Job: o.Job, Operator: o.Operator, Observation: fsm.Observation{
-			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli, Backlog: o.Backlog}}
+			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli, Backlog: o.Backlog, Fallback: o.Fallback}}
 	}
 	ign := []client.IgnoredObservation{}
 	s.fsm.Read(func(st *fsm.State) {

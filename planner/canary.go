@@ -93,6 +93,13 @@ func (l *Loop) judgeCanaries(ctx context.Context, job string, dec fsm.Decision, 
 				if promote {
 					k.Verdict = fsm.VerdictPromoted
 				}
+			case cur.Fallback:
+				// The operator runs starved (no saturated sample of the running config
+				// either): its canary cannot be measured, and a faster config would not
+				// raise the pipeline's throughput. Holding the pipeline for more windows
+				// only delays its rescheduling.
+				k.Verdict = fsm.VerdictFailed
+				k.Detail = fmt.Sprintf("no measurement of the canary within its %s window: the operator is not saturated (its own estimate is a fallback), so a faster config would not raise throughput", window)
 			case since >= 3*window:
 				k.Verdict = fsm.VerdictFailed
 				k.Detail = fmt.Sprintf("no measurement of the canary within %s (three probe windows)", 3*window)

@@ -110,7 +110,10 @@ func TestCanaryVerdicts(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		observe     float64 // the canary's observed capacity (0: none)
-		userPromote bool
+		// observeFallback marks the canary's observation, runningFallback the running
+		// config's, as fallbacks (not measurements under load).
+		observeFallback, runningFallback bool
+		userPromote                      bool
 		killLeader  bool
 		verdict, by string
 		detail      string
@@ -120,6 +123,8 @@ func TestCanaryVerdicts(t *testing.T) {
 		{name: "measured regression", observe: 0.5, verdict: fsm.VerdictFailed, by: fsm.ByPlanner, detail: "against 1 on the running config"},
 		{name: "no measurement", verdict: fsm.VerdictFailed, by: fsm.ByPlanner, detail: "no measurement of the canary within 900ms"},
 		{name: "user promote", userPromote: true, verdict: fsm.VerdictPromoted, by: fsm.ByUser, detail: "nomad deployment promote"},
+		{name: "fallback is no measurement", observe: 2.5, observeFallback: true, verdict: fsm.VerdictFailed, by: fsm.ByPlanner, detail: "no measurement of the canary within 900ms"},
+		{name: "starved operator", runningFallback: true, verdict: fsm.VerdictFailed, by: fsm.ByPlanner, detail: "the operator is not saturated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// 300 ms windows; 5 s when the leader is killed, so that the window outlasts
@@ -137,7 +142,7 @@ func TestCanaryVerdicts(t *testing.T) {
 			ld := c.peers[li].HTTPAddr
 			registerApplied(t, c, ld, testPipeline())
 			// The running config measures 1 record/s per instance.
-			if code, body := c.do(http.MethodPost, ld+"/v1/observations", []client.ObservationRequest{{Job: "pdf", Operator: "embed", Capacity: 1}}); code != 200 {
+			if code, body := c.do(http.MethodPost, ld+"/v1/observations", []client.ObservationRequest{{Job: "pdf", Operator: "embed", Capacity: 1, Fallback: tc.runningFallback}}); code != 200 {
 				t.Fatalf("observe: HTTP %d %s", code, body)
 			}
 			if code, body := c.do(http.MethodPut, ld+"/v1/candidates/pdf/embed", client.CandidateRequest{Config: "batch=32", Capacity: 3}); code != 200 {
@@ -153,7 +158,7 @@ func TestCanaryVerdicts(t *testing.T) {
 			}
 			if tc.observe > 0 {
 				// The canary's own instances export epoch 1.
-				if code, body := c.do(http.MethodPost, ld+"/v1/observations", []client.ObservationRequest{{Job: "pdf", Operator: "embed", Capacity: tc.observe, Epoch: 1}}); code != 200 {
+				if code, body := c.do(http.MethodPost, ld+"/v1/observations", []client.ObservationRequest{{Job: "pdf", Operator: "embed", Capacity: tc.observe, Epoch: 1, Fallback: tc.observeFallback}}); code != 200 {
 					t.Fatalf("observe the canary: HTTP %d %s", code, body)
 				}
 			}

@@ -186,7 +186,8 @@ func (f *Feeder) operator(ctx context.Context, job string, op fsm.Operator) (cli
 	if err != nil {
 		return client.ObservationRequest{}, false, nil // no estimate yet: nothing to publish
 	}
-	ob := client.ObservationRequest{Job: job, Operator: op.Name, Capacity: est.Capacity, Std: est.StdDev, Epoch: est.Epoch, UnixMilli: time.Now().UnixMilli()}
+	ob := client.ObservationRequest{Job: job, Operator: op.Name, Capacity: est.Capacity, Std: est.StdDev, Epoch: est.Epoch, UnixMilli: time.Now().UnixMilli(),
+		Fallback: Fallback(est.Source)}
 	if s, ok := f.est.Latest(job, op.Name); ok {
 		ob.Backlog = Backlog(s)
 	}

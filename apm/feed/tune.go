@@ -13,6 +13,7 @@ import (
 	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/adapt"
+	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/cluster"
 	"github.com/trident-sched/trident/strategy/configspace"
 )
@@ -298,8 +299,10 @@ type epochState struct {
 	peakBytes           float64
 	oom                 bool
 	recorded, oomRecord bool
-	records, useful     float64
-	intervals           int
+	// cluster is the workload cluster the epoch's measurement was recorded in.
+	cluster         int
+	records, useful float64
+	intervals       int
 }
 
 type allocState struct {
@@ -500,6 +503,7 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 		return nil
 	}
 	st.recorded = true
+	st.cluster = id
 	if st.oom {
 		st.oomRecord = true
 		ot.oomCfg[cfgStr] = true
@@ -537,6 +541,14 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 	if cur != g.ConfigEpoch || !ot.epoch(cur).recorded {
 		return nil // measure what runs first
 	}
+	cl := ot.adv.Clusterer()
+	if dom, ok := cl.Dominant(); ok && dom.Status != cluster.Tuned && cl.Resolve(ot.epoch(cur).cluster) != dom.ID && !ot.epoch(cur).oom {
+		// The workload moved to another cluster since the running config was measured:
+		// its session starts from the running config's measurement under the new
+		// workload, as the first did.
+		ot.epoch(cur).recorded = false
+		return nil
+	}
 	for range t.o.MaxTries {
 		adv, ok, err := ot.adv.Next(ctx)
 		if err != nil {
@@ -557,6 +569,9 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 			continue
 		}
 		pred, err := ot.adv.Predict(ctx, adv.Cluster, adv.Config)
+		if errors.Is(err, bo.ErrNoEvaluation) {
+			return nil // the session has nothing to predict from yet: measure what runs
+		}
 		if err != nil {
 			return err
 		}

@@ -38,11 +38,13 @@ type synthCluster struct {
 
 	now   time.Time
 	insts map[string]*Instance
+	// tokens is the workload feature's mean (default 512).
+	tokens float64
 }
 
 func newSynthCluster(t *testing.T, b int) *synthCluster {
 	c := &synthCluster{t: t, rng: rand.New(rand.NewPCG(11, 12)), config: fmt.Sprintf("b=%d", b), adopt: true,
-		history: map[uint64]string{0: fmt.Sprintf("b=%d", b)}, now: time.Unix(2_000_000, 0), insts: map[string]*Instance{}}
+		history: map[uint64]string{0: fmt.Sprintf("b=%d", b)}, now: time.Unix(2_000_000, 0), insts: map[string]*Instance{}, tokens: 512}
 	for _, id := range []string{"a1", "a2"} {
 		c.insts[id] = &Instance{QueueLength: 100, Utilization: 0.9, FeatureMean: map[string]float64{"tokens": 512}}
 	}
@@ -121,7 +123,7 @@ func (c *synthCluster) snapshot() Snapshot {
 			m.UsefulSeconds += 5
 			m.DeviceMemPeak = math.Max(m.DeviceMemPeak, peak*(1<<20))
 		}
-		m.FeatureMean = map[string]float64{"tokens": 512 * (1 + 0.05*c.rng.NormFloat64())}
+		m.FeatureMean = map[string]float64{"tokens": c.tokens * (1 + 0.05*c.rng.NormFloat64())}
 		s.Instances[id] = *m
 	}
 	return s
@@ -276,5 +278,58 @@ func TestTunerRecordsOOMInfeasible(t *testing.T) {
 		if p.PFeasible < 0.9 || p.Config == "b=40" {
 			t.Errorf("proposal %+v: P(feasible) < δ or the OOM config", p)
 		}
+	}
+}
+
+// An epoch whose instances the observation layer never sampled (starved) is recorded from
+// its useful-time rate only for a synchronous operator, where that rate is its capacity:
+// a batched operator's requests overlap, so its useful-time rate (here 10 records in 20
+// useful seconds, 0.5/s, against a throughput of 2/s) is a lower bound, and its
+// evaluation waits for the observation layer.
+func TestStarvedBatchedEpochIsNotRecordedFromUsefulTime(t *testing.T) {
+	est := NewEstimator(nil)
+	tu := &Tuner{o: TunerOptions{}.withDefaults(), est: est}
+	st := &epochState{records: 10 * 6, useful: 20 * 6, intervals: 6}
+	if c, ok := tu.stable(&opTuner{job: "pdf", op: "ocr", sync: false}, 0, st); ok {
+		t.Errorf("batched operator recorded at %.2f records/s from its useful-time rate", c)
+	}
+	c, ok := tu.stable(&opTuner{job: "pdf", op: "parse", sync: true}, 0, st)
+	if !ok || math.Abs(c-0.5) > 1e-12 {
+		t.Errorf("synchronous operator: stable = %.3f, %v; want its useful-time rate 0.5", c, ok)
+	}
+}
+
+// After a workload shift to a new cluster, the running config is measured again under the
+// new workload (an evaluation of the running epoch in the new cluster) before the new
+// session proposes anything: its first prediction would otherwise have nothing to rest on.
+// Rounds never fail on it.
+func TestTunerRemeasuresTheRunningConfigAfterAShift(t *testing.T) {
+	c := newSynthCluster(t, 8)
+	c.adopt = false // the planner never adopts: the running epoch stays 0
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feeder(t, srv.URL, 6)
+	ctx := context.Background()
+	for range 40 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	c.tokens = 16384
+	c.mu.Unlock()
+	for range 80 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatalf("round after the shift: %v", err)
+		}
+	}
+	clusters := map[int]bool{}
+	for _, e := range f.Tuner().Stats("pdf", "ocr").Evaluations {
+		if e.Epoch == 0 && !e.OOM {
+			clusters[e.Cluster] = true
+		}
+	}
+	if len(clusters) < 2 {
+		t.Fatalf("the running config was measured in clusters %v: want once before and once after the shift", clusters)
 	}
 }

@@ -165,6 +165,10 @@ type ObservationRequest struct {
 	UnixMilli int64 `json:"unix_ms,omitempty"`
 	// Backlog is the operator's input backlog in records (optional; the catch-up term).
 	Backlog float64 `json:"backlog,omitempty"`
+	// Fallback marks an estimate that is not a measurement under load (the observation
+	// layer had no saturated sample: a starved operator's useful-time or batch-fill
+	// rate). The planner plans with it but never judges a candidate on it.
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // ObservationsResponse answers POST /v1/observations.

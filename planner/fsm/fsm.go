@@ -463,10 +463,14 @@ func applyObserve(st *State, c Command, idx uint64) error {
 		case TargetCurrent:
 			setIn(st.Observations, e.Job, e.Operator, o)
 		case TargetCandidate:
-			cand := st.Candidates[e.Job][e.Operator]
-			cand.Capacity = o.Capacity
-			cand.MeasuredIndex = idx
-			st.Candidates[e.Job][e.Operator] = cand
+			if !o.Fallback {
+				// A fallback is not a measurement of the candidate: a canary is judged
+				// on the observation layer's estimate under load only.
+				cand := st.Candidates[e.Job][e.Operator]
+				cand.Capacity = o.Capacity
+				cand.MeasuredIndex = idx
+				st.Candidates[e.Job][e.Operator] = cand
+			}
 			// The backlog is the operator's whatever config measured it.
 			if cur, ok := st.Observations[e.Job][e.Operator]; ok {
 				cur.Backlog = o.Backlog

@@ -231,6 +231,9 @@ type Observation struct {
 	// Backlog is the operator's input backlog in records (0 if unknown): the scheduler's
 	// catch-up term (see sched.PlanInput.CatchUpSec).
 	Backlog float64 `json:"backlog,omitempty"`
+	// Fallback marks an estimate that is not a measurement under load: it counts as the
+	// current config's capacity, never as a candidate's measurement.
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // Rollout is the rolling-update state of one operator.

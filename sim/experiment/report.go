@@ -36,7 +36,7 @@ var (
 )
 
 var (
-	fig2Keys   = []string{"static", "static-striped", "nomad-target-value", "nomad-threshold", "ray-data", "ds2", "conttune", "scoot", "trident"}
+	fig2Keys   = []string{"static", "static-striped", "nomad-target-value", "nomad-threshold", "ray-data", "ds2", "conttune", "scoot", "trident", "trident-shipped", "trident-shipped+tune"}
 	table2Keys = []string{"static", "ray-data+shared", "ds2+shared", "conttune+shared", "trident-all-at-once", "trident"}
 	fig3Keys   = []string{"trident", "trident-no-observation", "trident-no-adaptation", "trident-no-placement", "trident-all-at-once"}
 	fig3Labels = map[string]string{"trident": "Trident (full)", "trident-no-observation": "w/o observation layer",
@@ -259,6 +259,11 @@ func (r *Report) Tables() []*benchfmt.Table {
 			{"trident (measured)", func(p string) float64 { return r.norm(p, "trident") }},
 			{"trident / ideal-engine bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, boundTuned) }},
 			{"trident / queue-limited bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, boundQueueTuned) }},
+			{"trident-shipped (measured)", func(p string) float64 { return r.norm(p, "trident-shipped") }},
+			{"trident-shipped / queue-limited bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident-shipped") / r.boundNorm(p, boundQueueTuned) }},
+			{"trident-shipped+tune / queue-limited bound (%)", func(p string) float64 {
+				return 100 * r.norm(p, "trident-shipped+tune") / r.boundNorm(p, boundQueueTuned)
+			}},
 		}
 		for _, row := range rows {
 			cells := []string{row.name}
@@ -580,9 +585,18 @@ func (r *Report) Result() benchfmt.Result {
 			fig[p+".bound.queue_realloc_norm"] = round(r.boundNorm(p, boundQueueDefault), 1000)
 			fig[p+".bound.queue_tuned_norm"] = round(r.boundNorm(p, boundQueueTuned), 1000)
 		}
-		if lo, hi := spread(r.normAll(p, "trident")); len(r.Seeds) > 1 {
-			fig[p+".norm.trident.min"] = round(lo, 1000)
-			fig[p+".norm.trident.max"] = round(hi, 1000)
+		for _, k := range []string{"trident", "trident-shipped", "trident-shipped+tune"} {
+			if lo, hi := spread(r.normAll(p, k)); len(r.Seeds) > 1 && r.Runs[p][k] != nil {
+				fig[p+".norm."+k+".min"] = round(lo, 1000)
+				fig[p+".norm."+k+".max"] = round(hi, 1000)
+			}
+		}
+		if _, ok := r.Bounds[p]; ok {
+			for _, k := range []string{"trident", "trident-shipped", "trident-shipped+tune"} {
+				if r.Runs[p][k] != nil {
+					fig[p+".bound_pct."+k] = round(100*r.norm(p, k)/r.boundNorm(p, boundQueueTuned), 10)
+				}
+			}
 		}
 		for _, k := range fig3Keys {
 			fig[p+".ablation_pct."+k] = round(r.pct(p, k), 10)

@@ -34,6 +34,9 @@ import (
 	"github.com/trident-sched/trident/strategy/configspace"
 )
 
+// ErrNoEvaluation is returned by Predict before the first evaluation is observed.
+var ErrNoEvaluation = errors.New("bo: predict: no evaluation yet")
+
 // Method selects the search strategy.
 type Method int
 
@@ -686,7 +689,7 @@ func (o *Optimizer) Predict(ctx context.Context, c configspace.Config) (Predicti
 		return Prediction{}, fmt.Errorf("bo: predict: method %s has no surrogate", o.opts.Method)
 	}
 	if len(o.obs) == 0 {
-		return Prediction{}, errors.New("bo: predict: no evaluation yet")
+		return Prediction{}, ErrNoEvaluation
 	}
 	cc, err := o.space.Check(c)
 	if err != nil {
