@@ -108,15 +108,15 @@ func canaryOf(t *testing.T, c *testCluster, addr string) (fsm.Canary, bool) {
 // exactly once.
 func TestCanaryVerdicts(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		observe     float64 // the canary's observed capacity (0: none)
+		name    string
+		observe float64 // the canary's observed capacity (0: none)
 		// observeFallback marks the canary's observation, runningFallback the running
 		// config's, as fallbacks (not measurements under load).
 		observeFallback, runningFallback bool
 		userPromote                      bool
-		killLeader  bool
-		verdict, by string
-		detail      string
+		killLeader                       bool
+		verdict, by                      string
+		detail                           string
 	}{
 		{name: "measured gain", observe: 2.5, verdict: fsm.VerdictPromoted, by: fsm.ByPlanner, detail: "canary measured 2.5 records/s"},
 		{name: "leader killed while measuring", observe: 2.5, killLeader: true, verdict: fsm.VerdictPromoted, by: fsm.ByPlanner},
