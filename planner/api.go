@@ -542,7 +542,7 @@ func (s *Server) handleObservations(w http.ResponseWriter, r *http.Request) {
 	entries := make([]fsm.ObservationEntry, len(reqs))
 	for i, o := range reqs {
 		entries[i] = fsm.ObservationEntry{Job: o.Job, Operator: o.Operator, Observation: fsm.Observation{
-			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli, Backlog: o.Backlog, Fallback: o.Fallback}}
+			Capacity: o.Capacity, Std: o.Std, Epoch: o.Epoch, UnixMilli: o.UnixMilli, Backlog: o.Backlog, Fallback: o.Fallback, Amplification: o.Amplification}}
 	}
 	ign := []client.IgnoredObservation{}
 	s.fsm.Read(func(st *fsm.State) {
@@ -572,6 +572,8 @@ func checkObservation(o client.ObservationRequest) error {
 		return fmt.Errorf("std=%v must be a finite number >= 0", o.Std)
 	case math.IsNaN(o.Backlog) || math.IsInf(o.Backlog, 0) || o.Backlog < 0:
 		return fmt.Errorf("backlog=%v must be a finite number >= 0", o.Backlog)
+	case math.IsNaN(o.Amplification) || math.IsInf(o.Amplification, 0) || o.Amplification < 0:
+		return fmt.Errorf("amplification=%v must be a finite number >= 0", o.Amplification)
 	}
 	return nil
 }

@@ -710,6 +710,10 @@ func (l *Loop) stateInput(st *fsm.State, job string) (sched.PlanInput, error) {
 				oi.Capacity = ob.Capacity
 			}
 			oi.Backlog = ob.Backlog
+			if ob.Amplification > 0 {
+				// Observed selectivity replaces the declaration: the workload decides it.
+				oi.Operator.Amplification = ob.Amplification
+			}
 		}
 		if c, ok := st.Candidates[job][o.Name]; ok {
 			cp := c

@@ -725,3 +725,28 @@ func TestAutoRegister(t *testing.T) {
 		})
 	}
 }
+
+// An operator's observed selectivity (ObservationRequest.Amplification) replaces its
+// declared amplification in the scheduling input; without one the declaration holds.
+func TestObservedAmplificationReplacesTheDeclared(t *testing.T) {
+	st := fsm.NewState()
+	p := testPipeline()
+	p.Job = "pdf"
+	p.Operators[0].Amplification = 3
+	st.Pipelines["pdf"] = &p
+	st.Observations["pdf"] = map[string]fsm.Observation{"parse": {Capacity: 4, Amplification: 12.5}, "embed": {Capacity: 2}}
+	l := &Loop{cfg: LoopConfig{DefaultCapacity: 1}}
+	in, err := l.stateInput(st, "pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := in.Operators[0].Operator.Amplification; a != 12.5 {
+		t.Errorf("parse's amplification %v, want the observed 12.5", a)
+	}
+	if a := in.Operators[1].Operator.Amplification; a != 1 {
+		t.Errorf("embed's amplification %v, want the declared 1 (no observation of it)", a)
+	}
+	if amps := in.Amplifications(); amps[1] != 12.5 {
+		t.Errorf("embed serves %v records per pipeline record, want 12.5", amps[1])
+	}
+}

@@ -54,8 +54,12 @@ type Estimator struct {
 	rate     map[string]epochRate // key -> EMA of the newest epoch's useful-time rate (fallback)
 	// fill holds, per batched operator, the decaying maximum of its newest epoch's rate
 	// per instance scaled up by its batch fill (the fallback of a starved batching engine).
-	fill  map[string]epochRate
-	sync  map[string]bool      // key -> declared synchronous
+	fill map[string]epochRate
+	sync map[string]bool // key -> declared synchronous
+	// sel holds, per operator, the EMA of its observed selectivity (records out per record
+	// in over its instances), the amplification the planner uses instead of the declared
+	// one.
+	sel   map[string]float64
 	stats map[string]*Counters // key -> accepted/rejected counts by reason
 	snaps map[string]Snapshot  // key -> latest snapshot offered to Observe
 	// starts holds, per operator, when each instance was seen to (re)start: it was missing
@@ -80,6 +84,7 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		rate:     map[string]epochRate{},
 		fill:     map[string]epochRate{},
 		sync:     map[string]bool{},
+		sel:      map[string]float64{},
 		stats:    map[string]*Counters{},
 		snaps:    map[string]Snapshot{},
 		starts:   map[string]map[string]time.Time{},
@@ -320,6 +325,15 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	e.mu.Lock()
 	e.snaps[k] = cur
 	e.mu.Unlock()
+	if in, out := recordsDelta(prev, cur); in > 0 {
+		e.mu.Lock()
+		if old, ok := e.sel[k]; ok {
+			e.sel[k] = (1-selAlpha)*old + selAlpha*out/in
+		} else {
+			e.sel[k] = out / in
+		}
+		e.mu.Unlock()
+	}
 	e.mu.Lock()
 	batched := !e.sync[k]
 	e.mu.Unlock()
@@ -401,6 +415,32 @@ func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
 		est.StdDev = 0
 	}
 	return est, nil
+}
+
+// selAlpha is the weight of a new interval in the selectivity EMA.
+const selAlpha = 0.5
+
+// recordsDelta sums records in and out over the instances present in both snapshots whose
+// counters did not go back (restarts).
+func recordsDelta(prev, cur Snapshot) (in, out float64) {
+	for id, m := range cur.Instances {
+		old, ok := prev.Instances[id]
+		if !ok || m.RecordsIn < old.RecordsIn || m.RecordsOut < old.RecordsOut {
+			continue
+		}
+		in += m.RecordsIn - old.RecordsIn
+		out += m.RecordsOut - old.RecordsOut
+	}
+	return in, out
+}
+
+// Selectivity returns job/group's observed records out per record in (an EMA over
+// scrapes), and false before an interval with input.
+func (e *Estimator) Selectivity(job, group string) (float64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.sel[key(job, group)]
+	return s, ok
 }
 
 // Latest returns the newest snapshot of job/group offered to Observe (the Tuner reads

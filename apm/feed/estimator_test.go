@@ -312,3 +312,32 @@ func TestStarvedBatchingEngineEstimateErrsHigh(t *testing.T) {
 		t.Error("Fallback must name exactly the two fallback sources")
 	}
 }
+
+// Selectivity is the EMA (weight 0.5 per interval) of records out per record in over the
+// instances present in both scrapes: 30/10 then 10/10 gives 3 then 2; a restarted
+// instance's interval (counters back to 0) does not count.
+func TestSelectivityFollowsRecordsOutPerIn(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("pdf", "split", Declaration{Synchronous: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.Selectivity("pdf", "split"); ok {
+		t.Fatal("selectivity before any interval")
+	}
+	t0 := time.Unix(1_000_000, 0)
+	snap := func(s int, in, out float64) Snapshot {
+		return Snapshot{Time: t0.Add(time.Duration(s) * 5 * time.Second), Instances: map[string]Instance{"a": {RecordsIn: in, RecordsOut: out, UsefulSeconds: float64(s)}}}
+	}
+	e.Observe("pdf", "split", snap(0, 0, 0), snap(1, 10, 30))
+	if s, _ := e.Selectivity("pdf", "split"); s != 3 {
+		t.Errorf("after 30 out of 10 in: %v, want 3", s)
+	}
+	e.Observe("pdf", "split", snap(1, 10, 30), snap(2, 20, 40))
+	if s, _ := e.Selectivity("pdf", "split"); s != 2 {
+		t.Errorf("after 10 out of 10 in: %v, want the EMA 2", s)
+	}
+	e.Observe("pdf", "split", snap(2, 20, 40), snap(3, 1, 50))
+	if s, _ := e.Selectivity("pdf", "split"); s != 2 {
+		t.Errorf("a restarted instance's interval moved the selectivity to %v", s)
+	}
+}

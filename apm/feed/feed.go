@@ -191,5 +191,8 @@ func (f *Feeder) operator(ctx context.Context, job string, op fsm.Operator) (cli
 	if s, ok := f.est.Latest(job, op.Name); ok {
 		ob.Backlog = Backlog(s)
 	}
+	if sel, ok := f.est.Selectivity(job, op.Name); ok && sel > 0 {
+		ob.Amplification = sel
+	}
 	return ob, true, nil
 }

@@ -169,6 +169,10 @@ type ObservationRequest struct {
 	// layer had no saturated sample: a starved operator's useful-time or batch-fill
 	// rate). The planner plans with it but never judges a candidate on it.
 	Fallback bool `json:"fallback,omitempty"`
+	// Amplification is the operator's observed records out per record in (optional; 0:
+	// unknown). When set, the planner sizes the operators downstream by it instead of the
+	// declared trident_amplification, which a workload shift makes stale.
+	Amplification float64 `json:"amplification,omitempty"`
 }
 
 // ObservationsResponse answers POST /v1/observations.

@@ -471,9 +471,13 @@ func applyObserve(st *State, c Command, idx uint64) error {
 				cand.MeasuredIndex = idx
 				st.Candidates[e.Job][e.Operator] = cand
 			}
-			// The backlog is the operator's whatever config measured it.
+			// The backlog and selectivity are the operator's whatever config measured
+			// them.
 			if cur, ok := st.Observations[e.Job][e.Operator]; ok {
 				cur.Backlog = o.Backlog
+				if o.Amplification > 0 {
+					cur.Amplification = o.Amplification
+				}
 				setIn(st.Observations, e.Job, e.Operator, cur)
 			}
 		default: // stale or ahead of the config epochs: ignored (reported by the API)

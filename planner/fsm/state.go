@@ -234,6 +234,9 @@ type Observation struct {
 	// Fallback marks an estimate that is not a measurement under load: it counts as the
 	// current config's capacity, never as a candidate's measurement.
 	Fallback bool `json:"fallback,omitempty"`
+	// Amplification is the operator's observed records out per record in (0: unknown; the
+	// declared amplification then holds).
+	Amplification float64 `json:"amplification,omitempty"`
 }
 
 // Rollout is the rolling-update state of one operator.

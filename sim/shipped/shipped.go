@@ -153,6 +153,8 @@ type opWindow struct {
 	ticks           int
 	blocked         float64
 	queue, queueCap float64
+	// processed and emitted are the operator's records in and out.
+	processed, emitted float64
 	feat            []float64
 	featW           float64
 	// insts are the operator's instance groups by instance key: one per configuration
@@ -444,6 +446,8 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 		}
 		w.ticks++
 		w.blocked += st.BlockedSec
+		w.processed += st.Processed
+		w.emitted += st.Emitted
 		w.queue, w.queueCap = st.Queue, st.QueueCap
 		if st.Processed > 0 && len(st.Features) > 0 {
 			if w.feat == nil {
@@ -568,7 +572,10 @@ func (s *Scheduler) takeScrape(snap *sim.Snapshot) {
 			run := iw.running / float64(iw.ticks)
 			m := s.inst[i][key]
 			m.RecordsIn += iw.processed / run
-			m.RecordsOut = m.RecordsIn
+			if w.processed > 0 {
+				// The operator's selectivity over the window, shared by its instances.
+				m.RecordsOut += iw.processed / run * w.emitted / w.processed
+			}
 			m.BusySeconds += iw.busy / run
 			m.UsefulSeconds += iw.useful / run
 			m.OutputBlockedSeconds += w.blocked
