@@ -572,8 +572,8 @@ func checkObservation(o client.ObservationRequest) error {
 		return fmt.Errorf("std=%v must be a finite number >= 0", o.Std)
 	case math.IsNaN(o.Backlog) || math.IsInf(o.Backlog, 0) || o.Backlog < 0:
 		return fmt.Errorf("backlog=%v must be a finite number >= 0", o.Backlog)
-	case math.IsNaN(o.Amplification) || math.IsInf(o.Amplification, 0) || o.Amplification < 0:
-		return fmt.Errorf("amplification=%v must be a finite number >= 0", o.Amplification)
+	case math.IsNaN(o.Amplification) || o.Amplification < 0 || o.Amplification > 1e6:
+		return fmt.Errorf("amplification=%v must be 0 (unknown) or within (0, 1e6], as trident_amplification", o.Amplification)
 	}
 	return nil
 }
