@@ -699,7 +699,7 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 		return in, err
 	}
 	full := in.Nodes
-	in.Nodes = sched.Residual(in.Nodes, others)
+	in.Nodes, in.Pressure = sched.Residual(in.Nodes, others), sched.Pressure(others)
 	if sh, ok := l.joint.shares[job]; ok {
 		in = sched.Capped(in, sh)
 		in = sched.RestrictFor(in, sh)
