@@ -22,7 +22,9 @@ const maxFitsCache = 4096
 // (planner/admit: services and pipelines with a decision first, then waiting batch
 // pipelines shortest expected job first, with aging), records the queue in raft when it
 // changes, and returns the queued jobs. A set of pipelines fits when the joint model finds
-// room for their minimums (sched.Shares). A pipeline's expected job is its remaining input
+// room for their minimums (sched.Shares); unless Config.NoMarginalAdmission, a batch
+// pipeline joins running batch pipelines only when the joint round with it carries more
+// normalised work (admit.Policy.Marginal). A pipeline's expected job is its remaining input
 // (the first operator's published backlog, else trident_input_records) over its pooled
 // throughput alone on the cluster.
 func (l *Loop) admission(ctx context.Context) map[string]bool {
@@ -71,27 +73,31 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
 	opts := milp.Options{TimeLimit: l.cfg.SolveTimeout}.OnThread(l.cfg.SolverThread)
-	fits := func(ctx context.Context, names []string) (bool, error) {
+	work := func(ctx context.Context, names []string) (bool, float64, error) {
 		set := make([]sched.PlanInput, 0, len(names))
 		for _, n := range slices.Sorted(slices.Values(names)) {
 			set = append(set, ins[n])
 		}
 		if len(set) == 0 {
-			return true, nil
+			return true, 0, nil
 		}
 		key := jointDigest(set, l.cfg.Objective)
-		if ok, seen := l.fitsCache[key]; seen {
-			return ok, nil
+		if a, seen := l.fitsCache[key]; seen {
+			return a.fits, a.work, nil
 		}
-		_, err := sched.Shares(ctx, set, nodes, l.cfg.Objective, opts)
+		j, err := sched.Shares(ctx, set, nodes, l.cfg.Objective, opts)
 		if err != nil && !errors.Is(err, milp.ErrJointInfeasible) {
-			return false, err
+			return false, 0, err
+		}
+		a := fitsAnswer{fits: err == nil}
+		if a.fits {
+			a.work = normalisedWork(j)
 		}
 		if len(l.fitsCache) >= maxFitsCache {
 			clear(l.fitsCache)
 		}
-		l.fitsCache[key] = err == nil
-		return err == nil, nil
+		l.fitsCache[key] = a
+		return a.fits, a.work, nil
 	}
 	for k := range ps {
 		if ps[k].Batch && !ps[k].Running {
@@ -101,7 +107,7 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 			}
 		}
 	}
-	res, err := admit.Admit(ctx, ps, now, admit.Policy{}, fits)
+	res, err := admit.AdmitWork(ctx, ps, now, admit.Policy{Marginal: !l.cfg.NoMarginalAdmission}, work)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.log.Warn("admission: every pipeline is planned this round", "err", err)
@@ -125,6 +131,25 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 		}
 	}
 	return queued
+}
+
+// fitsAnswer is one remembered answer of the admission's resource check: whether the
+// set's minimums fit, and the normalised work rate of its joint round.
+type fitsAnswer struct {
+	fits bool
+	work float64
+}
+
+// normalisedWork is the joint round's work rate: every pipeline's share in units of its
+// throughput alone on the cluster (Share.Scale), summed.
+func normalisedWork(j sched.Joint) float64 {
+	w := 0.0
+	for _, sh := range j.Shares {
+		if sh.Scale > 0 {
+			w += sh.Throughput / sh.Scale
+		}
+	}
+	return w
 }
 
 // sameQueue reports whether two queues hold the same jobs at the same positions with the

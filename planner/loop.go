@@ -140,6 +140,10 @@ type LoopConfig struct {
 	// NoJoint turns the joint round off: every pipeline is planned on what the others'
 	// decisions leave, uncapped (first come, first served).
 	NoJoint bool
+	// NoMarginalAdmission admits every waiting batch pipeline whose minimums fit; by
+	// default one is admitted beside running batch pipelines only when the joint round
+	// with it carries more normalised work (admit.Policy.Marginal).
+	NoMarginalAdmission bool
 	// SolverThread, when set, runs the joint round's and the admission's HiGHS calls (the
 	// Scheduler's own solves take theirs from milp.HiGHS.Thread; share one).
 	SolverThread *milp.Thread
@@ -173,7 +177,7 @@ type Loop struct {
 	// queued are the batch pipelines the last solving round's admission queued (not
 	// planned); fitsCache remembers the admission's resource checks by input.
 	queued    map[string]bool
-	fitsCache map[[sha256.Size]byte]bool
+	fitsCache map[[sha256.Size]byte]fitsAnswer
 	// stale marks jobs a solving round skipped because their previous solve still ran:
 	// that solve's input predates the round, so its result is followed by another solve.
 	stale map[string]bool
@@ -358,7 +362,7 @@ func (l *Loop) startTerm() {
 	l.refused = map[string]string{}
 	l.settled = map[string]settledInput{}
 	l.queued = map[string]bool{}
-	l.fitsCache = map[[sha256.Size]byte]bool{}
+	l.fitsCache = map[[sha256.Size]byte]fitsAnswer{}
 	l.joint = jointCache{}
 }
 
@@ -746,7 +750,7 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 		return in, err
 	}
 	full := in.Nodes
-	in.Nodes = sched.Residual(in.Nodes, others)
+	in.Nodes, in.Pressure = sched.Residual(in.Nodes, others), sched.Pressure(others)
 	if sh, ok := l.joint.shares[job]; ok {
 		in = sched.Capped(in, sh)
 		in = sched.RestrictFor(in, sh)

@@ -147,3 +147,51 @@ func TestBatchPipelineQueuesUntilRoom(t *testing.T) {
 		t.Fatalf("admitted pipeline still queued: %+v %v", after.Queued, err)
 	}
 }
+
+// TestMarginalAdmission: two batch pipelines whose minimums fit together but who would
+// only split the two GPUs one of them uses alone (normalised work 0.5 + 0.5, no more than
+// 1 alone): the planner admits the shorter and queues the other for adding no
+// throughput; with NoMarginalAdmission (-admit-marginal=false) both are planned.
+// Admission is non-preemptive: the pipeline registered first starts alone, so short is
+// registered first.
+func TestMarginalAdmission(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: []fsm.Node{{Name: "cpu1", CPU: 4, MemoryMB: 8192},
+			{Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000}}}
+		c := newTestCluster(t, 1, func(int) *LoopConfig {
+			return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc, NoMarginalAdmission: plain}
+		})
+		li, _ := c.leader(10 * time.Second)
+		ld := c.peers[li].HTTPAddr
+		for _, job := range []string{"short", "long"} { // in this order: the first starts alone
+			p := testPipeline()
+			p.Batch, p.InputRecords = true, map[string]float64{"short": 5000, "long": 50000}[job]
+			raw, _ := json.Marshal(p)
+			if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/"+job, map[string]json.RawMessage{"job": raw}); code != 200 {
+				t.Fatalf("register %s: HTTP %d %s", job, code, body)
+			}
+		}
+		planned := func(job string) bool {
+			code, _ := c.do(http.MethodGet, ld+"/v1/plan/"+job, nil)
+			return code == http.StatusOK
+		}
+		if plain {
+			waitFor(t, "both batch pipelines to be planned", 15*time.Second, func() bool { return planned("short") && planned("long") })
+			continue
+		}
+		var view client.Pipeline
+		waitFor(t, "the short pipeline to be planned and the long one queued", 15*time.Second, func() bool {
+			_, b := c.do(http.MethodGet, ld+"/v1/pipelines/long", nil)
+			return planned("short") && json.Unmarshal(b, &view) == nil && view.Queued != nil
+		})
+		if !strings.Contains(view.Queued.Reason, "would add no throughput") {
+			t.Errorf("long queued for %q, want it to add no throughput", view.Queued.Reason)
+		}
+		for range 5 {
+			time.Sleep(100 * time.Millisecond)
+			if planned("long") {
+				t.Fatal("long planned beside short")
+			}
+		}
+	}
+}

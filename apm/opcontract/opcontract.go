@@ -69,6 +69,13 @@ const (
 	MetaConfig        = "trident_config"        // current config "k=v,k=v"
 	MetaColdStartSec  = "trident_cold_start_s"  // float: seconds from launch to serving
 	MetaCapacity      = "trident_capacity"      // float, optional: records/s one instance sustains (an offline benchmark); the planner's estimate until the observation layer has one
+	// MetaContention (optional) declares the node resources besides the reserved ones that
+	// an instance saturates: comma-separated kind[:weight] entries, kinds in
+	// ContentionKinds, weight the share of one node's resource of that kind one instance
+	// uses at full rate (default 1: it saturates it alone), e.g. "network" or
+	// "network:0.5, io:0.3". The planner keeps co-located instances of one kind within
+	// the node's resource (docs/planner.md, "Contention").
+	MetaContention = "trident_contention"
 	// MetaSynchronous (bool) declares an operator whose instances serve each record to
 	// completion, without overlapping or batching records: its records per useful second
 	// (UsefulSeconds in instance-seconds) is its capacity at any load (paper §4.1).
@@ -180,6 +187,17 @@ func ParseFeatures(v string) []string {
 	}
 	return out
 }
+
+// Contended node resource kinds of MetaContention.
+const (
+	// ContentionNetwork is the node's network interface (bytes in and out).
+	ContentionNetwork = "network"
+	// ContentionIO is the node's local disk I/O.
+	ContentionIO = "io"
+)
+
+// ContentionKinds lists the kinds MetaContention accepts.
+func ContentionKinds() []string { return []string{ContentionNetwork, ContentionIO} }
 
 // ParseSynchronous reads a MetaSynchronous value: "" is false, otherwise a strconv bool.
 func ParseSynchronous(v string) (bool, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/strategy/milp/contendbench"
 	"github.com/trident-sched/trident/strategy/milp/milpbench"
 )
 
@@ -27,12 +28,16 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Float64Var(&cfg.RelGap, "gap", cfg.RelGap, "requested relative MIP gap")
 	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the bare and nostart ablations (with -hetero: the plain peer) only up to this many nodes")
 	verbose := fs.Bool("v", false, "print one line per solve on stderr")
+	contention := fs.Bool("contention", false, "the contention term (trident_contention): plans made with and without it on clusters where co-located network/IO-heavy operators slow down, both evaluated under simulated contention (contendbench; default sizes 4,8, 10 seeds, 3 s per solve)")
 	hetero := fs.Bool("hetero", false, "heterogeneous clusters (hetgen; default sizes 8,16,32,64,128, modes trident, 10 seeds) against the plain-formulation peer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *contention {
+		return runBenchMILPContention(ctx, set, *sizes, cfg, *verbose, stdout, stderr)
+	}
 	if *hetero {
 		return runBenchMILPHetero(ctx, set, *sizes, *modes, cfg, *verbose, stdout, stderr)
 	}
@@ -111,6 +116,38 @@ func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes s
 	res, err := milpbench.RunHetero(ctx, cfg, stdout)
 	if err != nil {
 		return err
+	}
+	return benchfmt.WriteResult(stdout, res)
+}
+
+// runBenchMILPContention is `bench milp -contention`: -sizes, -seeds, -time-limit and
+// -gap, when set, override contendbench.DefaultConfig.
+func runBenchMILPContention(ctx context.Context, set map[string]bool, sizes string, flags milpbench.Config, verbose bool, stdout, stderr io.Writer) error {
+	cfg := contendbench.DefaultConfig()
+	var err error
+	if set["sizes"] {
+		if cfg.Sizes, err = milpbench.ParseInts(sizes); err != nil {
+			return fmt.Errorf("-sizes: %w", err)
+		}
+	}
+	if set["seeds"] {
+		cfg.Seeds = flags.Seeds
+	}
+	if set["time-limit"] {
+		cfg.TimeLimit = flags.TimeLimit
+	}
+	if set["gap"] {
+		cfg.RelGap = flags.RelGap
+	}
+	if cfg.Seeds <= 0 || cfg.TimeLimit <= 0 || cfg.RelGap < 0 {
+		return fmt.Errorf("-seeds and -time-limit must be > 0 and -gap >= 0")
+	}
+	if verbose {
+		cfg.Progress = stderr
+	}
+	res, err := contendbench.Run(ctx, cfg, stdout)
+	if err != nil {
+		return fmt.Errorf("bench milp -contention: %w", err)
 	}
 	return benchfmt.WriteResult(stdout, res)
 }

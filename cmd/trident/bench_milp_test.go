@@ -45,3 +45,27 @@ func TestBenchMILPHetero(t *testing.T) {
 		t.Errorf("-hetero -modes bare: err %v, want a refusal naming bare", err)
 	}
 }
+
+// `bench milp -contention` applies the flags it shares with bench milp and ends with the
+// RESULT line of the contention comparison.
+func TestBenchMILPContention(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := runBenchMILP(context.Background(), []string{"-contention", "-sizes", "4", "-seeds", "1", "-time-limit", "2s"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench milp -contention: %v\n%s", err, stderr.String())
+	}
+	out := strings.TrimSpace(stdout.String())
+	last := out[strings.LastIndex(out, "\n")+1:]
+	var res benchfmt.Result
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(last, "RESULT ")), &res); err != nil || res.Bench != "milp-contention" {
+		t.Fatalf("last line %q: %v", last, err)
+	}
+	if res.Figures["seeds"] != 1.0 || res.Figures["time_limit_s"] != 2.0 {
+		t.Errorf("flags not applied: %v", res.Figures)
+	}
+	for _, k := range []string{"4_shared_median_ratio", "4_flat_worst_ratio"} {
+		if _, ok := res.Figures[k]; !ok {
+			t.Errorf("figure %s missing: %v", k, res.Figures)
+		}
+	}
+}

@@ -51,6 +51,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	solveTimeout := fs.Duration("solve-timeout", 20*time.Second, "time limit of one solve")
 	objective := fs.String("objective", "maxmin", "how pipelines sharing the cluster are weighed: maxmin (smallest weighted share first) or sum (weighted sum); see docs/planner.md#many-pipelines")
 	joint := fs.Bool("joint", true, "cap every pipeline at its share of the joint round when several are registered (false: first come, first served)")
+	marginal := fs.Bool("admit-marginal", true, "admit a waiting batch pipeline beside running batch pipelines only when the joint round with it carries more normalised work (false: whenever its minimums fit)")
 	maxBatch := fs.Int("max-batch", 1, "max config transitions per operator and round, like Nomad's max_parallel (0 = no cap)")
 	catchUpF := fs.Duration("catch-up", 0, "also size operators to process their backlog within this time (e.g. 2m; 0 = steady state only)")
 	heartbeat := fs.Duration("heartbeat-timeout", time.Second, "raft heartbeat timeout")
@@ -189,7 +190,7 @@ func runPlanner(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		*bootstrap = true
 	}
 	lc := &planner.LoopConfig{Interval: *interval, SolveTimeout: *solveTimeout, MaxBatch: *maxBatch, CatchUpSec: catchUpF.Seconds(),
-		AutoRegister: *autoRegister, CanaryProbe: *canaryProbe, CanaryWarmUp: *canaryWarmUp, NoJoint: !*joint}
+		AutoRegister: *autoRegister, CanaryProbe: *canaryProbe, CanaryWarmUp: *canaryWarmUp, NoJoint: !*joint, NoMarginalAdmission: !*marginal}
 	if lc.Objective, err = milp.ParseObjective(*objective); err != nil {
 		return fmt.Errorf("%w: -objective: %v", errUsage, err)
 	}

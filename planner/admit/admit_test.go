@@ -375,3 +375,57 @@ func TestAdmitCancelMidRound(t *testing.T) {
 		t.Fatalf("err %v after %d calls, want context.Canceled after 1", err, calls)
 	}
 }
+
+// TestAdmitWorkMarginal: with Policy.Marginal a waiting batch pipeline that fits is
+// still queued when the joint round with it carries no more normalised work than without
+// it (here a set carries min(batch pipelines, 2)); the first batch pipeline beside services
+// needs no gain; a due pipeline refused so reserves like one that does not fit; Admit
+// refuses the policy (it has no work rates).
+func TestAdmitWorkMarginal(t *testing.T) {
+	work := func(_ context.Context, names []string) (bool, float64, error) {
+		n := 0.0
+		for _, name := range names {
+			if name != "svc" {
+				n++
+			}
+		}
+		return true, 1 + min(n, 2), nil // the service carries 1
+	}
+	svc := Pipeline{Name: "svc", Since: at(0)}
+	ps := []Pipeline{svc, batch("a", 10, 1, 0), batch("b", 20, 1, 0), batch("c", 30, 1, 0), batch("d", 40, 1, 0)}
+	r, err := AdmitWork(context.Background(), ps, at(1), Policy{Marginal: true}, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"svc", "a", "b"}; !slices.Equal(r.Admitted, want) {
+		t.Errorf("admitted %v, want %v", r.Admitted, want)
+	}
+	if want := []string{"c", "d"}; !slices.Equal(r.Queued, want) || !strings.Contains(r.Reason["c"], "would add no throughput") {
+		t.Errorf("queued %v (%q), want %v for adding no throughput", r.Queued, r.Reason["c"], want)
+	}
+	r, err = AdmitWork(context.Background(), ps, at(1), Policy{}, work)
+	if err != nil || len(r.Admitted) != 5 {
+		t.Errorf("without Marginal: admitted %v (%v), want all 5", r.Admitted, err)
+	}
+	// nothing runs but a service whose work does not rise: the first batch pipeline starts
+	flat := func(_ context.Context, names []string) (bool, float64, error) { return true, 1, nil }
+	r, err = AdmitWork(context.Background(), ps[:3], at(1), Policy{Marginal: true}, flat)
+	if err != nil || !slices.Equal(r.Admitted, []string{"svc", "a"}) {
+		t.Errorf("flat work: admitted %v (%v), want svc and a", r.Admitted, err)
+	}
+	// two batch pipelines run; c has waited past its expected time (due): refused for no
+	// gain, it reserves, so b is held behind it without a check
+	run := func(name string) Pipeline { return Pipeline{Name: name, Batch: true, Running: true, Since: at(0)} }
+	late := []Pipeline{svc, run("r1"), run("r2"), batch("b", 20, 1, 0), batch("c", 30, 1, -100)}
+	r, err = AdmitWork(context.Background(), late, at(1), Policy{Marginal: true}, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Admitted, []string{"svc", "r1", "r2"}) || !slices.Equal(r.Queued, []string{"c", "b"}) ||
+		!strings.Contains(r.Reason["c"], "would add no throughput") || !strings.Contains(r.Reason["b"], `reserved for "c"`) {
+		t.Errorf("due c: admitted %v, queued %v, reasons %v", r.Admitted, r.Queued, r.Reason)
+	}
+	if _, err := Admit(context.Background(), ps, at(1), Policy{Marginal: true}, func(context.Context, []string) (bool, error) { return true, nil }); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Admit with Marginal: %v, want ErrInvalid", err)
+	}
+}

@@ -253,9 +253,16 @@ func (s *sim) round(ctx context.Context, t float64, live []*simJob) error {
 			ps[i].Remaining, ps[i].Throughput = j.remaining, j.alone
 		}
 	}
-	res, err := Admit(ctx, ps, simTime(t), s.cfg.Policy, func(ctx context.Context, admitted []string) (bool, error) {
+	res, err := AdmitWork(ctx, ps, simTime(t), s.cfg.Policy, func(ctx context.Context, admitted []string) (bool, float64, error) {
 		r, err := s.rates(ctx, admitted)
-		return r.fits, err
+		if err != nil || !r.fits {
+			return false, 0, err
+		}
+		w := 0.0
+		for _, n := range admitted {
+			w += r.rates[n] / s.byName[n].alone
+		}
+		return true, w, nil
 	})
 	if err != nil {
 		return err

@@ -60,6 +60,19 @@ type Operator struct {
 	// planner keeps the operator's instances within them (0: unbounded).
 	MinInstances int `json:"min_instances,omitempty"`
 	MaxInstances int `json:"max_instances,omitempty"`
+	// Contention lists the node resources (network, disk I/O) the operator's instances
+	// saturate (trident_contention; empty: none): the scheduler keeps co-located
+	// instances of the same kind within one node's resource.
+	Contention []Contention `json:"contention,omitempty"`
+}
+
+// Contention is one node resource an operator's instances contend for.
+type Contention struct {
+	// Kind names the resource: "network" or "io" (opcontract.ContentionKinds).
+	Kind string `json:"kind"`
+	// Weight is the share of one node's resource of this kind that one instance uses at
+	// full rate, in [MinContentionWeight, 1].
+	Weight float64 `json:"weight"`
 }
 
 // Admits reports whether n instances are within o's scaling bounds.
@@ -478,6 +491,11 @@ const (
 	// refuses the model for a capacity of 1e300.
 	MinCapacity = 1e-4
 	MaxCapacity = 1e6
+	// MinContentionWeight bounds a trident_contention weight from below: an instance using
+	// under 1 % of a node's network or disk does not contend, and tiny weights would only
+	// scale the MILP's contention rows badly. MaxContention bounds the kinds listed.
+	MinContentionWeight = 0.01
+	MaxContention       = 4
 	// MaxCostSpread bounds how much the operators of a pipeline differ in instance-seconds
 	// per pipeline input record: the records an operator receives per pipeline input record
 	// (the product of trident_amplification before it) over its capacity (trident_capacity,
@@ -666,6 +684,29 @@ func ValidateOperator(o Operator) error {
 	}
 	if len(o.GPUModels) > 0 && o.GPUs == 0 {
 		return fmt.Errorf("operator %q: trident_gpu_models lists accelerator models but trident_gpus is 0", o.Name)
+	}
+	return validateContention(o)
+}
+
+// validateContention checks o.Contention: at most MaxContention kinds, each named once,
+// each weight in [MinContentionWeight, 1].
+func validateContention(o Operator) error {
+	if len(o.Contention) > MaxContention {
+		return fmt.Errorf("operator %q: trident_contention lists %d kinds: want at most %d", o.Name, len(o.Contention), MaxContention)
+	}
+	for k, c := range o.Contention {
+		if err := checkName(c.Kind); err != nil {
+			return fmt.Errorf("operator %q: trident_contention: kind %q %w", o.Name, Short(c.Kind), err)
+		}
+		if !inRange(c.Weight, MinContentionWeight, 1) {
+			return fmt.Errorf("operator %q: trident_contention: %s weight %s is out of range: want [%s, 1]",
+				o.Name, c.Kind, num(c.Weight), num(MinContentionWeight))
+		}
+		for _, d := range o.Contention[:k] {
+			if d.Kind == c.Kind {
+				return fmt.Errorf("operator %q: trident_contention: kind %q listed twice", o.Name, c.Kind)
+			}
+		}
 	}
 	return nil
 }

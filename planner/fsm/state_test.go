@@ -35,6 +35,7 @@ func TestValidateOperatorRanges(t *testing.T) {
 		"max features":      func(o *Operator) { o.Features = make([]string, MaxFeatures); fill(o.Features) },
 		"longest name":      func(o *Operator) { o.Name = strings.Repeat("n", MaxNameBytes) },
 		"longest config":    func(o *Operator) { o.Config = strings.Repeat("c", MaxMetaValueBytes) },
+		"contention":        func(o *Operator) { o.Contention = []Contention{{"network", MinContentionWeight}, {"io", 1}} },
 	}
 	for name, edit := range edges {
 		o := ok()
@@ -71,6 +72,11 @@ func TestValidateOperatorRanges(t *testing.T) {
 		{func(o *Operator) { o.Params = strings.Repeat("p", MaxMetaValueBytes+1) }, `trident_params=<4097 bytes> is out of range: want at most 4096 bytes`},
 		{func(o *Operator) { o.Config = strings.Repeat("c", MaxMetaValueBytes+1) }, `trident_config=<4097 bytes> is out of range`},
 		{func(o *Operator) { o.MinInstances = 3; o.MaxInstances = 2 }, `scaling min=3 max=2`},
+		{func(o *Operator) { o.Contention = []Contention{{"network", 0.001}} }, `trident_contention: network weight 0.001 is out of range: want [0.01, 1]`},
+		{func(o *Operator) { o.Contention = []Contention{{"io", math.NaN()}} }, `trident_contention: io weight NaN is out of range`},
+		{func(o *Operator) { o.Contention = []Contention{{"", 1}} }, `trident_contention: kind "" is empty`},
+		{func(o *Operator) { o.Contention = []Contention{{"io", 1}, {"io", 0.5}} }, `trident_contention: kind "io" listed twice`},
+		{func(o *Operator) { o.Contention = make([]Contention, MaxContention+1) }, `trident_contention lists 5 kinds: want at most 4`},
 	}
 	for _, c := range bad {
 		o := ok()

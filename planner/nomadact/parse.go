@@ -343,6 +343,11 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 		o.GPUModels = ms
 		return e
 	})
+	field(opcontract.MetaContention, false, func(s string) error {
+		cs, e := ParseContention(s)
+		o.Contention = cs
+		return e
+	})
 	field(opcontract.MetaFeatures, false, func(s string) error {
 		o.Features = opcontract.ParseFeatures(s)
 		return nil
@@ -426,6 +431,43 @@ func PlannerOf(job *api.Job) string { return stateMeta(job)[MetaPlanner] }
 // PhaseOf returns the phase (PhaseSurge or PhaseFinal) of the version job is ("" if the
 // planner did not render it).
 func PhaseOf(job *api.Job) string { return stateMeta(job)[MetaPhase] }
+
+// ParseContention parses trident_contention: comma-separated kind[:weight] entries
+// ("network", "io:0.4"), blanks trimmed; a kind from opcontract.ContentionKinds, listed
+// once, and a weight in [fsm.MinContentionWeight, 1], 1 when omitted.
+func ParseContention(s string) ([]fsm.Contention, error) {
+	var out []fsm.Contention
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		kind, w, hasW := strings.Cut(e, ":")
+		kind = strings.ToLower(strings.TrimSpace(kind))
+		if !slices.Contains(opcontract.ContentionKinds(), kind) {
+			return nil, fmt.Errorf("kind %q: want one of %s", fsm.Short(kind), strings.Join(opcontract.ContentionKinds(), ", "))
+		}
+		c := fsm.Contention{Kind: kind, Weight: 1}
+		if hasW {
+			f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s weight %q: not a number", kind, fsm.Short(w))
+			}
+			if !(f >= fsm.MinContentionWeight && f <= 1) {
+				return nil, fmt.Errorf("%s weight %v: want a share of the node's resource in [%v, 1]", kind, f, fsm.MinContentionWeight)
+			}
+			c.Weight = f
+		}
+		if slices.ContainsFunc(out, func(d fsm.Contention) bool { return d.Kind == kind }) {
+			return nil, fmt.Errorf("kind %q listed twice", kind)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no kind listed")
+	}
+	return out, nil
+}
 
 // MaxGPUModels bounds the models an operator lists in trident_gpu_models.
 const MaxGPUModels = 32

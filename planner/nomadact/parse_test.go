@@ -372,3 +372,43 @@ func TestGPUModels(t *testing.T) {
 		t.Errorf("models on a CPU operator: err = %v", err)
 	}
 }
+
+// TestParseJobReadsContention: trident_contention reaches fsm.Operator (kind, weight
+// default 1), sched hands it to the MILP, and bad values are named.
+func TestParseJobReadsContention(t *testing.T) {
+	job := testJob("pipe")
+	job.TaskGroups[0].Meta["trident_contention"] = " Network , io:0.25 "
+	p, err := ParseJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fsm.Contention{{Kind: "network", Weight: 1}, {Kind: "io", Weight: 0.25}}
+	if !reflect.DeepEqual(p.Operators[0].Contention, want) || p.Operators[1].Contention != nil {
+		t.Fatalf("contention %+v / %+v, want %+v on src only", p.Operators[0].Contention, p.Operators[1].Contention, want)
+	}
+	// the declaration survives the raft state's JSON
+	b, err := json.Marshal(p.Operators[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back fsm.Operator
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back.Contention, want) {
+		t.Fatalf("JSON round trip: %+v, %v", back.Contention, err)
+	}
+	for val, want := range map[string]string{
+		"cpu":            `kind "cpu": want one of network, io`,
+		"network:lots":   `network weight "lots": not a number`,
+		"network:0":      `network weight 0: want a share of the node's resource in [0.01, 1]`,
+		"io:1.5":         `io weight 1.5`,
+		"io:NaN":         `io weight NaN`,
+		"io, io:0.5":     `kind "io" listed twice`,
+		" , ":            `no kind listed`,
+		"network:0.5:1":  `network weight "0.5:1": not a number`,
+		"disk,network:1": `kind "disk"`,
+	} {
+		job.TaskGroups[0].Meta["trident_contention"] = val
+		if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), `meta trident_contention=`) || !strings.Contains(err.Error(), want) {
+			t.Errorf("trident_contention=%q: err = %v, want it named and %q", val, err, want)
+		}
+	}
+}

@@ -254,7 +254,8 @@ func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.
 		return hs
 	}
 	plan := func(in PlanInput, restrict *Share) (Plan, error) {
-		in.Nodes = Residual(nodes, holdings(in.Job))
+		others := holdings(in.Job)
+		in.Nodes, in.Pressure = Residual(nodes, others), Pressure(others)
 		if restrict != nil {
 			in = RestrictFor(in, *restrict)
 		}

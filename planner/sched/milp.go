@@ -36,6 +36,9 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 			Amplification: amp[i], OutputBytes: o.OutputBytes, LaunchSec: o.ColdStartSec, TerminateSec: 1,
 			MinInstances: o.MinInstances, MaxInstances: o.MaxInstances,
 		}
+		for _, c := range o.Contention {
+			op.Contention = append(op.Contention, milp.Contention{Kind: c.Kind, Weight: c.Weight})
+		}
 		if c := o.Candidate; c != nil {
 			op.Candidate = &milp.Candidate{Capacity: c.Capacity, ColdStartSec: c.ColdStartSec}
 		}
@@ -46,7 +49,8 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 		if eg <= 0 {
 			eg = defaultEgressBps
 		}
-		nd := milp.Node{Name: n.Name, CPU: n.CPU, MemMB: float64(n.MemoryMB), EgressBps: eg, Class: n.Class}
+		nd := milp.Node{Name: n.Name, CPU: n.CPU, MemMB: float64(n.MemoryMB), EgressBps: eg, Class: n.Class,
+			Pressure: in.Pressure[n.Name]}
 		for _, d := range deviceClasses(n) {
 			nd.Devices = append(nd.Devices, milp.Device{Model: d.Model, MemMB: float64(d.MemoryMB), Count: d.Count})
 		}

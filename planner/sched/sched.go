@@ -54,6 +54,10 @@ type PlanInput struct {
 	// MinThroughput is the pipeline's guaranteed throughput in a joint round (0: only
 	// its operators' minimum instances).
 	MinThroughput float64
+	// Pressure is node -> contended resource kind -> the share of it the other pipelines'
+	// instances use at full rate (sched.Pressure of their holdings; nil: none). The MILP
+	// leaves this pipeline's contending operators only the rest (trident_contention).
+	Pressure map[string]map[string]float64
 }
 
 // Plan is a scheduler's target.

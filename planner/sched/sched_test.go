@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -247,6 +248,23 @@ func TestPooledMinimumsRefused(t *testing.T) {
 		}
 		if _, err := (Proportional{}).Plan(context.Background(), in); !errors.Is(err, ErrImpossible) {
 			t.Errorf("%s: proportional: err %v, want ErrImpossible", tc.name, err)
+		}
+	}
+}
+
+// TestProblemCarriesContention: an operator's trident_contention reaches the MILP's
+// operator unchanged; operators without it declare nothing.
+func TestProblemCarriesContention(t *testing.T) {
+	in := input()
+	in.Operators[0].Contention = []fsm.Contention{{Kind: "network", Weight: 0.5}, {Kind: "io", Weight: 1}}
+	p := Problem(in, milp.Params{})
+	want := []milp.Contention{{Kind: "network", Weight: 0.5}, {Kind: "io", Weight: 1}}
+	if !reflect.DeepEqual(p.Operators[0].Contention, want) {
+		t.Errorf("operator 0: %+v, want %+v", p.Operators[0].Contention, want)
+	}
+	for _, o := range p.Operators[1:] {
+		if o.Contention != nil {
+			t.Errorf("operator %s: %+v, want none", o.Name, o.Contention)
 		}
 	}
 }

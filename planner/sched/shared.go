@@ -115,6 +115,28 @@ func Residual(nodes []fsm.Node, holdings []Holding) []fsm.Node {
 	return out
 }
 
+// Pressure returns, per node and contended resource kind (fsm.Operator.Contention), the
+// share of the node's resource that the holdings' instances use at full rate, capped at
+// 1: PlanInput.Pressure for a pipeline planned beside them. Nodes and kinds without
+// contending instances are absent; nil when there are none.
+func Pressure(holdings []Holding) map[string]map[string]float64 {
+	var out map[string]map[string]float64
+	for _, h := range holdings {
+		h.each(func(o fsm.Operator, node string, k int) {
+			for _, c := range o.Contention {
+				if out == nil {
+					out = map[string]map[string]float64{}
+				}
+				if out[node] == nil {
+					out[node] = map[string]float64{}
+				}
+				out[node][c.Kind] = math.Min(1, out[node][c.Kind]+c.Weight*float64(k))
+			}
+		})
+	}
+	return out
+}
+
 // Oversubscribed checks that the holdings together (the decisions in force of every
 // pipeline) fit every node of the inventory; it returns one line per node they overfill
 // ("" for none). Nodes missing from the inventory (left the cluster) are not checked.

@@ -59,3 +59,32 @@ func TestResidualAndOversubscribed(t *testing.T) {
 		t.Fatalf("plain node left %+v: want 1 GPU, still no classes", plain)
 	}
 }
+
+// TestPressure: other pipelines' contending instances use their weight of their node's
+// resource each (full rate assumed), summed per kind and capped at 1; operators without
+// trident_contention add nothing.
+func TestPressure(t *testing.T) {
+	p := &fsm.Pipeline{Job: "a", Operators: []fsm.Operator{
+		{Name: "fetch", CPU: 1, MemoryMB: 1024, Contention: []fsm.Contention{{Kind: "network", Weight: 0.3}, {Kind: "io", Weight: 0.5}}},
+		{Name: "parse", CPU: 1, MemoryMB: 1024},
+	}}
+	hold := Holding{Pipeline: p, Targets: map[string]fsm.OpTarget{
+		"fetch": {Nodes: map[string]fsm.Placement{"n1": {Current: 1, Candidate: 1}, "n2": {Current: 3}}},
+		"parse": {Nodes: map[string]fsm.Placement{"n3": {Current: 4}}},
+	}}
+	got := Pressure([]Holding{hold})
+	want := map[string]map[string]float64{"n1": {"network": 0.6, "io": 1}, "n2": {"network": 0.9, "io": 1}}
+	if len(got) != len(want) {
+		t.Fatalf("pressure %v, want %v", got, want)
+	}
+	for n, kinds := range want {
+		for k, v := range kinds {
+			if d := got[n][k] - v; d > 1e-12 || d < -1e-12 {
+				t.Errorf("%s %s: %v, want %v (+-1e-12)", n, k, got[n][k], v)
+			}
+		}
+	}
+	if Pressure(nil) != nil {
+		t.Errorf("no holdings: %v, want nil", Pressure(nil))
+	}
+}

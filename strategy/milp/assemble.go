@@ -6,7 +6,7 @@ import "math"
 // of them transitioning this round, and optionally a routing w[i][n] (share of T processed
 // by operator i on node n; nil selects a split proportional to node capacity). T is
 // lowered, never raised, until every per-node capacity and egress bound holds exactly:
-// the routing is repaired (repairEgress, trimTo) rather than scaled, so a solver residue
+// the routing is repaired (repairContention, repairEgress, trimTo) rather than scaled, so a solver residue
 // of 1e-9 records/s at a node without egress costs 1e-9 records/s of T, not all of it.
 func (q *prep) assemble(x, d [][]int, w [][]float64, T float64) *Solution {
 	p := q.p
@@ -31,6 +31,7 @@ func (q *prep) assemble(x, d [][]int, w [][]float64, T float64) *Solution {
 			}
 		}
 	}
+	q.repairContention(ww)
 	q.repairEgress(ww)
 	for i := range N {
 		sum := 0.0
@@ -75,6 +76,27 @@ func (q *prep) assemble(x, d [][]int, w [][]float64, T float64) *Solution {
 	}
 	s.Objective = s.Throughput - q.alpha*s.PeakEgress - q.beta*s.MigrationCost
 	return s
+}
+
+// repairContention lowers, on every node whose contended resource of some kind carries
+// more than the node has left of it (contentionRows), the routing of the operators using
+// that kind in proportion, until it holds. Values only go down, so capacities keep
+// holding; egress may rise and is repaired after.
+func (q *prep) repairContention(w [][]float64) {
+	for k := range q.kinds {
+		for n := range q.M {
+			l, free := q.contentionLoad(k, n, w), q.cfree[k][n]
+			if l <= free {
+				continue
+			}
+			f := free / l
+			for i, c := range q.cuse[k] {
+				if c > 0 {
+					w[i][n] *= f
+				}
+			}
+		}
+	}
 }
 
 // traffic reports whether boundary i -> i+1 carries bytes (flowF > 0).

@@ -71,12 +71,24 @@ func (q *prep) aggregateFeasible(T float64) bool {
 }
 
 // aggregateBound returns an upper bound on T valid for the full model: the supremum of
-// throughputs that pass aggregateFeasible, found by bisection and rounded up.
+// throughputs that pass aggregateFeasible, found by bisection and rounded up, and at most
+// what every contended resource pooled over the nodes carries.
 func (q *prep) aggregateBound() float64 {
 	hi := math.Inf(1)
 	for i, o := range q.p.Operators {
 		c := q.muC[i]*float64(q.Ki[i]) + math.Max(q.mu[i], q.muT[i])*float64(q.lim[i]-q.Ki[i])
 		hi = math.Min(hi, c/o.Amplification)
+	}
+	// contended resources, pooled over the nodes: sum_n sum_i cuse_i A_i w_in <= sum_n cfree_n
+	for k := range q.kinds {
+		use, free := 0.0, 0.0
+		for i, c := range q.cuse[k] {
+			use += c * q.p.Operators[i].Amplification
+		}
+		for _, f := range q.cfree[k] {
+			free += f
+		}
+		hi = math.Min(hi, free/use)
 	}
 	if hi <= 0 || !q.aggregateFeasible(0) {
 		return 0

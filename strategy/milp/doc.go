@@ -68,6 +68,15 @@
 //	         elsewhere would pay a cold start, so counting it at mu^c would be wrong).
 //	Eq. (24)-(25) "batch_i": sum_n d_in <= min(R_i, delta_max).
 //	Eq. (26) "stay_i_n": d_in <= x_in - K_in (so P_i - K_i - delta_i >= 0).
+//	Contention (an option, CAPSys-style; off unless some Operator.Contention is declared):
+//	         per node n and declared resource kind k, "cont_n_k":
+//	         sum_i (Weight_ik / mu_i) A_i w_in <= 1 - Pressure_nk. Weight_ik is the share of
+//	         the node's resource k one full-rate instance of i uses, so co-located
+//	         network- or IO-heavy operators share one node's resource instead of each
+//	         counting on all of it. Only w (continuous) enters: no new column, and the
+//	         aggregate bound adds the pooled form T sum_i (Weight_ik/mu_i) A_i <=
+//	         sum_n (1 - Pressure_nk); decoding scales an over-used node's contending rates
+//	         down (repairContention) and Validate checks the rows.
 //	Single pending transition: structural, an Operator has at most one Candidate, and
 //	         Check refuses candidate-config instances without one.
 //

@@ -252,6 +252,42 @@ func SolveJoint(ctx context.Context, pipes []JointPipeline, nodes []Node, obj Ob
 	return res, nil
 }
 
+// jointContentionRows adds, per contended resource kind some operator declares
+// (Operator.Contention), the pooled form of the per-node contention rows summed over the
+// pipelines: Σ_p T_p Σ_i (Weight_pi/mu_pi)·A_pi <= Σ_n (1 − Pressure_n), mu at the best
+// capacity, as the rest of the joint model (a relaxation of every pipeline's contended
+// model, so the joint bound stays valid).
+func jointContentionRows(m *jointModel, pipes []JointPipeline, nodes []Node) {
+	var kinds []string
+	use := map[string][]float64{} // kind -> per pipeline, resource per unit of T
+	for p, jp := range pipes {
+		for _, o := range bestCapacity(jp.Operators) {
+			for _, c := range o.Contention {
+				if _, ok := use[c.Kind]; !ok {
+					kinds = append(kinds, c.Kind)
+					use[c.Kind] = make([]float64, len(pipes))
+				}
+				use[c.Kind][p] += c.Weight / o.Capacity * o.Amplification
+			}
+		}
+	}
+	sort.Strings(kinds)
+	for k, kind := range kinds {
+		free := 0.0
+		for _, nd := range nodes {
+			free += math.Max(0, 1-nd.Pressure[kind])
+		}
+		var idx []int
+		var val []float64
+		for p, u := range use[kind] {
+			if u > 0 {
+				idx, val = append(idx, m.T+p), append(val, u)
+			}
+		}
+		m.addRow(fmt.Sprintf("cont_%d", k), math.Inf(-1), free, idx, val)
+	}
+}
+
 // bestCapacity returns ops with each operator at the better of its current and candidate
 // capacities and no candidate (a pooled relaxation that holds whatever the round
 // transitions).
@@ -270,7 +306,8 @@ func bestCapacity(ops []Operator) []Operator {
 // buildJoint writes the pooled joint model: columns T_p, z (max-min), P_pi and y_pic
 // (instances of a GPU operator on accelerator class c); rows: capacity
 // mu_pi·P_pi >= A_pi·T_p, pooled CPU and memory, devices per class, Σ_c y_pic = P_pi, and
-// for max-min T_p >= w_p·Scale_p·z.
+// for max-min T_p >= w_p·Scale_p·z; per declared contended resource kind, its pooled row
+// (jointContentionRows).
 func buildJoint(pipes []JointPipeline, nodes []Node, scale []float64, obj Objective) *jointModel {
 	m := &jointModel{z: -1, P: make([][]int, len(pipes)), y: make([][][]int, len(pipes))}
 	inf := math.Inf(1)
@@ -338,6 +375,7 @@ func buildJoint(pipes []JointPipeline, nodes []Node, scale []float64, obj Object
 	}
 	m.addRow("cpu", -inf, poolC, cpuIdx, cpuVal)
 	m.addRow("mem", -inf, poolM, memIdx, memVal)
+	jointContentionRows(m, pipes, nodes)
 	for c, cl := range classes {
 		if len(classIdx[c]) > 0 {
 			m.addRow(fmt.Sprintf("dev_%d", c), -inf, float64(cl.count), classIdx[c], classVal[c])

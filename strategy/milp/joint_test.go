@@ -158,3 +158,21 @@ func TestJointOnThread(t *testing.T) {
 		t.Fatalf("on a thread: GPU instances %d:%d, want 1:3", s.Instances[0][1], s.Instances[1][1])
 	}
 }
+
+// Two pipelines whose only operator saturates a node's network per instance at full rate
+// (10 records/s, weight 1), on 2 nodes with cores for 32 instances: alone, the pooled
+// network carries 20 records/s (each pipeline's Scale); together the pooled contention
+// row splits those 20 evenly under max-min (10 each, +-1e-6), though the cores would
+// allow far more.
+func TestJointContention(t *testing.T) {
+	fetch := []milp.Operator{{Name: "fetch", CPU: 1, MemMB: 1024, Capacity: 10, Amplification: 1,
+		Contention: []milp.Contention{{Kind: "network", Weight: 1}}}}
+	nodes := []milp.Node{{Name: "a", CPU: 16, MemMB: 65536, EgressBps: math.Inf(1)}, {Name: "b", CPU: 16, MemMB: 65536, EgressBps: math.Inf(1)}}
+	pipes := []milp.JointPipeline{{Name: "p", Weight: 1, Operators: fetch}, {Name: "q", Weight: 1, Operators: fetch}}
+	s := solveJoint(t, pipes, nodes, milp.ObjectiveMaxMin)
+	for p := range pipes {
+		if math.Abs(s.Scale[p]-20) > 1e-6 || math.Abs(s.Throughput[p]-10) > 1e-6 {
+			t.Errorf("pipeline %d: scale %.9g, share %.9g; want 20 and 10 (+-1e-6)", p, s.Scale[p], s.Throughput[p])
+		}
+	}
+}

@@ -81,6 +81,7 @@ func buildModel(q *prep, opts Options) *model {
 		b.launchRows(i)
 	}
 	b.poolRows()
+	b.contentionRows()
 	if b.network {
 		b.egressRows()
 	}
@@ -359,6 +360,24 @@ func (b *builder) poolRows() {
 				b.put(m.y[i][n][k], -1)
 			}
 			b.row(fmt.Sprintf("split_%d_%d", i, n), 0, 0)
+		}
+	}
+}
+
+// contentionRows adds, per node and contended resource kind some operator declares, the
+// resource row "cont_n_k": sum_i cuse_ki A_i w_in <= cfree_kn (Contention). Without
+// declarations it adds nothing.
+func (b *builder) contentionRows() {
+	q, m := b.q, b.model
+	inf := math.Inf(1)
+	for n := range q.M {
+		for k := range q.kinds {
+			for i, c := range q.cuse[k] {
+				if c > 0 {
+					b.put(m.w[i][n], c*q.p.Operators[i].Amplification)
+				}
+			}
+			b.row(fmt.Sprintf("cont_%d_%d", n, k), -inf, q.cfree[k][n])
 		}
 	}
 }

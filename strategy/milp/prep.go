@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 	"time"
 )
 
@@ -53,6 +55,9 @@ func (p *Problem) Check() error {
 		case !fin(o.LaunchSec) || o.LaunchSec < 0 || !fin(o.TerminateSec) || o.TerminateSec < 0:
 			return fmt.Errorf("milp: operator %d (%s): LaunchSec/TerminateSec must be finite and >= 0", i, o.Name)
 		}
+		if err := checkContention(o.Contention); err != nil {
+			return fmt.Errorf("milp: operator %d (%s): %w", i, o.Name, err)
+		}
 		if o.MinInstances < 0 || o.MaxInstances < 0 || (o.MaxInstances > 0 && o.MinInstances > o.MaxInstances) {
 			return fmt.Errorf("milp: operator %d (%s): MinInstances %d and MaxInstances %d must be >= 0 with min <= max (0: unbounded)",
 				i, o.Name, o.MinInstances, o.MaxInstances)
@@ -72,6 +77,11 @@ func (p *Problem) Check() error {
 		}
 		if math.IsNaN(nd.EgressBps) || nd.EgressBps < 0 {
 			return fmt.Errorf("milp: node %d (%s): EgressBps %v must be >= 0 (+Inf for unlimited)", n, nd.Name, nd.EgressBps)
+		}
+		for _, k := range sortedKeys(nd.Pressure) {
+			if v := nd.Pressure[k]; !fin(v) || v < 0 || v > 1 {
+				return fmt.Errorf("milp: node %d (%s): Pressure[%q] %v must be in [0, 1]", n, nd.Name, k, v)
+			}
 		}
 		tot := 0
 		for k, d := range nd.Devices {
@@ -161,6 +171,35 @@ func (p *Problem) Check() error {
 	return p.checkMinimums(pinned)
 }
 
+// checkContention reports the first bad entry of an operator's Contention: an empty
+// Kind, a Weight outside (0, 1] or a Kind listed twice.
+func checkContention(cs []Contention) error {
+	for k, c := range cs {
+		switch {
+		case c.Kind == "":
+			return fmt.Errorf("contention %d: empty Kind", k)
+		case math.IsNaN(c.Weight) || c.Weight <= 0 || c.Weight > 1:
+			return fmt.Errorf("contention %d (%s): Weight %v must be in (0, 1]", k, c.Kind, c.Weight)
+		}
+		for _, d := range cs[:k] {
+			if d.Kind == c.Kind {
+				return fmt.Errorf("contention %d: Kind %q listed twice", k, c.Kind)
+			}
+		}
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
 // pooled returns the cluster's summed cores, memory and accelerators.
 func (p *Problem) pooled() (cpu, mem float64, gpus int) {
 	for n := range p.Nodes {
@@ -246,6 +285,12 @@ type prep struct {
 	Tub float64
 	// bref is the unit (bytes/s) of the egress columns of the model.
 	bref float64
+	// kinds are the contended resources some operator declares (Operator.Contention),
+	// sorted; cuse[k][i] is operator i's use of kinds[k] per input record (Weight/mu_i, 0
+	// when it does not declare it) and cfree[k][n] what node n has left of it.
+	kinds []string
+	cuse  [][]float64
+	cfree [][]float64
 }
 
 // transitionable reports whether operator i may start transitions this round.
@@ -344,6 +389,7 @@ func newPrep(p *Problem) (*prep, error) {
 			}
 		}
 	}
+	q.contention()
 	q.acc = make([]int, N)
 	for i := range p.Operators {
 		q.acc[i] = accepted(&p.Operators[i], q.devs)
@@ -383,6 +429,46 @@ func newPrep(p *Problem) (*prep, error) {
 		}
 	}
 	return q, nil
+}
+
+// contention sets kinds, cuse and cfree from the operators' Contention and the nodes'
+// Pressure.
+func (q *prep) contention() {
+	p := q.p
+	for _, o := range p.Operators {
+		for _, c := range o.Contention {
+			if !slices.Contains(q.kinds, c.Kind) {
+				q.kinds = append(q.kinds, c.Kind)
+			}
+		}
+	}
+	sort.Strings(q.kinds)
+	q.cuse, q.cfree = make([][]float64, len(q.kinds)), make([][]float64, len(q.kinds))
+	for k, kind := range q.kinds {
+		q.cuse[k], q.cfree[k] = make([]float64, q.N), make([]float64, q.M)
+		for i, o := range p.Operators {
+			for _, c := range o.Contention {
+				if c.Kind == kind {
+					q.cuse[k][i] = c.Weight / o.Capacity
+				}
+			}
+		}
+		for n, nd := range p.Nodes {
+			q.cfree[k][n] = math.Max(0, 1-nd.Pressure[kind])
+		}
+	}
+}
+
+// contentionLoad returns, for routing w (shares of T per operator and node), the use of
+// kinds[k] on node n: sum_i cuse[k][i] * A_i * w[i][n].
+func (q *prep) contentionLoad(k, n int, w [][]float64) float64 {
+	l := 0.0
+	for i, c := range q.cuse[k] {
+		if c > 0 {
+			l += c * q.p.Operators[i].Amplification * w[i][n]
+		}
+	}
+	return l
 }
 
 // trafficScale is the total inter-operator traffic at T = Tub, used when no node has a

@@ -42,6 +42,29 @@ type Operator struct {
 	// scaling policy min and max); 0 leaves that side unbounded. Already-transitioned
 	// instances are never stopped, so MaxInstances must not be below their number.
 	MinInstances, MaxInstances int
+	// Contention declares the node resources an instance saturates besides its reserved
+	// CPU, memory and accelerators (network, disk I/O: resources Nomad does not reserve).
+	// Empty (the default) adds nothing to the model. See Contention.
+	Contention []Contention
+}
+
+// Contention is one node resource an operator's instances contend for, CAPSys-style
+// (seed 003): co-located instances that saturate the same resource slow each other down.
+//
+// Weight is the share of one node's resource of this Kind that one instance uses when it
+// runs at its full Capacity; the resource is used in proportion to the routed rate, so the
+// use per input record is Weight/Capacity (the current configuration's capacity, for
+// instances on either configuration: a record's bytes do not depend on the configuration).
+// The model then bounds, per node and kind, the resource the routed rates use by what the
+// node has left (1 - Node.Pressure[Kind]): sum_i Weight_i/mu_i * A_i w_in <= 1 - pressure.
+// The rows hold under any sharing of the resource (it never delivers more than it has) and
+// are exact when it is shared work-conservingly; a plan of the model loses nothing to
+// contention then, while a plan made without them can (strategy/milp/contendbench).
+type Contention struct {
+	// Kind names the resource ("network", "io"); operators of the same Kind contend.
+	Kind string
+	// Weight is in (0, 1]: the share of the node's resource one full-rate instance uses.
+	Weight float64
 }
 
 // admits reports whether n instances are within o's MinInstances and MaxInstances.
@@ -79,6 +102,10 @@ type Node struct {
 	// Class is an optional label for hardware of the same kind; informational only (the
 	// symmetry detection compares the actual capacities and deployments).
 	Class string
+	// Pressure is the share of the node's contended resources (Contention.Kind) already
+	// used by instances outside the problem, e.g. other pipelines' instances at full rate;
+	// each value in [0, 1]. Nil: none. Only kinds some operator declares matter.
+	Pressure map[string]float64
 }
 
 // Device is one class of identical accelerators on a node: a Nomad device group

@@ -18,7 +18,8 @@ const (
 // pools (15)-(16), accelerators (17: an exact search for an assignment of every instance
 // to one device class it accepts), per-node capacity of the routed rates (13), flow
 // conservation (18)-(19: every operator processes A_i*T in total), egress bandwidth (20),
-// migration accounting (21)-(22) and the reported objective (10).
+// migration accounting (21)-(22), the reported objective (10) and the contended
+// resources of every node (Operator.Contention).
 func Validate(p *Problem, s *Solution) error {
 	if err := p.Check(); err != nil {
 		return err
@@ -118,6 +119,9 @@ func Validate(p *Problem, s *Solution) error {
 		cost += o.LaunchSec*float64(launch) + o.TerminateSec*float64(term) + (o.LaunchSec+o.TerminateSec)*float64(trans)
 		rates[i] = s.Rate[i]
 	}
+	if err := validateContention(p, s); err != nil {
+		return err
+	}
 	peak := 0.0
 	for n, nd := range p.Nodes {
 		if usedC[n] > nd.CPU+1e-9 || usedM[n] > nd.MemMB+1e-9 {
@@ -149,6 +153,32 @@ func Validate(p *Problem, s *Solution) error {
 	}
 	if !near(cost, s.MigrationCost) {
 		return fmt.Errorf("milp: validate: MigrationCost %.9g, placements imply %.9g (Eq. 22)", s.MigrationCost, cost)
+	}
+	return nil
+}
+
+// validateContention checks that on every node the routed rates use at most what the node
+// has left of each resource kind the operators declare (Contention): sum_i Weight_i /
+// Capacity_i * Rate_in <= 1 - Pressure_n.
+func validateContention(p *Problem, s *Solution) error {
+	for n, nd := range p.Nodes {
+		use := map[string]float64{}
+		var kinds []string
+		for i, o := range p.Operators {
+			for _, c := range o.Contention {
+				if _, ok := use[c.Kind]; !ok {
+					kinds = append(kinds, c.Kind)
+				}
+				use[c.Kind] += c.Weight / o.Capacity * s.Rate[i][n]
+			}
+		}
+		for _, k := range kinds {
+			free := math.Max(0, 1-nd.Pressure[k])
+			if use[k] > free*(1+relTol)+absTol {
+				return fmt.Errorf("milp: validate: node %s: contended resource %q used %.9g, the node has %.9g left (Contention)",
+					nd.Name, k, use[k], free)
+			}
+		}
 	}
 	return nil
 }
