@@ -59,7 +59,10 @@ type Estimator struct {
 	// sel holds, per operator, the EMA of its observed selectivity (records out per record
 	// in over its instances), the amplification the planner uses instead of the declared
 	// one.
-	sel   map[string]float64
+	sel map[string]float64
+	// held holds, per operator and instance, the scrape an interval too short for a
+	// sample (too few records) started at: the next sample spans from there.
+	held  map[string]map[string]heldScrape
 	stats map[string]*Counters // key -> accepted/rejected counts by reason
 	snaps map[string]Snapshot  // key -> latest snapshot offered to Observe
 	// starts holds, per operator, when each instance was seen to (re)start: it was missing
@@ -85,6 +88,7 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		fill:     map[string]epochRate{},
 		sync:     map[string]bool{},
 		sel:      map[string]float64{},
+		held:     map[string]map[string]heldScrape{},
 		stats:    map[string]*Counters{},
 		snaps:    map[string]Snapshot{},
 		starts:   map[string]map[string]time.Time{},
@@ -245,7 +249,20 @@ func counterDelta(old, cur float64) float64 {
 	return cur - old
 }
 
-// Observe offers one sample per instance present in both snapshots.
+// heldScrape is an instance's scrape that starts its next sample.
+type heldScrape struct {
+	m Instance
+	t time.Time
+}
+
+// maxHeldSpan bounds how long an instance's sample may span while it waits for enough
+// records: a slower instance's intervals are dropped, not pooled further.
+const maxHeldSpan = 5 * time.Minute
+
+// Observe offers one sample per instance present in both snapshots. An interval the
+// observation layer finds too short (a synchronous operator's instance completing fewer
+// records than a sample needs, as one processing minute-long videos does in a scrape
+// period) is not dropped: the instance's next sample spans both, up to maxHeldSpan.
 func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	k := key(job, group)
 	e.mu.Lock()
@@ -279,6 +296,16 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	for id, t := range starts {
 		up[id] = cur.Time.Sub(t)
 	}
+	held := e.held[k]
+	if held == nil {
+		held = map[string]heldScrape{}
+		e.held[k] = held
+	}
+	for id := range held {
+		if _, ok := cur.Instances[id]; !ok {
+			delete(held, id)
+		}
+	}
 	e.mu.Unlock()
 	mean := make([]float64, len(names))
 	count := 0
@@ -290,11 +317,21 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 		count++
 		old, ok := prev.Instances[id]
 		if !ok || m.RecordsIn < old.RecordsIn { // new or restarted instance: no interval
+			e.mu.Lock()
+			delete(held, id)
+			e.mu.Unlock()
 			continue
 		}
+		from := prev.Time
+		e.mu.Lock()
+		if h, ok := held[id]; ok && h.m.Epoch == m.Epoch && h.m.RecordsIn <= old.RecordsIn && cur.Time.Sub(h.t) <= maxHeldSpan {
+			old, from = h.m, h.t
+		}
+		delete(held, id)
+		e.mu.Unlock()
 		s := observe.Sample{
 			Time:                 cur.Time,
-			Interval:             dt,
+			Interval:             cur.Time.Sub(from),
 			Records:              m.RecordsIn - old.RecordsIn,
 			BusySeconds:          math.Max(0, m.BusySeconds-old.BusySeconds),
 			UsefulSeconds:        math.Max(0, m.UsefulSeconds-old.UsefulSeconds),
@@ -315,6 +352,9 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 		}
 		accepted, reason := e.layer.Observe(k, s)
 		e.mu.Lock()
+		if reason == observe.ReasonFewRecords {
+			held[id] = heldScrape{m: old, t: from}
+		}
 		if accepted {
 			st.Accepted++
 		} else {

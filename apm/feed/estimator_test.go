@@ -341,3 +341,36 @@ func TestSelectivityFollowsRecordsOutPerIn(t *testing.T) {
 		t.Errorf("a restarted instance's interval moved the selectivity to %v", s)
 	}
 }
+
+// A synchronous instance completing fewer records per scrape than a sample needs (5) is
+// not lost: its intervals pool until they carry enough, and the pooled sample measures it
+// (2 records per 5 s interval, 2.5 useful seconds each: 0.8 records per useful second).
+func TestSlowInstanceIntervalsPool(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("video", "scene", Declaration{Synchronous: true}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_000_000, 0)
+	var prev Snapshot
+	for i := 0; i < 13; i++ {
+		cur := Snapshot{Time: t0.Add(time.Duration(i) * 5 * time.Second), Instances: map[string]Instance{
+			"a": {RecordsIn: float64(2 * i), UsefulSeconds: 2.5 * float64(i), BusySeconds: 2.5 * float64(i), Utilization: 0.5},
+		}}
+		if i > 0 {
+			e.Observe("video", "scene", prev, cur)
+		}
+		prev = cur
+	}
+	st := e.Stats("video", "scene")
+	// 12 intervals of 2 records: every third closes a pooled sample of 6 records.
+	if st.Accepted != 4 || st.Rejected[observe.ReasonFewRecords] != 8 {
+		t.Fatalf("accepted %d, too few records %d: want 4 pooled samples of 3 intervals each (%v)", st.Accepted, st.Rejected[observe.ReasonFewRecords], st.Rejected)
+	}
+	est, err := e.Estimate("video", "scene")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(est.Capacity-0.8) > 1e-6 {
+		t.Errorf("capacity %.4f, want 0.8 records per useful second", est.Capacity)
+	}
+}
