@@ -222,20 +222,20 @@ func settleErrors(steps []step, clean int) (errs []float64, at []int) {
 }
 
 // scoredMAPE is the mean relative error of the estimates as `trident bench observe
-// -robust` scores them: from interval 20 on, once a clean interval of the current epoch
-// has been seen.
+// -robust` scores them: from interval 20 on, once a clean interval of the same regime
+// (configuration and request population) has been seen in the current epoch.
 func scoredMAPE(steps []step) float64 {
 	sum, n := 0.0, 0
-	observable := false
+	seen := map[[2]int]bool{}
 	for i, s := range steps {
 		if i > 0 && s.p.Sample.Epoch != steps[i-1].p.Sample.Epoch {
-			observable = false
+			clear(seen)
 		}
-		if i >= 20 && observable {
+		if i >= 20 && seen[s.p.Regime] {
 			sum += math.Abs(s.est-s.p.Capacity) / s.p.Capacity
 			n++
 		}
-		observable = observable || s.p.Clean
+		seen[s.p.Regime] = seen[s.p.Regime] || s.p.Clean
 	}
 	return sum / math.Max(float64(n), 1)
 }
@@ -256,7 +256,9 @@ func scoredMAPE(steps []step) float64 {
 // trace, scored as the benchmark scores it, the error must stay below 5% on long
 // starvation seed 2 (7.9% with the refit schedule fixed alone; the clean-sample floor is
 // 2.9%) and below 12% on bursty starvation seed 9 (15.1% before, 12.2% with the refit
-// schedule fixed alone, 11.6% now; floor 9.1%).
+// schedule fixed alone, 11.6% after it; floor 9.1%). The figures in parentheses were
+// measured under the benchmark's earlier mask, which also scored workloads never seen
+// saturated.
 func TestWorkloadReturnsAfterShift(t *testing.T) {
 	for _, tc := range []struct {
 		kind enginesim.Kind
