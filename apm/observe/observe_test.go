@@ -261,8 +261,14 @@ func TestResidualRunIsARegimeShift(t *testing.T) {
 		t.Errorf("estimate after the shift %.1f, want %.1f ± 5%%", est.Capacity, want)
 	}
 	// The estimator keeps learning the new level: ten more samples, and the GP takes over.
+	// The backlog is halved with the capacity (the same seconds of work as before): 500
+	// records at half capacity would be a full interval's work at x=0, and the jump of the
+	// features from 0.5 to 0 would put that interval in transit (GPEstimator.inTransit),
+	// which is no evidence of a shift.
 	for i := 0; i < 10; i++ {
-		e.Observe(steady(float64(i%10)/10, -0.5+0.02*rng.NormFloat64()))
+		s := steady(float64(i%10)/10, -0.5+0.02*rng.NormFloat64())
+		s.QueueStart, s.QueueEnd = 250, 250
+		e.Observe(s)
 	}
 	if est, _ := e.Estimate([]float64{0.3}); est.Source != SourceGP || math.Abs(est.Capacity-capacityAt(0.3)/2)/(capacityAt(0.3)/2) > 0.1 {
 		t.Errorf("estimate at 0.3 after 10 more samples %+v, want the GP at %.1f ± 10%%", est, capacityAt(0.3)/2)
