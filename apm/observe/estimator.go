@@ -265,6 +265,9 @@ type GPEstimator struct {
 	// uncovered counts the samples accepted since the last fit where the GP's posterior
 	// variance was at least ResidualCoverage of its prior variance.
 	uncovered int
+	// warmHeld holds samples rejected only by the warm-up rule, oldest first, until later
+	// ones show whether the engine was warm (see releaseWarm).
+	warmHeld []heldSample
 	// feats holds the features of the latest samples (at most transitHistory), newest
 	// last, for the in-transit rule.
 	feats [][]float64
@@ -339,7 +342,11 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		rate = s.Records / s.UsefulSeconds
 	} else if e.mode >= FilterSignal {
 		transit = e.inTransit(s)
-		if r := e.sig.check(s); r != "" {
+		r := e.sig.check(s)
+		if r == ReasonWarmUp && rate > 0 {
+			e.holdWarm(ctx, s.Features, math.Log(rate), rate)
+		}
+		if r != "" {
 			return false, r
 		}
 	}
@@ -347,6 +354,7 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		return false, ReasonInvalid + ": no records completed"
 	}
 	y := math.Log(rate)
+	e.warmHeld = e.warmHeld[:0]
 	uncovered := false
 	if e.fitted {
 		h := e.model.Hyper()
@@ -375,8 +383,17 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		}
 	}
 	e.rejects, e.run = 0, e.run[:0]
-	if err := e.add(s.Features, y, rate); err != nil {
+	if err := e.admit(ctx, s.Features, y, rate, uncovered); err != nil {
 		return false, ReasonInvalid + ": " + err.Error()
+	}
+	return true, ""
+}
+
+// admit adds an accepted sample and runs the refit schedule; uncovered reports a sample
+// where the GP knew nothing (see Config.ResidualCoverage).
+func (e *GPEstimator) admit(ctx context.Context, x []float64, y, rate float64, uncovered bool) error {
+	if err := e.add(x, y, rate); err != nil {
+		return err
 	}
 	if uncovered {
 		e.uncovered++
@@ -394,7 +411,65 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		e.fit(ctx, o)
 		e.nextFit += min(max(e.nextFit-e.fitBase, 1), e.cfg.RefitEvery)
 	}
-	return true, ""
+	return nil
+}
+
+// warmHistory bounds the warm-up samples held for release.
+const warmHistory = 32
+
+// holdWarm keeps a sample that passed every signal rule but the warm-up one, and releases
+// the held samples that the later ones show to be warm (see releaseWarm).
+func (e *GPEstimator) holdWarm(ctx context.Context, x []float64, y, rate float64) {
+	if len(e.warmHeld) == warmHistory {
+		e.warmHeld = append(e.warmHeld[:0], e.warmHeld[1:]...)
+	}
+	e.warmHeld = append(e.warmHeld, heldSample{x: append([]float64(nil), x...), y: y, rate: rate})
+	e.releaseWarm(ctx)
+}
+
+// releaseWarm admits a held warm-up sample once the next two held samples at its features
+// (within ShiftRadius) are not faster than it by more than ResidualK noise deviations (in
+// log rate), and drops it if one is: a warming engine speeds up from interval to interval,
+// a warm one does not. The fixed warm-up rule (SignalConfig.WarmUp) rejects the first two
+// minutes after every (re)start, however short the actual warm-up; when the engine was
+// saturated only then and starved afterwards, the new configuration or workload went
+// without any sample: configuration changes seed 7 had no estimate at all for 66
+// intervals of its first epoch (its engine started warm), seed 1 reported 25 against a
+// truth of 7.5 for the workload it served, saturated, only during the warm-up window.
+// Held samples that never get their evidence are dropped when a sample is accepted
+// after the window, or at a reset.
+func (e *GPEstimator) releaseWarm(ctx context.Context) {
+	sd := e.cfg.MinNoiseSD
+	if e.fitted {
+		sd = math.Max(sd, math.Sqrt(e.model.Hyper().NoiseVar))
+	}
+	tol := e.cfg.ResidualK * sd
+	keep := e.warmHeld[:0]
+	for i, w := range e.warmHeld {
+		var later []float64
+		for _, u := range e.warmHeld[i+1:] {
+			if relativeDistance(u.x, w.x) < e.cfg.ShiftRadius {
+				later = append(later, u.y)
+			}
+			if len(later) == 2 {
+				break
+			}
+		}
+		switch {
+		case len(later) < 2:
+			keep = append(keep, w)
+		case slices.Max(later)-w.y <= tol:
+			uncovered := false
+			if e.fitted {
+				_, v := e.model.Predict(w.x)
+				uncovered = v >= e.cfg.ResidualCoverage*e.model.Hyper().SignalVar
+			}
+			if err := e.admit(ctx, w.x, w.y, w.rate, uncovered); err != nil {
+				e.cfg.Logger.Warn("observe: warm-up sample", "estimator", e.Name(), "err", err)
+			}
+		}
+	}
+	e.warmHeld = keep
 }
 
 // transitHistory bounds the intervals of feature history the in-transit rule looks back.
@@ -698,5 +773,5 @@ func (e *GPEstimator) Reset() {
 	e.model.Reset()
 	e.warm = e.warm || e.fitted
 	e.fitted, e.accepted, e.rejects, e.nextFit, e.fitBase = false, 0, 0, e.cfg.NMin, 0
-	e.run, e.uncovered, e.feats = e.run[:0], 0, e.feats[:0]
+	e.run, e.uncovered, e.feats, e.warmHeld = e.run[:0], 0, e.feats[:0], e.warmHeld[:0]
 }

@@ -591,3 +591,27 @@ func TestRefitsFollowTheNewRegime(t *testing.T) {
 		t.Errorf("%d refits in the 40 samples after the shift, want at least 2", refits)
 	}
 }
+
+// TestWarmUpRelease checks the release of samples rejected only by the warm-up rule: a
+// flat series (a warm engine) is admitted as soon as two later samples at the same
+// features are not faster, and a rising series (an engine warming up, 8% faster each
+// interval) is never admitted.
+func TestWarmUpRelease(t *testing.T) {
+	series := func(rel func(i int) float64) *GPEstimator {
+		e := mustEstimator(t, FilterTwoStage, Config{})
+		for i := 0; i < 6; i++ {
+			s := steady(0.5, rel(i))
+			s.Uptime = time.Duration(10*(i+1)) * time.Second
+			if ok, r := e.Observe(s); ok || r != ReasonWarmUp {
+				t.Fatalf("sample %d: accepted=%v reason %q, want a warm-up rejection", i, ok, r)
+			}
+		}
+		return e
+	}
+	if n := series(func(i int) float64 { return 0.01 * float64(i%2) }).Accepted(); n != 4 {
+		t.Errorf("flat series: %d samples admitted, want the first 4", n)
+	}
+	if n := series(func(i int) float64 { return -0.4 + 0.08*float64(i) }).Accepted(); n != 0 {
+		t.Errorf("rising series: %d samples admitted, want none", n)
+	}
+}
