@@ -77,3 +77,24 @@ func TestKindsShowTheirConditions(t *testing.T) {
 		})
 	}
 }
+
+// TestRegimeFixesCapacity checks Point.Regime: within a trace, intervals of the same
+// configuration and request population have the same capacity.
+func TestRegimeFixesCapacity(t *testing.T) {
+	for _, k := range []Kind{ConfigChange, WorkloadShift} {
+		tr, err := Generate(Config{Kind: k, Seed: 2, Intervals: 800})
+		if err != nil {
+			t.Fatal(err)
+		}
+		capOf := map[[2]int]float64{}
+		for i, p := range tr.Points {
+			if c, ok := capOf[p.Regime]; ok && c != p.Capacity {
+				t.Fatalf("%s interval %d: regime %v has capacity %v and %v", k, i, p.Regime, c, p.Capacity)
+			}
+			capOf[p.Regime] = p.Capacity
+		}
+		if len(capOf) < 2 {
+			t.Errorf("%s: %d regimes, want several", k, len(capOf))
+		}
+	}
+}

@@ -102,6 +102,10 @@ type Point struct {
 	// Capacity is the operator's sustained rate at its configuration and workload
 	// (records/s), as profiling it in isolation measures it.
 	Capacity float64
+	// Regime identifies what Capacity depends on: the index of the engine configuration
+	// and of the request population (ground truth, not visible to estimators). Two
+	// intervals of a trace with the same Regime have the same Capacity.
+	Regime [2]int
 	// Clean reports a truly saturated interval (Condition Saturated).
 	Clean     bool
 	Condition Condition
@@ -453,7 +457,7 @@ func (g *generator) point(k int, T float64, start time.Time, a accum, q0, r0, w0
 		s.Engine.RunningStart, s.Engine.RunningEnd = r0, float64(len(e.running))
 		s.Engine.WaitingStart, s.Engine.WaitingEnd = w0, float64(len(e.waiting))
 	}
-	p := Point{Sample: s, Capacity: g.capacity(), StarvedFrac: a.starved / T, BlockedFrac: a.blockd / T}
+	p := Point{Sample: s, Capacity: g.capacity(), Regime: [2]int{g.cfg, g.pop}, StarvedFrac: a.starved / T, BlockedFrac: a.blockd / T}
 	switch {
 	case a.warm > 0:
 		p.Condition = WarmUp

@@ -83,9 +83,10 @@ func (h *Hyper) diagNoise() float64 { return h.NoiseVar + jitter*h.SignalVar }
 type Option func(*GP) error
 
 // WithWindow bounds the number of samples kept to n (n >= 2); 0 keeps all samples.
-// When a sample arrives at a full window, the oldest sample whose nearest neighbour lies
-// within the coverage radius is evicted, so that the sole sample of a region of feature space
-// is kept; if every sample is isolated, the oldest one is evicted.
+// When a sample arrives at a full window, the oldest sample of the crowded regions is
+// evicted (the oldest whose number of neighbours is at least half the largest such number;
+// see WithCoverageRadius and WithRelativeCoverage), so that sparsely sampled regions of
+// feature space keep their samples; if every sample is isolated, the oldest one is evicted.
 func WithWindow(n int) Option {
 	return func(g *GP) error {
 		if n != 0 && n < 2 {
@@ -108,16 +109,33 @@ func WithCoverageRadius(r float64) Option {
 	}
 }
 
+// WithRelativeCoverage additionally requires two samples that cover the same region for
+// window eviction to differ by less than r relative to the larger magnitude in every
+// feature (default 0: off). Length scales fitted to data from a few regions are often
+// longer than the distance between the regions; the length-scale radius alone then makes
+// every sample a neighbour of every other, and the window evicts the oldest region first.
+func WithRelativeCoverage(r float64) Option {
+	return func(g *GP) error {
+		if !(r >= 0) || math.IsInf(r, 0) {
+			return fmt.Errorf("gp: relative coverage %v must be non-negative and finite", r)
+		}
+		g.relRadius = r
+		return nil
+	}
+}
+
 // GP is a Gaussian-process regressor over dim-dimensional inputs.
 type GP struct {
 	dim    int
 	h      Hyper
 	window int
-	radius float64
+	// radius (length-scale units) and relRadius (relative, 0: off) define the neighbours
+	// that window eviction counts.
+	radius, relRadius float64
 
 	xs   [][]float64 // samples in arrival order
 	ys   []float64
-	nn   []float64 // scaled distance to the nearest other sample
+	cnt  []int // number of other samples near each sample (see GP.near)
 	chol factor
 	z    []float64 // U⁻ᵀ (y − mean), with K = UᵀU; maintained in O(n) per Add
 }
@@ -162,7 +180,7 @@ func (g *GP) Data() (xs [][]float64, ys []float64) {
 
 // Reset drops all samples and keeps the hyperparameters.
 func (g *GP) Reset() {
-	g.xs, g.ys, g.nn, g.z = nil, nil, nil, nil
+	g.xs, g.ys, g.cnt, g.z = nil, nil, nil, nil
 	g.chol.reset()
 }
 
@@ -180,7 +198,7 @@ func (g *GP) SetHyper(h Hyper) error {
 		}
 		return err
 	}
-	g.recomputeNN()
+	g.recountNeighbours()
 	return nil
 }
 
@@ -209,7 +227,7 @@ func (g *GP) Add(x []float64, y float64) error {
 	}
 	g.xs = append(g.xs, x)
 	g.ys = append(g.ys, y)
-	g.addNN(x)
+	g.addNeighbours(x)
 	c, d, ok := g.chol.extend(w, g.h.SignalVar+g.h.diagNoise())
 	if !ok {
 		// Numerically singular extension (e.g. a duplicate input with tiny noise): fall back
@@ -232,7 +250,7 @@ func (g *GP) Add(x []float64, y float64) error {
 func (g *GP) rollback(err error) error {
 	n := len(g.ys) - 1
 	g.xs, g.ys = g.xs[:n], g.ys[:n]
-	g.recomputeNN()
+	g.recountNeighbours()
 	if err2 := g.refactor(); err2 != nil {
 		return errors.Join(err, err2)
 	}

@@ -424,3 +424,43 @@ func BenchmarkRefit100(b *testing.B) {
 		}
 	}
 }
+
+// TestWindowKeepsSparseRegions checks window eviction with length scales longer than the
+// distance between two regions: ten samples of an early region at x≈100, then 300 of a
+// later one at x≈150. Every sample is within the coverage radius of every other in
+// length-scale units, so without WithRelativeCoverage the window evicts the oldest, the
+// early region first; with a relative coverage of 0.25 the two regions are told apart and
+// the crowded later one gives up its oldest samples instead.
+func TestWindowKeepsSparseRegions(t *testing.T) {
+	h := Hyper{Mean: 0, SignalVar: 1, NoiseVar: 0.01, LengthScales: []float64{1000}}
+	count := func(opts ...Option) int {
+		g := mustGP(t, 1, h, append([]Option{WithWindow(50)}, opts...)...)
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := 0; i < 310; i++ {
+			x := 150.0
+			if i < 10 {
+				x = 100
+			}
+			if err := g.Add([]float64{x * (1 + 0.02*rng.NormFloat64())}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		xs, _ := g.Data()
+		n := 0
+		for _, x := range xs {
+			if x[0] < 125 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Errorf("without relative coverage %d early samples kept, want 0 (the premise)", n)
+	}
+	if n := count(WithRelativeCoverage(0.25)); n != 10 {
+		t.Errorf("with relative coverage %d of the 10 early samples kept, want all", n)
+	}
+	if _, err := New(1, h, WithRelativeCoverage(-1)); err == nil {
+		t.Error("negative relative coverage accepted")
+	}
+}

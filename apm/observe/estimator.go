@@ -66,9 +66,13 @@ type Config struct {
 	// such a run with probability below 1e-11 per sample; a capacity that moved while the
 	// features did not (a hidden workload change) produces one at once.
 	ShiftRun int
-	// ShiftRadius is the neighbourhood of a regime shift's run, relative to each feature's
-	// magnitude, whose old samples are dropped (default 0.25): workloads whose features
-	// differ by less are taken for the same region, whatever the fitted length scales.
+	// ShiftRadius is the neighbourhood, relative to each feature's magnitude, that counts as
+	// one workload region, whatever the fitted length scales (default 0.25). A regime shift
+	// drops the old samples within it of the run's samples; the GP's full window evicts the
+	// oldest sample of the regions holding the most samples within it of each other
+	// (gp.WithRelativeCoverage), so that a workload visited long ago keeps its samples; and
+	// a sample whose features moved by more than it within the time its completions spent
+	// in the operator is in transit and no evidence of a shift (see GPEstimator.inTransit).
 	// Samples farther away are kept even within a fitted length scale: length scales
 	// fitted to one or two workloads are often longer than the distance to the next
 	// one, and dropping by them erased every other workload's samples (when an earlier
@@ -261,6 +265,12 @@ type GPEstimator struct {
 	// uncovered counts the samples accepted since the last fit where the GP's posterior
 	// variance was at least ResidualCoverage of its prior variance.
 	uncovered int
+	// warmHeld holds samples rejected only by the warm-up rule, oldest first, until later
+	// ones show whether the engine was warm (see releaseWarm).
+	warmHeld []heldSample
+	// feats holds the features of the latest samples (at most transitHistory), newest
+	// last, for the in-transit rule.
+	feats [][]float64
 	// warm reports hyperparameters fitted before the last Reset: the first fit of the new
 	// epoch starts from them (level re-derived from the data) instead of a cold search.
 	warm bool
@@ -282,7 +292,7 @@ func NewGPEstimator(dim int, mode Mode, cfg Config) (*GPEstimator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	model, err := gp.New(dim, gp.DefaultHyper(dim), gp.WithWindow(cfg.Window))
+	model, err := gp.New(dim, gp.DefaultHyper(dim), gp.WithWindow(cfg.Window), gp.WithRelativeCoverage(cfg.ShiftRadius))
 	if err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
@@ -316,7 +326,7 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 	if err := s.validate(e.dim); err != nil {
 		return false, ReasonInvalid + ": " + err.Error()
 	}
-	rate := s.Rate()
+	rate, transit := s.Rate(), false
 	if b := s.OutputBlockedSeconds; b > 0 && b < s.Interval.Seconds() {
 		// Records were completed in the unblocked part of the interval only (the signal
 		// filter rejects intervals blocked for long).
@@ -331,7 +341,12 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		}
 		rate = s.Records / s.UsefulSeconds
 	} else if e.mode >= FilterSignal {
-		if r := e.sig.check(s); r != "" {
+		transit = e.inTransit(s)
+		r := e.sig.check(s)
+		if r == ReasonWarmUp && rate > 0 {
+			e.holdWarm(ctx, s.Features, math.Log(rate), rate)
+		}
+		if r != "" {
 			return false, r
 		}
 	}
@@ -339,6 +354,7 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		return false, ReasonInvalid + ": no records completed"
 	}
 	y := math.Log(rate)
+	e.warmHeld = e.warmHeld[:0]
 	uncovered := false
 	if e.fitted {
 		h := e.model.Hyper()
@@ -347,10 +363,13 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		z := (y - m) / math.Sqrt(v+h.NoiseVar)
 		if e.mode == FilterTwoStage && math.Abs(z) > e.cfg.ResidualK && !uncovered {
 			sign := math.Copysign(1, z)
-			if sign != e.runSign {
+			if sign != e.runSign || transit {
+				// A sample in transit is no evidence of a new level at its features.
 				e.run, e.runSign = e.run[:0], sign
 			}
-			e.run = append(e.run, heldSample{x: append([]float64(nil), s.Features...), y: y, rate: rate})
+			if !transit {
+				e.run = append(e.run, heldSample{x: append([]float64(nil), s.Features...), y: y, rate: rate})
+			}
 			if len(e.run) >= e.cfg.ShiftRun {
 				e.shift(ctx)
 				return true, ""
@@ -364,8 +383,17 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		}
 	}
 	e.rejects, e.run = 0, e.run[:0]
-	if err := e.add(s.Features, y, rate); err != nil {
+	if err := e.admit(ctx, s.Features, y, rate, uncovered); err != nil {
 		return false, ReasonInvalid + ": " + err.Error()
+	}
+	return true, ""
+}
+
+// admit adds an accepted sample and runs the refit schedule; uncovered reports a sample
+// where the GP knew nothing (see Config.ResidualCoverage).
+func (e *GPEstimator) admit(ctx context.Context, x []float64, y, rate float64, uncovered bool) error {
+	if err := e.add(x, y, rate); err != nil {
+		return err
 	}
 	if uncovered {
 		e.uncovered++
@@ -383,7 +411,133 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		e.fit(ctx, o)
 		e.nextFit += min(max(e.nextFit-e.fitBase, 1), e.cfg.RefitEvery)
 	}
-	return true, ""
+	return nil
+}
+
+// warmHistory bounds the warm-up samples held for release.
+const warmHistory = 32
+
+// holdWarm keeps a sample that passed every signal rule but the warm-up one, and releases
+// the held samples that the later ones show to be warm (see releaseWarm).
+func (e *GPEstimator) holdWarm(ctx context.Context, x []float64, y, rate float64) {
+	if len(e.warmHeld) == warmHistory {
+		e.warmHeld = append(e.warmHeld[:0], e.warmHeld[1:]...)
+	}
+	e.warmHeld = append(e.warmHeld, heldSample{x: append([]float64(nil), x...), y: y, rate: rate})
+	e.releaseWarm(ctx)
+}
+
+// releaseWarm admits a held warm-up sample once the next two held samples at its features
+// (within ShiftRadius) are not faster than it by more than ResidualK noise deviations (in
+// log rate), and drops it if one is: a warming engine speeds up from interval to interval,
+// a warm one does not. The fixed warm-up rule (SignalConfig.WarmUp) rejects the first two
+// minutes after every (re)start, however short the actual warm-up; when the engine was
+// saturated only then and starved afterwards, the new configuration or workload went
+// without any sample: configuration changes seed 7 had no estimate at all for 66
+// intervals of its first epoch (its engine started warm), seed 1 reported 25 against a
+// truth of 7.5 for the workload it served, saturated, only during the warm-up window.
+// Held samples that never get their evidence are dropped when a sample is accepted
+// after the window, or at a reset.
+func (e *GPEstimator) releaseWarm(ctx context.Context) {
+	sd := e.cfg.MinNoiseSD
+	if e.fitted {
+		sd = math.Max(sd, math.Sqrt(e.model.Hyper().NoiseVar))
+	}
+	tol := e.cfg.ResidualK * sd
+	keep := e.warmHeld[:0]
+	for i, w := range e.warmHeld {
+		var later []float64
+		for _, u := range e.warmHeld[i+1:] {
+			if relativeDistance(u.x, w.x) < e.cfg.ShiftRadius {
+				later = append(later, u.y)
+			}
+			if len(later) == 2 {
+				break
+			}
+		}
+		switch {
+		case len(later) < 2:
+			keep = append(keep, w)
+		case slices.Max(later)-w.y <= tol:
+			uncovered := false
+			if e.fitted {
+				_, v := e.model.Predict(w.x)
+				uncovered = v >= e.cfg.ResidualCoverage*e.model.Hyper().SignalVar
+			}
+			if err := e.admit(ctx, w.x, w.y, w.rate, uncovered); err != nil {
+				e.cfg.Logger.Warn("observe: warm-up sample", "estimator", e.Name(), "err", err)
+			}
+		}
+	}
+	e.warmHeld = keep
+}
+
+// transitHistory bounds the intervals of feature history the in-transit rule looks back.
+const transitHistory = 32
+
+// inTransit records s's features and reports whether the workload moved while the records
+// s completed were in the operator. Operators report the features of the requests they
+// receive, but complete requests received a while earlier: by Little's law, about
+// W = held/rate seconds earlier, held being the requests the operator holds (running and
+// waiting when the engine reports them, else the queue gauge). If the features reported at
+// the end of any of the last ⌊W/interval⌋ intervals differ from the current ones by more
+// than ShiftRadius (and than three times the median change between consecutive intervals,
+// for features that jitter), the interval's rate belongs to a mix of the old and the new
+// workload, not to the features reported. An operator holding less than one interval's work
+// completes what it received within the interval, and is never in transit.
+//
+// A sample in transit is not evidence of a regime shift: it neither starts nor extends a
+// run of residual rejections (it is still judged, and accepted or rejected, as any other).
+// Such samples used to be taken for a regime shift at the new workload's features: on
+// bursty starvation seed 9 the engine completed the old workload's requests at 3.3/s for
+// eleven intervals after the features had moved to a workload of capacity 25.8, and the
+// shift dropped that workload's samples and installed 3.3 in their place (long starvation
+// seed 4: 6.3 against a truth of 23.8 for 80 intervals). Rejecting such samples outright
+// was tried: where features are per-interval means that jump between intervals (the
+// project's own PDF trace), it rejected a third of the clean samples.
+func (e *GPEstimator) inTransit(s Sample) bool {
+	x := append([]float64(nil), s.Features...)
+	if len(e.feats) == transitHistory {
+		e.feats = append(e.feats[:0], e.feats[1:]...)
+	}
+	e.feats = append(e.feats, x)
+	held := s.QueueEnd
+	if s.Engine.Reported {
+		held = s.Engine.RunningEnd + s.Engine.WaitingEnd
+	}
+	T := s.Interval.Seconds()
+	lag := len(e.feats) - 1
+	if r := s.Records / T; r > 0 {
+		lag = min(lag, int(math.Floor(held/r/T)))
+	}
+	if lag == 0 {
+		return false
+	}
+	// Features that jump between intervals (per-interval means of a mixed stream) are not a
+	// moving workload: a move must also exceed three times the median change between
+	// consecutive intervals.
+	steps := make([]float64, 0, len(e.feats)-1)
+	for i := 1; i < len(e.feats); i++ {
+		steps = append(steps, symmetricDistance(e.feats[i-1], e.feats[i]))
+	}
+	slices.Sort(steps)
+	limit := math.Max(e.cfg.ShiftRadius, 3*steps[len(steps)/2])
+	for _, f := range e.feats[len(e.feats)-1-lag : len(e.feats)-1] {
+		if symmetricDistance(f, x) >= limit {
+			return true
+		}
+	}
+	return false
+}
+
+// symmetricDistance is the largest difference between a and b relative to the larger of
+// their magnitudes.
+func symmetricDistance(a, b []float64) float64 {
+	d := 0.0
+	for i := range a {
+		d = math.Max(d, math.Abs(a[i]-b[i])/math.Max(math.Max(math.Abs(a[i]), math.Abs(b[i])), 1e-9))
+	}
+	return d
 }
 
 // add puts one accepted sample into the GP and the EMA.
@@ -619,5 +773,5 @@ func (e *GPEstimator) Reset() {
 	e.model.Reset()
 	e.warm = e.warm || e.fitted
 	e.fitted, e.accepted, e.rejects, e.nextFit, e.fitBase = false, 0, 0, e.cfg.NMin, 0
-	e.run, e.uncovered = e.run[:0], 0
+	e.run, e.uncovered, e.feats, e.warmHeld = e.run[:0], 0, e.feats[:0], e.warmHeld[:0]
 }

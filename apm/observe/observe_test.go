@@ -261,8 +261,14 @@ func TestResidualRunIsARegimeShift(t *testing.T) {
 		t.Errorf("estimate after the shift %.1f, want %.1f ± 5%%", est.Capacity, want)
 	}
 	// The estimator keeps learning the new level: ten more samples, and the GP takes over.
+	// The backlog is halved with the capacity (the same seconds of work as before): 500
+	// records at half capacity would be a full interval's work at x=0, and the jump of the
+	// features from 0.5 to 0 would put that interval in transit (GPEstimator.inTransit),
+	// which is no evidence of a shift.
 	for i := 0; i < 10; i++ {
-		e.Observe(steady(float64(i%10)/10, -0.5+0.02*rng.NormFloat64()))
+		s := steady(float64(i%10)/10, -0.5+0.02*rng.NormFloat64())
+		s.QueueStart, s.QueueEnd = 250, 250
+		e.Observe(s)
 	}
 	if est, _ := e.Estimate([]float64{0.3}); est.Source != SourceGP || math.Abs(est.Capacity-capacityAt(0.3)/2)/(capacityAt(0.3)/2) > 0.1 {
 		t.Errorf("estimate at 0.3 after 10 more samples %+v, want the GP at %.1f ± 10%%", est, capacityAt(0.3)/2)
@@ -583,5 +589,29 @@ func TestRefitsFollowTheNewRegime(t *testing.T) {
 	}
 	if refits < 2 {
 		t.Errorf("%d refits in the 40 samples after the shift, want at least 2", refits)
+	}
+}
+
+// TestWarmUpRelease checks the release of samples rejected only by the warm-up rule: a
+// flat series (a warm engine) is admitted as soon as two later samples at the same
+// features are not faster, and a rising series (an engine warming up, 8% faster each
+// interval) is never admitted.
+func TestWarmUpRelease(t *testing.T) {
+	series := func(rel func(i int) float64) *GPEstimator {
+		e := mustEstimator(t, FilterTwoStage, Config{})
+		for i := 0; i < 6; i++ {
+			s := steady(0.5, rel(i))
+			s.Uptime = time.Duration(10*(i+1)) * time.Second
+			if ok, r := e.Observe(s); ok || r != ReasonWarmUp {
+				t.Fatalf("sample %d: accepted=%v reason %q, want a warm-up rejection", i, ok, r)
+			}
+		}
+		return e
+	}
+	if n := series(func(i int) float64 { return 0.01 * float64(i%2) }).Accepted(); n != 4 {
+		t.Errorf("flat series: %d samples admitted, want the first 4", n)
+	}
+	if n := series(func(i int) float64 { return -0.4 + 0.08*float64(i) }).Accepted(); n != 0 {
+		t.Errorf("rising series: %d samples admitted, want none", n)
 	}
 }

@@ -89,7 +89,8 @@ type SignalConfig struct {
 	// engine compiles kernels, captures graphs for new shapes and fills its caches while
 	// it serves, so its first minutes run below its sustainable rate; a model that learns
 	// them under-reports capacity, and a residual filter that sees the recovery takes it
-	// for a regime shift.
+	// for a regime shift. GPEstimator admits such samples afterwards when the samples
+	// that follow show no speed-up (see GPEstimator.releaseWarm).
 	WarmUp time.Duration
 	// BoundHistory is the number of queue readings the plateau of an unreported bound is
 	// inferred from (default 60: 30 intervals).
@@ -255,9 +256,20 @@ func (f *signalFilter) check(s Sample) string {
 	if s.OutputBlockedSeconds > f.cfg.MaxBlocked*s.Interval.Seconds() {
 		return ReasonOutputBlocked
 	}
+	if r := f.rules(s, proof, dq); r != "" {
+		return r
+	}
 	if s.Uptime > 0 && s.Uptime-s.Interval < f.cfg.WarmUp {
+		// Judged last, so that ReasonWarmUp means the sample passed every other rule
+		// (GPEstimator may admit it once later samples show the engine warm).
 		return ReasonWarmUp
 	}
+	return ""
+}
+
+// rules applies the utilisation, starvation and queue-trend rules to s (already recorded
+// in the history), whose readings proved saturation (proof), dq being its queue change.
+func (f *signalFilter) rules(s Sample, proof bool, dq float64) string {
 	if s.Utilization < f.cfg.MinUtilization && !proof {
 		return ReasonLowUtilization
 	}
