@@ -155,8 +155,8 @@ type opWindow struct {
 	queue, queueCap float64
 	// processed and emitted are the operator's records in and out.
 	processed, emitted float64
-	feat            []float64
-	featW           float64
+	feat               []float64
+	featW              float64
 	// insts are the operator's instance groups by instance key: one per configuration
 	// its production instances run, and the canary slot's probe.
 	insts map[string]*instWindow
