@@ -10,6 +10,7 @@ import (
 	"github.com/trident-sched/trident/internal/benchfmt"
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/experiment"
+	"github.com/trident-sched/trident/sim/shipped"
 	"github.com/trident-sched/trident/sim/tridentsched"
 )
 
@@ -57,6 +58,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "\nTrident control loop: %d invocations, %d MILP rounds; %d regime shifts, %d stale models, "+
 			"%d OOM-guard reverts, %d parked BO sessions, %d tail batches, %d probe OOMs\n",
 			tr.Stats.Invocations, tr.Stats.Rounds, tr.Shifts, tr.Stale, tr.Reverts, tr.Parked, tr.TailBatches, tr.TuneOOMs)
+	}
+	if sh, ok := s.(*shipped.Scheduler); ok {
+		fmt.Fprintf(stdout, "\nShipped planner: %d rounds, %d decisions (%d failed), %d observations published, %.2f s of wall time in the feed and the loop\n",
+			sh.Stats.Rounds, sh.Stats.Decisions, sh.Stats.Failed, sh.Stats.Observations, sh.Stats.Wall.Seconds())
 	}
 	if len(res.RegimeEnd) > 0 {
 		fmt.Fprintf(stdout, "\nsource finished dataset parts at t = %v s\n", res.RegimeEnd)
