@@ -12,6 +12,7 @@ const (
 	lpShare    = 0.25 // LP relaxation
 	routeShare = 0.10 // each routing LP
 	rensShare  = 0.40 // RENS
+	moveShare  = 0.50 // the move search
 )
 
 // search is one Solve: the best checked plan so far, the best proven bound on the
@@ -40,6 +41,10 @@ func (s *search) run() {
 	s.m = buildModel(q, opts)
 	if !opts.NoWarmStart {
 		s.starts()
+		if s.done() {
+			return
+		}
+		s.consider(s.m.move(s.ctx, s.best, s.bound, opts, s.share(moveShare)), "move")
 		if s.done() {
 			return
 		}
