@@ -12,6 +12,10 @@ const (
 	moveBatch = 8   // moves tried together before the next routing LP, at most
 	moveIters = 400 // routing LPs, at most
 	moveFails = 24  // routing LPs in a row that do not pay before the search stalls
+	// moveGap is the share of Options.RelGap at which the search stops: a plan just
+	// within the gap leaves up to RelGap to a peer that overshoots it (HiGHS's search
+	// usually does), and moves are cheap where a plan is that close
+	moveGap = 0.1
 )
 
 // move improves the plan s by moving instances where the routing LP values them: the
@@ -28,7 +32,7 @@ const (
 // paid, the nodes are topped up once more (fill, in the room the moves freed) and the
 // search goes on from there if that pays. It returns the best plan found, pruned of
 // unused launches, or nil when no step paid; by the deadline, or as soon as a plan is
-// proven within opts.RelGap by bound.
+// proven within moveGap*opts.RelGap by bound.
 func (m *model) move(ctx context.Context, s *Solution, bound float64, opts Options, deadline time.Time) *Solution {
 	q := m.q
 	x, d := q.zeros(), q.zeros()
@@ -53,7 +57,7 @@ func (m *model) move(ctx context.Context, s *Solution, bound float64, opts Optio
 	fails := 0 // routing LPs since the last step that paid
 	batch := moveBatch
 	for iter := 0; iter < moveIters && ctx.Err() == nil && time.Now().Before(deadline); iter++ {
-		if !opts.AlwaysMIP && provenWithin(relGap(bound, cur.Objective), opts.RelGap) {
+		if !opts.AlwaysMIP && provenWithin(relGap(bound, cur.Objective), opts.RelGap*moveGap) {
 			break
 		}
 		cands := m.moveCandidates(cur, dual, tabu)
