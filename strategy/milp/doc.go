@@ -111,8 +111,18 @@
 //     interior optimal LP point (interior point method without crossover; a simplex
 //     vertex would pin most x_in at 0; a simplex LP cut short by its share leaves the
 //     interior point as the only guide), at most 40 % of the remaining time, its plan
-//     filled as in (2); (6) HiGHS on
-//     the full model from the best plan for the rest. Uniform clusters end at (1): the
+//     filled as in (2); (6) the move search (move.go), at most 50 % of the remaining
+//     time: the routing LP of the best plan, solved as an LP, values one more instance of
+//     operator i on node n by the dual of its capacity row cap_i_n times one instance's
+//     rate; instances are added at the most valuable pairs, room made by removing
+//     instances the routing leaves (partly) unused, and an operator at its parallelism
+//     limit gives up its least-used instance elsewhere; a batch of moves is kept when the
+//     routing LP of the new placement pays (a plan capped by MaxInstances is improved only
+//     this way: het/64/s1 21 % below the bound -> proven within the gap); the moves go on
+//     until a tenth of the gap, and a move plan that ends inside the gap but not there is
+//     handed to HiGHS for a tenth of the gap and at most 20 % of the remaining time (a
+//     plan just inside the gap leaves up to the gap to a peer that overshoots it);
+//     (7) HiGHS on the full model from the best plan for the rest. Uniform clusters end at (1): the
 //     greedy plan is within the gap of Tub. Options.AlwaysMIP runs every phase.
 //   - Symmetry breaking (Options.SymmetryRows, off by default): nodes with equal pools,
 //     devices, bandwidth, current and pinned instances form classes; "sym_c_k" orders

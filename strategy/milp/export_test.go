@@ -2,6 +2,7 @@ package milp
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -37,4 +38,16 @@ func GreedyFilled(p *Problem) (routed, filled *Solution, err error) {
 		routed = r
 	}
 	return routed, m.fillRoute(context.Background(), routed, opts, deadline), nil
+}
+
+// MoveFrom returns the plan s improved by the move search (nil when no step paid),
+// with up to limit of time; the bound is +Inf, so the search does not stop early.
+func MoveFrom(p *Problem, s *Solution, limit time.Duration) (*Solution, error) {
+	q, err := newPrep(p)
+	if err != nil {
+		return nil, err
+	}
+	opts := Options{}.withDefaults()
+	m := buildModel(q, opts)
+	return m.move(context.Background(), s, math.Inf(1), opts, time.Now().Add(limit)), nil
 }

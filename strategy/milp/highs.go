@@ -103,6 +103,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -143,6 +144,9 @@ type highsResult struct {
 	objective   float64
 	err         error
 	interrupted bool
+	// rowDual are the row duals of an LP (a model without integer columns) solved to a
+	// feasible dual solution, else nil.
+	rowDual []float64
 }
 
 // Solve implements Solver.
@@ -394,6 +398,16 @@ func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interi
 			res.values[j] = float64(vals[j])
 		}
 		C.free(unsafe.Pointer(&vals[0]))
+		if !slices.Contains(m.integer, true) && getI("dual_solution_status") == 2 {
+			vals, duals := dbl(nc), dbl(nr)
+			C.Highs_getSolution(h, &vals[0], nil, nil, &duals[0])
+			res.rowDual = make([]float64, nr)
+			for r := range nr {
+				res.rowDual[r] = float64(duals[r])
+			}
+			C.free(unsafe.Pointer(&vals[0]))
+			C.free(unsafe.Pointer(&duals[0]))
+		}
 	}
 	return res
 }

@@ -62,6 +62,7 @@ type model struct {
 	eUnit   []float64
 	y       [][][]int // y_ink instances of i on n using device class k (integer), nil/-1 when absent
 	classes [][]int   // identical-node classes (size >= 2) used for symmetry breaking
+	capRow  [][]int   // capRow[i][n]: the row of operator i's capacity on node n (Eq. 13)
 }
 
 // buildModel writes the complete model of Sec. 6 (Eqs. 10-26) in the per-node
@@ -261,7 +262,9 @@ func (b *builder) capacityRows(i int) {
 	}
 	b.row(fmt.Sprintf("tput_%d", i), -inf, (q.muC[i]-q.mu[i])*float64(q.Ki[i]))
 	// (13) per node, (18)-(19) conservation: sum_n w_in = T
+	m.capRow = append(m.capRow, make([]int, M))
 	for n := range M {
+		m.capRow[i][n] = m.numRows()
 		b.put(m.w[i][n], o.Amplification)
 		b.put(m.x[i][n], -q.mu[i])
 		b.put(m.d[i][n], -(q.muT[i] - q.mu[i]))

@@ -214,7 +214,8 @@ type Solution struct {
 	SolveTime time.Duration
 	// Source is the phase that produced the plan: "greedy" (the greedy plan, possibly
 	// re-routed by the routing LP, topped up by fill or replaced by LP rounding), "rens" (HiGHS on the model
-	// restricted around the LP relaxation) or "highs" (HiGHS on the full model).
+	// restricted around the LP relaxation), "move" (the move search: instances moved to
+	// where the routing LP values them) or "highs" (HiGHS on the full model).
 	Source string
 }
 
@@ -226,7 +227,7 @@ type Options struct {
 	TimeLimit time.Duration
 	// Threads for HiGHS. Default 1.
 	Threads int
-	// NoWarmStart disables every start (greedy, routing LP, LP rounding, RENS): HiGHS runs
+	// NoWarmStart disables every start (greedy, routing LP, LP rounding, RENS, moves): HiGHS runs
 	// alone on the model (ablation).
 	NoWarmStart bool
 	// SymmetryRows adds rows ordering the nodes of every identical class by load. Off by
