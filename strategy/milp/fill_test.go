@@ -14,15 +14,7 @@ import (
 // same routing LP more than double the throughput; prune then leaves no launch the
 // routing does not use.
 func TestFillRouteOnTightCluster(t *testing.T) {
-	in, err := hetgen.Generate(hetgen.Spec{Nodes: 6, Seed: 18})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := in.Problem
-	routed, filled, err := milp.GreedyFilled(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, routed, filled := hetStarts(t, 6, 18)
 	if filled == nil {
 		t.Fatal("fill added nothing")
 	}
@@ -53,6 +45,22 @@ func TestFillRouteOnTightCluster(t *testing.T) {
 	}
 }
 
+// hetStarts generates het/<nodes>/s<seed> and returns its problem, its greedy plan
+// re-routed by the routing LP, and that plan topped up by fill (nil when fill adds
+// nothing): the start plans the solver's later steps improve on.
+func hetStarts(t *testing.T, nodes int, seed uint64) (p *milp.Problem, routed, filled *milp.Solution) {
+	t.Helper()
+	in, err := hetgen.Generate(hetgen.Spec{Nodes: nodes, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed, filled, err = milp.GreedyFilled(in.Problem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.Problem, routed, filled
+}
+
 // candidateRate is an upper bound on what k candidate-configuration instances of o process.
 func candidateRate(o milp.Operator, k int) float64 {
 	if k == 0 || o.Candidate == nil {
@@ -63,15 +71,11 @@ func candidateRate(o milp.Operator, k int) float64 {
 
 // Solve keeps what fill finds: on het/6/s18 its plan is at least the filled greedy plan.
 func TestSolveUsesFill(t *testing.T) {
-	in, err := hetgen.Generate(hetgen.Spec{Nodes: 6, Seed: 18})
-	if err != nil {
-		t.Fatal(err)
+	p, _, filled := hetStarts(t, 6, 18)
+	if filled == nil {
+		t.Fatal("fill added nothing")
 	}
-	_, filled, err := milp.GreedyFilled(in.Problem)
-	if err != nil || filled == nil {
-		t.Fatalf("fill: %v", err)
-	}
-	s := mustSolve(t, milp.HiGHS{}, in.Problem, milp.Options{})
+	s := mustSolve(t, milp.HiGHS{}, p, milp.Options{})
 	if s.Objective < filled.Objective*(1-1e-9) {
 		t.Errorf("Solve objective %.6g below the filled greedy plan's %.6g", s.Objective, filled.Objective)
 	}

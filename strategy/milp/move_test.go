@@ -15,15 +15,7 @@ import (
 // fill cannot add any; only moving them helps. From the best start plan (the routed greedy
 // or its fill, 7.71) the move search reaches the proven optimum (39.587) within 0.1 %.
 func TestMoveOnInstanceCappedCluster(t *testing.T) {
-	in, err := hetgen.Generate(hetgen.Spec{Nodes: 8, Seed: 22})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := in.Problem
-	routed, filled, err := milp.GreedyFilled(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, routed, filled := hetStarts(t, 8, 22)
 	start := routed
 	if filled != nil && filled.Objective > start.Objective {
 		start = filled
