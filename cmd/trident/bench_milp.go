@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
 	"github.com/trident-sched/trident/strategy/milp/contendbench"
@@ -79,11 +80,8 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // milpbench.DefaultHeteroConfig.
 func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes string, flags milpbench.Config, verbose bool, stdout, stderr io.Writer) error {
 	cfg := milpbench.DefaultHeteroConfig()
-	var err error
-	if set["sizes"] {
-		if cfg.Sizes, err = milpbench.ParseInts(sizes); err != nil {
-			return fmt.Errorf("-sizes: %w", err)
-		}
+	if err := overrideRun(set, sizes, flags, &cfg.Sizes, &cfg.Seeds, &cfg.TimeLimit, &cfg.RelGap); err != nil {
+		return err
 	}
 	if set["modes"] {
 		ms, err := milpbench.ParseList(modes, "trident", "mip", "sym", "nostart", "nobound")
@@ -94,15 +92,6 @@ func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes s
 		for _, m := range ms {
 			cfg.Modes = append(cfg.Modes, milpbench.Mode(m))
 		}
-	}
-	if set["seeds"] {
-		cfg.Seeds = flags.Seeds
-	}
-	if set["time-limit"] {
-		cfg.TimeLimit = flags.TimeLimit
-	}
-	if set["gap"] {
-		cfg.RelGap = flags.RelGap
 	}
 	if set["plain-max-nodes"] {
 		cfg.PlainMax = flags.PlainMax
@@ -124,20 +113,8 @@ func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes s
 // -gap, when set, override contendbench.DefaultConfig.
 func runBenchMILPContention(ctx context.Context, set map[string]bool, sizes string, flags milpbench.Config, verbose bool, stdout, stderr io.Writer) error {
 	cfg := contendbench.DefaultConfig()
-	var err error
-	if set["sizes"] {
-		if cfg.Sizes, err = milpbench.ParseInts(sizes); err != nil {
-			return fmt.Errorf("-sizes: %w", err)
-		}
-	}
-	if set["seeds"] {
-		cfg.Seeds = flags.Seeds
-	}
-	if set["time-limit"] {
-		cfg.TimeLimit = flags.TimeLimit
-	}
-	if set["gap"] {
-		cfg.RelGap = flags.RelGap
+	if err := overrideRun(set, sizes, flags, &cfg.Sizes, &cfg.Seeds, &cfg.TimeLimit, &cfg.RelGap); err != nil {
+		return err
 	}
 	if cfg.Seeds <= 0 || cfg.TimeLimit <= 0 || cfg.RelGap < 0 {
 		return fmt.Errorf("-seeds and -time-limit must be > 0 and -gap >= 0")
@@ -150,4 +127,26 @@ func runBenchMILPContention(ctx context.Context, set map[string]bool, sizes stri
 		return fmt.Errorf("bench milp -contention: %w", err)
 	}
 	return benchfmt.WriteResult(stdout, res)
+}
+
+// overrideRun sets the sizes, seeds, time limit and gap of a benchmark's default
+// configuration from the -sizes, -seeds, -time-limit and -gap flags the caller set.
+func overrideRun(set map[string]bool, sizes string, flags milpbench.Config, cfgSizes *[]int, seeds *int, limit *time.Duration, gap *float64) error {
+	if set["sizes"] {
+		v, err := milpbench.ParseInts(sizes)
+		if err != nil {
+			return fmt.Errorf("-sizes: %w", err)
+		}
+		*cfgSizes = v
+	}
+	if set["seeds"] {
+		*seeds = flags.Seeds
+	}
+	if set["time-limit"] {
+		*limit = flags.TimeLimit
+	}
+	if set["gap"] {
+		*gap = flags.RelGap
+	}
+	return nil
 }
