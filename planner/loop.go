@@ -337,13 +337,10 @@ func (l *Loop) runLeader(ctx context.Context) {
 			run(wantSolve)
 			wantSolve = false
 		case r := <-l.results:
-			delete(l.solving, r.job)
-			committed := l.commit(ctx, r)
-			l.settle(r, committed)
-			if l.stale[r.job] {
+			committed, stale := l.finish(ctx, r)
+			if stale {
 				// A solving round passed the job while this solve ran: solve again
 				// on the newer input.
-				delete(l.stale, r.job)
 				wantSolve = true
 				schedule()
 			} else if committed {
@@ -377,16 +374,25 @@ func (l *Loop) roundSync(ctx context.Context, solve bool) {
 		case <-ctx.Done():
 			return
 		case r := <-l.results:
-			delete(l.solving, r.job)
-			c := l.commit(ctx, r)
-			l.settle(r, c)
-			delete(l.stale, r.job)
+			c, _ := l.finish(ctx, r)
 			committed = committed || c
 		}
 	}
 	if committed {
 		l.round(ctx, false)
 	}
+}
+
+// finish handles a solve's result: the job no longer solves, the result is committed when
+// worth it and settled. It reports whether a decision was committed and whether a solving
+// round passed the job meanwhile (its stale mark, cleared here).
+func (l *Loop) finish(ctx context.Context, r solveResult) (committed, stale bool) {
+	delete(l.solving, r.job)
+	committed = l.commit(ctx, r)
+	l.settle(r, committed)
+	stale = l.stale[r.job]
+	delete(l.stale, r.job)
+	return committed, stale
 }
 
 // round runs one pass: refresh the inventory, advance in-flight decisions and, with solve,
