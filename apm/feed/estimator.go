@@ -151,17 +151,12 @@ const fillDecay = 0.995
 // requests over the admission limit from engine gauges, else the queue over the admission
 // limit), the fill floored at 1/maxFillScale. It reports false when the fill is unknown.
 func batchFillRate(prev, cur Snapshot) (float64, float64, bool) {
-	newest := 0.0
-	for _, m := range cur.Instances {
-		newest = math.Max(newest, m.Epoch)
-	}
 	dt := cur.Time.Sub(prev.Time).Seconds()
 	var recs, fill float64
 	n := 0
-	for id, m := range cur.Instances {
-		old, ok := prev.Instances[id]
-		if !ok || m.Epoch != newest || old.Epoch != m.Epoch || m.RecordsIn < old.RecordsIn || !(m.AdmissionLimit > 0) {
-			continue
+	newest := newestEpochIntervals(prev, cur, func(old, m Instance) {
+		if !(m.AdmissionLimit > 0) {
+			return
 		}
 		f := m.QueueLength / m.AdmissionLimit
 		if m.EngineReported {
@@ -170,7 +165,7 @@ func batchFillRate(prev, cur Snapshot) (float64, float64, bool) {
 		recs += m.RecordsIn - old.RecordsIn
 		fill += math.Min(1, math.Max(f, 1.0/maxFillScale))
 		n++
-	}
+	})
 	if n == 0 || dt <= 0 || recs <= 0 {
 		return 0, newest, false
 	}
@@ -184,25 +179,34 @@ func batchFillRate(prev, cur Snapshot) (float64, float64, bool) {
 // a candidate config runs beside the current one (a canary, a rolling batch), the rate of
 // the mix would be labelled with the candidate's epoch and taken for its measurement.
 func usefulTimeRate(prev, cur Snapshot) (float64, float64, bool) {
+	recs, useful := 0.0, 0.0
+	newest := newestEpochIntervals(prev, cur, func(old, m Instance) {
+		if m.UsefulSeconds < old.UsefulSeconds {
+			return
+		}
+		recs += m.RecordsIn - old.RecordsIn
+		useful += m.UsefulSeconds - old.UsefulSeconds
+	})
+	if recs <= 0 || useful <= 0 {
+		return 0, newest, false
+	}
+	return recs / useful, newest, true
+}
+
+// newestEpochIntervals calls f with the previous and current counters of every instance
+// of cur's newest config epoch that prev shows on the same epoch, its records counter not
+// gone back (a restart), and returns that epoch.
+func newestEpochIntervals(prev, cur Snapshot, f func(old, m Instance)) float64 {
 	newest := 0.0
 	for _, m := range cur.Instances {
 		newest = math.Max(newest, m.Epoch)
 	}
-	recs, useful := 0.0, 0.0
-	n := 0
 	for id, m := range cur.Instances {
-		old, ok := prev.Instances[id]
-		if !ok || m.Epoch != newest || old.Epoch != m.Epoch || m.RecordsIn < old.RecordsIn || m.UsefulSeconds < old.UsefulSeconds {
-			continue
+		if old, ok := prev.Instances[id]; ok && m.Epoch == newest && old.Epoch == m.Epoch && m.RecordsIn >= old.RecordsIn {
+			f(old, m)
 		}
-		recs += m.RecordsIn - old.RecordsIn
-		useful += m.UsefulSeconds - old.UsefulSeconds
-		n++
 	}
-	if n == 0 || recs <= 0 || useful <= 0 {
-		return 0, newest, false
-	}
-	return recs / useful, newest, true
+	return newest
 }
 
 // epochRate is the EMA of the useful-time rate of one config epoch's instances.
@@ -268,6 +272,7 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	e.mu.Lock()
 	names, ok := e.features[k]
 	st := e.stats[k]
+	batched := !e.sync[k]
 	e.mu.Unlock()
 	if !ok {
 		return
@@ -374,9 +379,6 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 		}
 		e.mu.Unlock()
 	}
-	e.mu.Lock()
-	batched := !e.sync[k]
-	e.mu.Unlock()
 	if r, epoch, ok := batchFillRate(prev, cur); ok && batched {
 		e.mu.Lock()
 		if old, seen := e.fill[k]; seen && old.epoch == epoch {
