@@ -107,6 +107,15 @@ func SpaceOf(s sim.Space) (*configspace.Space, error) {
 	return sp, nil
 }
 
+// CSOf converts a simulator configuration c of space s to a configspace.Config.
+func CSOf(s sim.Space, c sim.OpConfig) configspace.Config {
+	out := configspace.Config{}
+	for i, p := range s {
+		out[p.Name] = configspace.Num(c[i])
+	}
+	return out
+}
+
 // ConfigOf converts a configspace.Config to the simulator's value order (missing values
 // take the defaults).
 func ConfigOf(s sim.Space, c configspace.Config) sim.OpConfig {

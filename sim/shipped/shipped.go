@@ -343,11 +343,7 @@ func (s *Scheduler) configString(i int, cfg sim.OpConfig) string {
 	if len(sp) == 0 || cfg == nil {
 		return ""
 	}
-	c := configspace.Config{}
-	for k, p := range sp {
-		c[p.Name] = configspace.Num(cfg[k])
-	}
-	return c.String()
+	return baseline.CSOf(sp, cfg).String()
 }
 
 // simConfig is operator i's configuration named config, in the simulator's form.

@@ -278,13 +278,7 @@ func configKey(c sim.OpConfig) string { return fmt.Sprint([]float64(c)) }
 func toSpace(s sim.Space) (*configspace.Space, error) { return baseline.SpaceOf(s) }
 
 // toCS converts a simulator configuration to a configspace.Config.
-func toCS(s sim.Space, c sim.OpConfig) configspace.Config {
-	out := configspace.Config{}
-	for i, p := range s {
-		out[p.Name] = configspace.Num(c[i])
-	}
-	return out
-}
+func toCS(s sim.Space, c sim.OpConfig) configspace.Config { return baseline.CSOf(s, c) }
 
 // fromConfig converts a configspace.Config to the simulator's value order.
 func fromConfig(s sim.Space, c configspace.Config) sim.OpConfig { return baseline.ConfigOf(s, c) }
