@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -748,7 +749,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	for i := range snap.Ops {
 		st := &snap.Ops[i]
 		unplaced += st.Unplaced
-		if st.Starting > 0 || st.Restarting > 0 || !equalCounts(st.PerNode, target[i]) || want[i] > 0 && st.OnTarget < want[i] {
+		if st.Starting > 0 || st.Restarting > 0 || !slices.Equal(st.PerNode, target[i]) || want[i] > 0 && st.OnTarget < want[i] {
 			done = false
 		}
 	}
@@ -878,16 +879,4 @@ func (s *Scheduler) counts(d fsm.Decision) [][]int {
 		}
 	}
 	return out
-}
-
-func equalCounts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
