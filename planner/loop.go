@@ -295,9 +295,7 @@ func (l *Loop) debounce() time.Duration {
 
 // runLeader runs rounds until ctx is done (leadership lost or shutdown).
 func (l *Loop) runLeader(ctx context.Context) {
-	l.startTerm()
-	// Make sure every committed entry is applied before acting on the state.
-	if err := l.s.raft.Barrier(10 * time.Second).Error(); err != nil {
+	if err := l.beginTerm(); err != nil {
 		l.log.Warn("barrier failed; continuing", "err", err)
 	}
 	l.log.Info("rescheduling loop started", "interval", l.cfg.Interval)
@@ -337,7 +335,7 @@ func (l *Loop) runLeader(ctx context.Context) {
 			run(wantSolve)
 			wantSolve = false
 		case r := <-l.results:
-			committed, stale := l.finish(ctx, r)
+			committed, stale := l.finishSolve(ctx, r)
 			if stale {
 				// A solving round passed the job while this solve ran: solve again
 				// on the newer input.
@@ -348,6 +346,14 @@ func (l *Loop) runLeader(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// beginTerm starts a leadership term: its per-term state is reset, and every committed
+// entry is applied before the loop acts on the state (raft barrier; its error is
+// returned, the state is reset either way).
+func (l *Loop) beginTerm() error {
+	l.startTerm()
+	return l.s.raft.Barrier(10 * time.Second).Error()
 }
 
 // startTerm resets the per-term state of a new leadership term.
@@ -374,7 +380,7 @@ func (l *Loop) roundSync(ctx context.Context, solve bool) {
 		case <-ctx.Done():
 			return
 		case r := <-l.results:
-			c, _ := l.finish(ctx, r)
+			c, _ := l.finishSolve(ctx, r)
 			committed = committed || c
 		}
 	}
@@ -383,10 +389,10 @@ func (l *Loop) roundSync(ctx context.Context, solve bool) {
 	}
 }
 
-// finish handles a solve's result: the job no longer solves, the result is committed when
+// finishSolve handles a solve's result: the job no longer solves, the result is committed when
 // worth it and settled. It reports whether a decision was committed and whether a solving
 // round passed the job meanwhile (its stale mark, cleared here).
-func (l *Loop) finish(ctx context.Context, r solveResult) (committed, stale bool) {
+func (l *Loop) finishSolve(ctx context.Context, r solveResult) (committed, stale bool) {
 	delete(l.solving, r.job)
 	committed = l.commit(ctx, r)
 	l.settle(r, committed)

@@ -434,10 +434,9 @@ func (s *Server) Round(ctx context.Context, solve bool) error {
 	s.manual.Lock()
 	defer s.manual.Unlock()
 	if term := s.raft.Stats()["term"]; term != s.manualTerm {
-		if err := s.raft.Barrier(10 * time.Second).Error(); err != nil {
+		if err := s.loop.beginTerm(); err != nil {
 			return fmt.Errorf("planner: barrier before the first round: %w", err)
 		}
-		s.loop.startTerm()
 		s.manualTerm = term
 	}
 	s.loop.roundSync(ctx, solve)
