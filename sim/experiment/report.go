@@ -78,6 +78,16 @@ func NewReport(pipelines []string, runs []*Run, wall time.Duration) *Report {
 
 func (r *Report) run(p, key string, seed uint64) *Run { return r.Runs[p][key][seed] }
 
+// goalKeys are the Trident variants whose spread over seeds and share of the simulator's
+// bound the RESULT line reports: the simulator's orchestration and the shipped planner.
+var goalKeys = []string{"trident", "trident-shipped", "trident-shipped+tune"}
+
+// boundPct returns key's median throughput on pipeline p as a percentage of the
+// queue-limited bound with the best config per regime (NaN without a bound).
+func (r *Report) boundPct(p, key string) float64 {
+	return 100 * r.norm(p, key) / r.boundNorm(p, boundQueueTuned)
+}
+
 // boundKind selects one of a pipeline's fluid bounds (see sim.FluidBound).
 type boundKind int
 
@@ -258,12 +268,10 @@ func (r *Report) Tables() []*benchfmt.Table {
 			{"queue-limited: per-regime split + best config (the simulator's bound)", func(p string) float64 { return r.boundNorm(p, boundQueueTuned) }},
 			{"trident (measured)", func(p string) float64 { return r.norm(p, "trident") }},
 			{"trident / ideal-engine bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, boundTuned) }},
-			{"trident / queue-limited bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, boundQueueTuned) }},
+			{"trident / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident") }},
 			{"trident-shipped (measured)", func(p string) float64 { return r.norm(p, "trident-shipped") }},
-			{"trident-shipped / queue-limited bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident-shipped") / r.boundNorm(p, boundQueueTuned) }},
-			{"trident-shipped+tune / queue-limited bound (%)", func(p string) float64 {
-				return 100 * r.norm(p, "trident-shipped+tune") / r.boundNorm(p, boundQueueTuned)
-			}},
+			{"trident-shipped / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped") }},
+			{"trident-shipped+tune / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped+tune") }},
 		}
 		for _, row := range rows {
 			cells := []string{row.name}
@@ -585,17 +593,17 @@ func (r *Report) Result() benchfmt.Result {
 			fig[p+".bound.queue_realloc_norm"] = round(r.boundNorm(p, boundQueueDefault), 1000)
 			fig[p+".bound.queue_tuned_norm"] = round(r.boundNorm(p, boundQueueTuned), 1000)
 		}
-		for _, k := range []string{"trident", "trident-shipped", "trident-shipped+tune"} {
-			if lo, hi := spread(r.normAll(p, k)); len(r.Seeds) > 1 && r.Runs[p][k] != nil {
+		_, bounded := r.Bounds[p]
+		for _, k := range goalKeys {
+			if r.Runs[p][k] == nil {
+				continue
+			}
+			if lo, hi := spread(r.normAll(p, k)); len(r.Seeds) > 1 {
 				fig[p+".norm."+k+".min"] = round(lo, 1000)
 				fig[p+".norm."+k+".max"] = round(hi, 1000)
 			}
-		}
-		if _, ok := r.Bounds[p]; ok {
-			for _, k := range []string{"trident", "trident-shipped", "trident-shipped+tune"} {
-				if r.Runs[p][k] != nil {
-					fig[p+".bound_pct."+k] = round(100*r.norm(p, k)/r.boundNorm(p, boundQueueTuned), 10)
-				}
+			if bounded {
+				fig[p+".bound_pct."+k] = round(r.boundPct(p, k), 10)
 			}
 		}
 		for _, k := range fig3Keys {
