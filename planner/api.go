@@ -34,6 +34,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/observations", s.auth(limit(MaxObservationsBody, s.write(s.handleObservations))))
 	mux.HandleFunc("PUT /v1/candidates/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handlePutCandidate))))
 	mux.HandleFunc("DELETE /v1/candidates/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handleDropCandidate))))
+	mux.HandleFunc("PUT /v1/trials/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handlePutTrial))))
+	mux.HandleFunc("DELETE /v1/trials/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handleDropTrial))))
 	mux.HandleFunc("GET /v1/decisions", s.auth(s.handleDecisions))
 	mux.HandleFunc("GET /v1/inventory", s.auth(s.handleInventory))
 	mux.HandleFunc("PUT /v1/inventory", s.auth(limit(MaxInventoryBody, s.write(s.handlePutInventory))))
@@ -508,6 +510,11 @@ func planResponse(st *fsm.State, d fsm.Decision) *client.PlanResponse {
 			Config: t.Config, ConfigEpoch: t.Epoch, CandidateConfig: t.CandidateConfig, Transitions: t.Transitions,
 			ObservationEpoch: st.Epochs[d.Job][name],
 		}
+		if tr, ok := st.Trials[d.Job][name]; ok {
+			g := resp.Groups[name]
+			g.TrialConfig, g.TrialEpoch = tr.Config, tr.Epoch
+			resp.Groups[name] = g
+		}
 	}
 	return resp
 }
@@ -580,20 +587,8 @@ func checkObservation(o client.ObservationRequest) error {
 
 func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
 	var req client.CandidateRequest
-	if !decodeBody(w, r, &req, false) || !s.found(w, r.PathValue("job"), r.PathValue("op")) {
+	if !decodeBody(w, r, &req, false) || !s.found(w, r.PathValue("job"), r.PathValue("op")) || !s.configFits(w, r, req.Config) {
 		return
-	}
-	if s.loop != nil && s.loop.cfg.Actuator != nil {
-		var p *fsm.Pipeline
-		s.fsm.Read(func(st *fsm.State) { p = st.Pipelines[r.PathValue("job")] })
-		if p != nil {
-			if o, ok := p.Operator(r.PathValue("op")); ok {
-				if err := s.loop.cfg.Actuator.CheckConfig(o, req.Config); err != nil {
-					writeErr(w, http.StatusUnprocessableEntity, err)
-					return
-				}
-			}
-		}
 	}
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetCandidate, Job: r.PathValue("job"), Operator: r.PathValue("op"),
 		Candidate: &fsm.Candidate{Config: req.Config, Capacity: req.Capacity, ColdStartSec: req.ColdStartSec}})
@@ -603,6 +598,26 @@ func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
 	}
+}
+
+// configFits answers 422 and reports false when the actuator refuses config for the
+// operator the request's path names.
+func (s *Server) configFits(w http.ResponseWriter, r *http.Request, config string) bool {
+	if s.loop == nil || s.loop.cfg.Actuator == nil {
+		return true
+	}
+	var p *fsm.Pipeline
+	s.fsm.Read(func(st *fsm.State) { p = st.Pipelines[r.PathValue("job")] })
+	if p == nil {
+		return true
+	}
+	if o, ok := p.Operator(r.PathValue("op")); ok {
+		if err := s.loop.cfg.Actuator.CheckConfig(o, config); err != nil {
+			writeErr(w, http.StatusUnprocessableEntity, err)
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) handleDropCandidate(w http.ResponseWriter, r *http.Request) {

@@ -189,6 +189,8 @@ type Loop struct {
 	// plan is committed even when it moves nothing, so that a rendered version replaces
 	// the user's unpinned one.
 	adopted map[string]bool
+	// trials holds, per job, the encoded trials the TrialActuator last applied this term.
+	trials map[string]string
 }
 
 type solveResult struct {
@@ -367,6 +369,7 @@ func (l *Loop) startTerm() {
 	l.queued = map[string]bool{}
 	l.fitsCache = map[[sha256.Size]byte]fitsAnswer{}
 	l.joint = jointCache{}
+	l.trials = map[string]string{}
 }
 
 // roundSync runs one round and then waits for the solves it started, commits their
@@ -507,6 +510,7 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 	if p == nil {
 		return
 	}
+	l.syncTrials(ctx, job)
 	if hasDec && prog.Status == fsm.StatusApplying {
 		if l.cfg.Actuator == nil {
 			return

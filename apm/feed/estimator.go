@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/trident-sched/trident/apm/observe"
+	"github.com/trident-sched/trident/planner/fsm"
 )
 
 // Snapshot is one scrape of every instance of an operator.
@@ -116,13 +117,36 @@ func (e *Estimator) Declare(job, group string, d Declaration) error {
 		// An operator without declared features still gets a (constant-input) model.
 		features = []string{"const"}
 	}
-	if err := e.layer.Register(k, observe.OperatorSpec{Features: features, Config: EstimatorConfig(d)}); err != nil {
-		return err
+	// The operator's tuning trials get a model of their own (trialKey): a trial's instance
+	// runs another config beside the production instances, and neither must be taken for
+	// the other.
+	for _, kk := range []string{k, trialKey(k)} {
+		if err := e.layer.Register(kk, observe.OperatorSpec{Features: features, Config: EstimatorConfig(d)}); err != nil {
+			return err
+		}
+		e.features[kk] = features
+		e.sync[kk] = d.Synchronous
+		e.stats[kk] = &Counters{Rejected: map[string]int{}}
 	}
-	e.features[k] = features
-	e.sync[k] = d.Synchronous
-	e.stats[k] = &Counters{Rejected: map[string]int{}}
 	return nil
+}
+
+// trialKey is the observation-layer key of the tuning trials of the operator keyed k.
+func trialKey(k string) string { return k + "#trial" }
+
+// splitTrials returns the instances of s that run a tuning trial (fsm.IsTrialEpoch) and
+// the others, as two snapshots of s's time.
+func splitTrials(s Snapshot) (trial, prod Snapshot) {
+	trial = Snapshot{Time: s.Time, Instances: map[string]Instance{}}
+	prod = Snapshot{Time: s.Time, Instances: map[string]Instance{}}
+	for id, m := range s.Instances {
+		if m.Epoch >= 0 && fsm.IsTrialEpoch(uint64(m.Epoch)) {
+			trial.Instances[id] = m
+		} else {
+			prod.Instances[id] = m
+		}
+	}
+	return trial, prod
 }
 
 // SourceUsefulTime marks an estimate taken from the useful-time rate because the
@@ -267,8 +291,26 @@ const maxHeldSpan = 5 * time.Minute
 // observation layer finds too short (a synchronous operator's instance completing fewer
 // records than a sample needs, as one processing minute-long videos does in a scrape
 // period) is not dropped: the instance's next sample spans both, up to maxHeldSpan.
+//
+// The instances of a tuning trial (their epoch is a trial epoch) are modelled apart
+// (TrialEstimate); Latest returns every instance.
 func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	k := key(job, group)
+	prevT, prevP := splitTrials(prev)
+	curT, curP := splitTrials(cur)
+	e.observe(k, prevP, curP)
+	if len(curT.Instances) > 0 || len(prevT.Instances) > 0 {
+		e.observe(trialKey(k), prevT, curT)
+	}
+	e.mu.Lock()
+	if _, ok := e.snaps[k]; ok {
+		e.snaps[k] = cur
+	}
+	e.mu.Unlock()
+}
+
+// observe offers the intervals of the instances of prev and cur to the model keyed k.
+func (e *Estimator) observe(k string, prev, cur Snapshot) {
 	e.mu.Lock()
 	names, ok := e.features[k]
 	st := e.stats[k]
@@ -415,7 +457,16 @@ func (e *Estimator) Capacity(job, group string) (float64, error) {
 
 // Estimate returns the layer's full estimate (capacity, std, epoch) at the latest features.
 func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
-	k := key(job, group)
+	return e.estimate(key(job, group))
+}
+
+// TrialEstimate returns the estimate of job/group's newest tuning trial (its Epoch is the
+// trial's epoch), at the features its instance saw, on the same terms as Estimate.
+func (e *Estimator) TrialEstimate(job, group string) (observe.Estimate, error) {
+	return e.estimate(trialKey(key(job, group)))
+}
+
+func (e *Estimator) estimate(k string) (observe.Estimate, error) {
 	e.mu.Lock()
 	fv, ok := e.latest[k]
 	e.mu.Unlock()

@@ -58,6 +58,16 @@ type TunerOptions struct {
 	// mean a barely-explored space never looks better than what runs, so no trial would
 	// ever be rolled out. Once it runs, the measurement replaces the optimistic figure.
 	Optimism float64
+	// Trials measures BO evaluations as tuning trials (PUT /v1/trials): one instance of
+	// the configuration beside the production instances, so the pipeline keeps being
+	// rescheduled while it is measured, and only a tuned cluster's recommendation is
+	// rolled out (through its canary). A planner that answers 501 turns trials off for
+	// the job. Off (the default), every evaluation is a candidate the planner rolls out.
+	// Plugin config key tune_trials.
+	Trials bool
+	// TrialRounds bounds the rounds one trial may take to be measured [60]; a trial not
+	// measured by then is set aside.
+	TrialRounds int
 	// Cluster configures the workload clustering [WarmUp 10: one feature sample per
 	// instance and round is a window mean, far less noisy than one request;
 	// RangeFraction 0.1: window means of a uniform regime can be near constant].
@@ -109,6 +119,9 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	if o.MaxTries <= 0 {
 		o.MaxTries = 8
 	}
+	if o.TrialRounds <= 0 {
+		o.TrialRounds = 60
+	}
 	if o.Cluster.WarmUp == 0 {
 		o.Cluster.WarmUp = 10
 	}
@@ -145,6 +158,9 @@ type Proposal struct {
 	PFeasible float64
 	// Recommendation is true for a tuned cluster's recommendation (false for a BO trial).
 	Recommendation bool
+	// Trial is true for a configuration put as a tuning trial (PUT /v1/trials), not
+	// proposed for a rollout.
+	Trial bool
 }
 
 // TunerStats is what the Tuner did for one operator.
@@ -290,6 +306,10 @@ type opTuner struct {
 	declined map[string]bool
 	pending  *pendingProposal
 	round    int
+	// noTrials is set once the planner refused a trial (501): configurations are then
+	// measured by rolling them out. trial is the trial the Tuner put and waits on.
+	noTrials bool
+	trial    *trialWait
 
 	evals     []Evaluation
 	proposals []Proposal
@@ -312,6 +332,14 @@ type allocState struct {
 
 type pendingProposal struct {
 	config string
+	round  int
+}
+
+// trialWait is a trial the Tuner put: its config, the epoch its instance exports and the
+// round it was put in.
+type trialWait struct {
+	config string
+	epoch  uint64
 	round  int
 }
 
@@ -387,20 +415,39 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 	if candidate != "" {
 		ot.epochCfg[g.ConfigEpoch+1] = candidate
 	}
+	trial := canonical(ot.space, g.TrialConfig)
+	if trial != "" {
+		ot.epochCfg[g.TrialEpoch] = trial
+	}
 
 	snap, ok := t.est.Latest(job, op.Name)
 	if !ok || len(snap.Instances) == 0 || (ot.prev != nil && !snap.Time.After(ot.prev.Time)) {
 		return nil // no new scrape
 	}
 	cur := t.absorb(ot, snap)
-	if err := t.evaluate(ot, cur); err != nil {
-		return err
+	if ot.noTrials || !t.o.Trials {
+		if err := t.evaluate(ot, cur); err != nil {
+			return err
+		}
+		return t.propose(ctx, ot, op, g, running, candidate, cur)
 	}
-	return t.propose(ctx, ot, op, g, running, candidate, cur)
+	if st := ot.epoch(cur); st.oom {
+		// What runs fails: that is a measurement however tuning measures the rest.
+		if err := t.evaluate(ot, cur); err != nil {
+			return err
+		}
+	}
+	if trial != "" {
+		if err := t.evaluate(ot, g.TrialEpoch); err != nil {
+			return err
+		}
+	}
+	return t.trialStep(ctx, ot, op, g, running, candidate, trial)
 }
 
 // absorb folds a new snapshot into the per-epoch state, feeds the workload features to the
-// clustering and returns the newest epoch any instance runs.
+// clustering and returns the newest epoch any production instance runs (trial epochs
+// excluded).
 func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 	first := ot.prev == nil
 	var cur uint64
@@ -412,7 +459,9 @@ func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 	for _, id := range ids {
 		m := snap.Instances[id]
 		e := uint64(math.Max(0, m.Epoch))
-		cur = max(cur, e)
+		if !fsm.IsTrialEpoch(e) {
+			cur = max(cur, e)
+		}
 		st := ot.epoch(e)
 		st.peakBytes = math.Max(st.peakBytes, m.DeviceMemPeak)
 		a, seen := ot.allocs[id]
@@ -455,9 +504,14 @@ func (ot *opTuner) epoch(e uint64) *epochState {
 	return st
 }
 
-// stable returns epoch e's recordable capacity (see Tuner).
+// stable returns epoch e's recordable capacity (see Tuner); a trial epoch's comes from the
+// trial's own model (Estimator.TrialEstimate).
 func (t *Tuner) stable(ot *opTuner, e uint64, st *epochState) (float64, bool) {
-	if est, err := t.est.Estimate(ot.job, ot.op); err == nil && est.Epoch == e && !Fallback(est.Source) &&
+	estimate := t.est.Estimate
+	if fsm.IsTrialEpoch(e) {
+		estimate = t.est.TrialEstimate
+	}
+	if est, err := estimate(ot.job, ot.op); err == nil && est.Epoch == e && !Fallback(est.Source) &&
 		est.Samples >= t.o.MinSamples && est.StdDev <= t.o.MaxRelStd*est.Capacity {
 		return est.Capacity, true
 	}
@@ -467,7 +521,8 @@ func (t *Tuner) stable(ot *opTuner, e uint64, st *epochState) (float64, bool) {
 	return 0, false
 }
 
-// evaluate records the current epoch's measurement once it is an OOM or stable.
+// evaluate records epoch e's measurement once it is an OOM or stable (a trial's epoch:
+// once its trial's model is).
 func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	cfgStr, ok := ot.epochCfg[e]
 	if !ok {
@@ -559,11 +614,7 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 		}
 		cfgStr := adv.Config.String()
 		if !adv.Evaluate {
-			base, measured := ot.measured[running]
-			if cfgStr == running || ot.oomCfg[cfgStr] || measured && adv.Predicted <= base || !(adv.Predicted > 0) || adv.PFeasible < t.o.Delta {
-				return nil
-			}
-			return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: adv.Predicted, PFeasible: adv.PFeasible, Recommendation: true})
+			return t.recommend(ctx, ot, op, adv, running)
 		}
 		if cfgStr == running || ot.oomCfg[cfgStr] || ot.declined[cfgStr] {
 			continue
@@ -597,5 +648,125 @@ func (t *Tuner) put(ctx context.Context, ot *opTuner, op fsm.Operator, p Proposa
 	t.mu.Unlock()
 	t.o.Logger.Info("tune: candidate proposed", "job", ot.job, "operator", ot.op, "config", p.Config,
 		"capacity", p.Capacity, "p_feasible", p.PFeasible, "recommendation", p.Recommendation)
+	return nil
+}
+
+// recommend proposes a tuned cluster's recommendation adv as a candidate when it beats
+// the running config's measurement (and is not the running config, nor seen to OOM).
+func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv adapt.Advice, running string) error {
+	cfgStr := adv.Config.String()
+	base, measured := ot.measured[running]
+	if cfgStr == running || ot.oomCfg[cfgStr] || measured && adv.Predicted <= base || !(adv.Predicted > 0) || adv.PFeasible < t.o.Delta {
+		return nil
+	}
+	capacity := adv.Predicted
+	if est, err := t.est.Estimate(ot.job, ot.op); measured && base > 0 && err == nil && !Fallback(est.Source) && !(ot.noTrials || !t.o.Trials) {
+		// Trials measure every config of a session on one instance that runs at its
+		// admission limit; the planner compares candidates with the production instances'
+		// estimate, which runs at their share of the queue. The session's ratio carries
+		// over: the candidate is offered at the running config's production estimate
+		// scaled by the trials' ratio of the two.
+		capacity = est.Capacity * adv.Predicted / base
+	}
+	return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: capacity, PFeasible: adv.PFeasible, Recommendation: true})
+}
+
+// trialStep advances tuning by trials: while no transition is in flight and the
+// operator runs saturated, it waits for the trial it put to be measured (evaluate records
+// it) or to time out, then puts the next one: the running config first in a new session
+// (so every configuration of a session is measured alike, on the trial's instance), then
+// the BO's suggestions. A tuned cluster's recommendation ends the trials and is proposed
+// as a candidate, which the planner rolls out through its canary.
+func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g client.PlanGroup, running, candidate, trial string) error {
+	if candidate != "" {
+		ot.pending, ot.trial = nil, nil // a transition runs: its canary holds the slot
+		return t.dropTrial(ctx, ot, trial)
+	}
+	if p := ot.pending; p != nil {
+		switch {
+		case p.config == running:
+			ot.pending = nil
+		case ot.round-p.round < t.o.PendingRounds:
+			return nil
+		default:
+			t.o.Logger.Info("tune: proposal not adopted; setting it aside", "job", ot.job, "operator", ot.op, "config", p.config)
+			ot.declined[p.config] = true
+			ot.pending = nil
+		}
+	}
+	if est, err := t.est.Estimate(ot.job, ot.op); err != nil || Fallback(est.Source) {
+		// Not saturated (or not measured yet): a trial would not be saturated either, and a
+		// faster config would not raise the pipeline's throughput.
+		ot.trial = nil
+		return t.dropTrial(ctx, ot, trial)
+	}
+	if tr := ot.trial; tr != nil {
+		st := ot.epoch(g.TrialEpoch)
+		switch {
+		case g.TrialEpoch == tr.epoch && (st.recorded || st.oomRecord):
+			ot.trial = nil // measured: put the next
+		case ot.round-tr.round < t.o.TrialRounds:
+			return nil // starting, or being measured
+		default:
+			t.o.Logger.Info("tune: trial not measured in time; setting it aside", "job", ot.job, "operator", ot.op, "config", tr.config, "rounds", t.o.TrialRounds)
+			ot.declined[tr.config] = true
+			ot.trial = nil
+		}
+	}
+	for range t.o.MaxTries {
+		adv, ok, err := ot.adv.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil // no dominant workload yet
+		}
+		if !adv.Evaluate {
+			if err := t.dropTrial(ctx, ot, trial); err != nil {
+				return err
+			}
+			return t.recommend(ctx, ot, op, adv, running)
+		}
+		cfgStr := adv.Config.String()
+		if adv.Remaining == t.o.Budget {
+			if ot.declined[running] {
+				return nil // what runs could not be measured on a trial: nothing to compare with
+			}
+			cfgStr = running // a new session measures what runs first
+		} else if ot.oomCfg[cfgStr] || ot.declined[cfgStr] {
+			continue
+		} else if pred, err := ot.adv.Predict(ctx, adv.Cluster, adv.Config); err != nil {
+			return err
+		} else if pred.PFeasible < t.o.Delta {
+			t.o.Logger.Debug("tune: suggestion skipped", "job", ot.job, "operator", ot.op, "config", cfgStr, "p_feasible", pred.PFeasible)
+			continue
+		}
+		resp, err := t.planner.PutTrial(ctx, ot.job, ot.op, client.TrialRequest{Config: cfgStr})
+		if err != nil {
+			if client.IsNotImplemented(err) {
+				t.o.Logger.Info("tune: the planner runs no trials; measuring configurations by rolling them out", "job", ot.job, "operator", ot.op)
+				ot.noTrials = true
+				return nil
+			}
+			return fmt.Errorf("trial %s: %w", cfgStr, err)
+		}
+		ot.trial = &trialWait{config: cfgStr, epoch: fsm.TrialEpochBase + resp.Index, round: ot.round}
+		t.mu.Lock()
+		ot.proposals = append(ot.proposals, Proposal{Config: cfgStr, Trial: true})
+		t.mu.Unlock()
+		t.o.Logger.Info("tune: trial put", "job", ot.job, "operator", ot.op, "config", cfgStr, "cluster", adv.Cluster, "remaining", adv.Remaining)
+		return nil
+	}
+	return nil
+}
+
+// dropTrial ends the operator's trial when the plan shows one.
+func (t *Tuner) dropTrial(ctx context.Context, ot *opTuner, trial string) error {
+	if trial == "" {
+		return nil
+	}
+	if _, err := t.planner.DropTrial(ctx, ot.job, ot.op); err != nil {
+		return fmt.Errorf("end trial %s: %w", trial, err)
+	}
 	return nil
 }

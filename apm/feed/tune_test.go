@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/configspace"
 )
 
@@ -36,6 +37,15 @@ type synthCluster struct {
 	paths   []string
 	adopt   bool
 
+	// trial is the running tuning trial's config ("" none) and trialEpoch its epoch;
+	// trials records every trial config by epoch, trialPuts counts the trial PUTs.
+	trial      string
+	trialEpoch uint64
+	trials     map[uint64]string
+	trialPuts  int
+	trialInst  *Instance
+	est        *Estimator // the feeder's
+
 	now   time.Time
 	insts map[string]*Instance
 	// tokens is the workload feature's mean (default 512).
@@ -44,7 +54,7 @@ type synthCluster struct {
 
 func newSynthCluster(t *testing.T, b int) *synthCluster {
 	c := &synthCluster{t: t, rng: rand.New(rand.NewPCG(11, 12)), config: fmt.Sprintf("b=%d", b), adopt: true,
-		history: map[uint64]string{0: fmt.Sprintf("b=%d", b)}, now: time.Unix(2_000_000, 0), insts: map[string]*Instance{}, tokens: 512}
+		history: map[uint64]string{0: fmt.Sprintf("b=%d", b)}, trials: map[uint64]string{}, now: time.Unix(2_000_000, 0), insts: map[string]*Instance{}, tokens: 512}
 	for _, id := range []string{"a1", "a2"} {
 		c.insts[id] = &Instance{QueueLength: 100, Utilization: 0.9, FeatureMean: map[string]float64{"tokens": 512}}
 	}
@@ -66,7 +76,22 @@ func (c *synthCluster) handler(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/pipelines":
 		fmt.Fprintf(w, `[{"job":"pdf","operators":[{"name":"ocr","gpus":1,"gpu_memory_mb":%d,"cold_start_s":30,"features":["tokens"],"params":"b=int[1,64]","config":"b=8"}]}]`, memLimitMiB)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/plan/pdf":
-		json.NewEncoder(w).Encode(map[string]any{"groups": map[string]any{"ocr": map[string]any{"config": c.config, "config_epoch": c.epoch}}})
+		json.NewEncoder(w).Encode(map[string]any{"groups": map[string]any{"ocr": map[string]any{"config": c.config, "config_epoch": c.epoch,
+			"trial_config": c.trial, "trial_epoch": c.trialEpoch}}})
+	case r.Method == http.MethodPut && r.URL.Path == "/v1/trials/pdf/ocr":
+		var body struct{ Config string }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Config == "" {
+			http.Error(w, "bad trial", 400)
+			return
+		}
+		c.trialPuts++
+		idx := uint64(100 + c.trialPuts)
+		c.trial, c.trialEpoch, c.trialInst = body.Config, fsm.TrialEpochBase+idx, nil
+		c.trials[c.trialEpoch] = body.Config
+		fmt.Fprintf(w, `{"index":%d}`, idx)
+	case r.Method == http.MethodDelete && r.URL.Path == "/v1/trials/pdf/ocr":
+		c.trial, c.trialEpoch, c.trialInst = "", 0, nil
+		fmt.Fprint(w, `{"index":1}`)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/observations":
 		fmt.Fprint(w, `{"index":1}`)
 	case r.Method == http.MethodPut:
@@ -126,16 +151,49 @@ func (c *synthCluster) snapshot() Snapshot {
 		m.FeatureMean = map[string]float64{"tokens": c.tokens * (1 + 0.05*c.rng.NormFloat64())}
 		s.Instances[id] = *m
 	}
+	if c.trial != "" {
+		// The trial's instance (a new allocation per trial) runs at its admission limit,
+		// 2.5·b records/s: faster than a production instance's 2·b at its share of the
+		// queue.
+		tc, err := configspace.ParseConfig(c.trial)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		tb := tc.Int("b")
+		if c.trialInst == nil {
+			c.trialInst = &Instance{QueueLength: 100, Utilization: 0.95, Epoch: float64(c.trialEpoch)}
+		}
+		m := c.trialInst
+		if peak := synthPeakMiB(tb); peak > memLimitMiB {
+			m.OOMRestarts++
+			m.DeviceMemPeak = memLimitMiB * (1 << 20)
+		} else {
+			m.RecordsIn += 2.5 * float64(tb) * 5 * (1 + 0.02*c.rng.NormFloat64())
+			m.RecordsOut = m.RecordsIn
+			m.BusySeconds += 5
+			m.UsefulSeconds += 5
+			m.DeviceMemPeak = math.Max(m.DeviceMemPeak, peak*(1<<20))
+		}
+		m.FeatureMean = map[string]float64{"tokens": c.tokens * (1 + 0.05*c.rng.NormFloat64())}
+		s.Instances[fmt.Sprintf("trial-%d", c.trialEpoch)] = *m
+	}
 	return s
 }
 
 // feeder returns a tuning Feeder over the synthetic cluster.
 func (c *synthCluster) feeder(t *testing.T, url string, budget int) *Feeder {
+	return c.feederWith(t, url, TunerOptions{Budget: budget})
+}
+
+// feederWith returns a tuning Feeder over the synthetic cluster with the tuner options o
+// (Seed, MarginMB and PeakK set here).
+func (c *synthCluster) feederWith(t *testing.T, url string, o TunerOptions) *Feeder {
 	est := NewEstimator(nil)
+	c.est = est
 	var prev *Snapshot
-	// The synthetic device has 100 MiB: no margin and no sustained-peak allowance (its
-	// peaks do not fluctuate), so the default 1 GiB margin does not rule out every config.
-	f, err := New(est, Options{Planner: url, Tune: true, Tuning: TunerOptions{Budget: budget, Seed: 5, MarginMB: -1, PeakK: -1},
+	// The synthetic device has 100 MiB: the default 1 GiB margin would rule out every
+	// config (withSynthDevice).
+	f, err := New(est, Options{Planner: url, Tune: true, Tuning: withSynthDevice(o),
 		Refresh: func(ctx context.Context, job, op string, d Declaration) error {
 			if err := est.Declare(job, op, d); err != nil {
 				return err
@@ -151,6 +209,13 @@ func (c *synthCluster) feeder(t *testing.T, url string, budget int) *Feeder {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// withSynthDevice is o for the synthetic 100 MiB device: no margin and no sustained-peak
+// allowance (its peaks do not fluctuate), and a fixed seed.
+func withSynthDevice(o TunerOptions) TunerOptions {
+	o.Seed, o.MarginMB, o.PeakK = 5, -1, -1
+	return o
 }
 
 // TestTunerProposesAndAttributesEpochs runs the feeder with tuning against the fake
@@ -331,5 +396,81 @@ func TestTunerRemeasuresTheRunningConfigAfterAShift(t *testing.T) {
 	}
 	if len(clusters) < 2 {
 		t.Fatalf("the running config was measured in clusters %v: want once before and once after the shift", clusters)
+	}
+}
+
+// TestTunerMeasuresByTrials runs the tuner with trials against the fake planner: the
+// session's first trial is the running config; every evaluation is a trial's, attributed
+// to the config of its trial epoch and measured at the trial's own rate (2.5·b, not the
+// production instances' 2·b); production keeps its config and its own estimate while
+// trials run; OOM trials are recorded infeasible; only the recommendation is proposed as
+// a candidate, at the production scale (the running config's production estimate times
+// the trials' ratio: 2·b within 10 %).
+func TestTunerMeasuresByTrials(t *testing.T) {
+	c := newSynthCluster(t, 8)
+	c.adopt = false
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 6, Trials: true})
+	ctx := context.Background()
+	for range 300 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := f.Tuner().Stats("pdf", "ocr")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.trials[fsm.TrialEpochBase+101] != "b=8" {
+		t.Errorf("first trial %q, want the running config b=8", c.trials[fsm.TrialEpochBase+101])
+	}
+	if len(st.Evaluations) != 6 {
+		t.Fatalf("evaluations %+v: want the budget, 6", st.Evaluations)
+	}
+	for _, ev := range st.Evaluations {
+		want, ok := c.trials[ev.Epoch]
+		if !ok || ev.Config != want {
+			t.Errorf("evaluation %+v: not attributed to its trial's config (%q)", ev, want)
+			continue
+		}
+		cfg, _ := configspace.ParseConfig(ev.Config)
+		b := float64(cfg.Int("b"))
+		if synthPeakMiB(int(b)) > memLimitMiB {
+			if !ev.OOM || ev.Throughput != 0 {
+				t.Errorf("evaluation %+v of an OOM config: want OOM, throughput 0", ev)
+			}
+			continue
+		}
+		// 2 % noise per interval, averaged over at least MinSamples intervals.
+		if ev.OOM || math.Abs(ev.Throughput-2.5*b)/(2.5*b) > 0.1 {
+			t.Errorf("evaluation %+v: want the trial's rate %.1f ± 10%%", ev, 2.5*b)
+		}
+	}
+	if c.config != "b=8" || c.epoch != 0 {
+		t.Errorf("production runs %q epoch %d: trials must not change it", c.config, c.epoch)
+	}
+	est, err := c.est.Estimate("pdf", "ocr")
+	if err != nil || math.Abs(est.Capacity-16)/16 > 0.1 || fsm.IsTrialEpoch(est.Epoch) {
+		t.Errorf("production estimate %+v (%v): want 2·8 = 16 ± 10%% at a production epoch, apart from the trials", est, err)
+	}
+	var cands int
+	for i, body := range c.puts {
+		if c.paths[i] != "/v1/candidates/pdf/ocr" {
+			continue
+		}
+		cands++
+		cfg, _ := configspace.ParseConfig(body["config"].(string))
+		b := float64(cfg.Int("b"))
+		if capa := body["capacity"].(float64); math.Abs(capa-2*b)/(2*b) > 0.1 {
+			t.Errorf("candidate %v: capacity %.2f, want the production scale 2·%v ± 10%%", body, capa, b)
+		}
+	}
+	if cands == 0 {
+		t.Error("no recommendation proposed after the budget")
+	}
+	for _, p := range st.Proposals {
+		if !p.Trial && !p.Recommendation {
+			t.Errorf("proposal %+v: with trials only recommendations are candidates", p)
+		}
 	}
 }

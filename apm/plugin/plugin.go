@@ -55,6 +55,7 @@ const (
 	ConfigTune          = "tune"           // "true": also propose candidate configs (feed.Tuner)
 	ConfigTuneMarginMB  = "tune_margin_mb" // tuning: memory safety margin below the device memory, MiB (default 1024)
 	ConfigTunePeakK     = "tune_peak_k"    // tuning: sustained-peak allowance, noise deviations of the memory surrogate (default 2)
+	ConfigTuneTrials    = "tune_trials"    // tuning: "true": measure evaluations as trials beside production (planner trials API)
 )
 
 // minScrapeGap is the shortest interval between two scrapes of one group.
@@ -191,6 +192,13 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 // (feed.TunerOptions takes a negative value for that; absent keys keep its defaults).
 func tuningOptions(config map[string]string) (feed.TunerOptions, error) {
 	var o feed.TunerOptions
+	if v := config[ConfigTuneTrials]; v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, fmt.Errorf("trident-apm: config %s=%q: want true or false", ConfigTuneTrials, v)
+		}
+		o.Trials = b
+	}
 	for key, dst := range map[string]*float64{ConfigTuneMarginMB: &o.MarginMB, ConfigTunePeakK: &o.PeakK} {
 		v := config[key]
 		if v == "" {

@@ -141,6 +141,10 @@ func IsNotFound(err error) bool { return hasCode(err, http.StatusNotFound) }
 // IsConflict reports whether err is the planner's 409 (e.g. a decision still being applied).
 func IsConflict(err error) bool { return hasCode(err, http.StatusConflict) }
 
+// IsNotImplemented reports whether err is the planner's 501 (e.g. trials on an actuator
+// that cannot run them).
+func IsNotImplemented(err error) bool { return hasCode(err, http.StatusNotImplemented) }
+
 func hasCode(err error, code int) bool {
 	var se *StatusError
 	return errors.As(err, &se) && se.Code == code
@@ -333,6 +337,19 @@ func (c *Client) PutCandidate(ctx context.Context, job, op string, req Candidate
 func (c *Client) DropCandidate(ctx context.Context, job, op string) (IndexResponse, error) {
 	var out IndexResponse
 	return out, c.Do(ctx, http.MethodDelete, "/v1/candidates/"+url.PathEscape(job)+"/"+url.PathEscape(op), nil, &out)
+}
+
+// PutTrial starts (or replaces) the tuning trial of job's operator op. A planner whose
+// actuator cannot run trials answers 501 (IsNotImplemented).
+func (c *Client) PutTrial(ctx context.Context, job, op string, req TrialRequest) (IndexResponse, error) {
+	var out IndexResponse
+	return out, c.Do(ctx, http.MethodPut, "/v1/trials/"+url.PathEscape(job)+"/"+url.PathEscape(op), req, &out)
+}
+
+// DropTrial ends the tuning trial of job's operator op (none: no change).
+func (c *Client) DropTrial(ctx context.Context, job, op string) (IndexResponse, error) {
+	var out IndexResponse
+	return out, c.Do(ctx, http.MethodDelete, "/v1/trials/"+url.PathEscape(job)+"/"+url.PathEscape(op), nil, &out)
 }
 
 // Decisions lists committed decisions with an index above since (job "" : every job).

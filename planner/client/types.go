@@ -152,6 +152,10 @@ type PlanGroup struct {
 	Transitions     int                      `json:"transitions"`
 	// ObservationEpoch is the operator's observation epoch (bumped per committed transition).
 	ObservationEpoch uint64 `json:"observation_epoch"`
+	// TrialConfig is the config of the operator's running tuning trial ("" none) and
+	// TrialEpoch the config epoch its instance exports (fsm.IsTrialEpoch).
+	TrialConfig string `json:"trial_config,omitempty"`
+	TrialEpoch  uint64 `json:"trial_epoch,omitempty"`
 }
 
 // ObservationRequest is one element of POST /v1/observations (a single object or an array).
@@ -196,6 +200,12 @@ type CandidateRequest struct {
 	Config       string  `json:"config"`
 	Capacity     float64 `json:"capacity"`
 	ColdStartSec float64 `json:"cold_start_s"`
+}
+
+// TrialRequest is PUT /v1/trials/<job>/<op>: run one instance of the operator on Config
+// beside its production instances, for the tuner to measure.
+type TrialRequest struct {
+	Config string `json:"config"`
 }
 
 // ApplyRequest is POST /v1/pipelines/<job>/apply (sent by the trident-target plugin).

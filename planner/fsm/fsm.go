@@ -28,6 +28,8 @@ const (
 	OpPlanError        Op = "plan_error"
 	OpCanary           Op = "canary"
 	OpQueue            Op = "queue"
+	OpSetTrial         Op = "set_trial"
+	OpDropTrial        Op = "drop_trial"
 )
 
 // Command is one raft log entry.
@@ -59,6 +61,8 @@ type Command struct {
 	Canary *Canary `json:"canary,omitempty"`
 	// Queue for OpQueue: the whole admission queue (job -> entry), replacing the last.
 	Queue map[string]Queued `json:"queue,omitempty"`
+	// Trial for OpSetTrial (with Job and Operator; its epoch and index are set on apply).
+	Trial *Trial `json:"trial,omitempty"`
 }
 
 // ObservationEntry is one element of an observation batch.
@@ -188,6 +192,9 @@ func (s *State) fill() {
 	if s.Epochs == nil {
 		s.Epochs = n.Epochs
 	}
+	if s.Trials == nil {
+		s.Trials = n.Trials
+	}
 	if s.Observations == nil {
 		s.Observations = n.Observations
 	}
@@ -247,6 +254,10 @@ func apply(st *State, c Command, idx uint64) error {
 		return applyCanary(st, c, idx)
 	case OpQueue:
 		return applyQueue(st, c, idx)
+	case OpSetTrial:
+		return applySetTrial(st, c, idx)
+	case OpDropTrial:
+		return applyDropTrial(st, c)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -281,6 +292,10 @@ func check(st *State, c Command, admit bool) error {
 		return checkCanary(st, c)
 	case OpQueue:
 		return checkQueue(st, c)
+	case OpSetTrial:
+		return checkTrial(st, c)
+	case OpDropTrial:
+		return knownOp(st, c.Job, c.Operator)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -361,6 +376,7 @@ func applyDeletePipeline(st *State, c Command) error {
 	delete(st.PlanErrors, c.Job)
 	delete(st.Canaries, c.Job)
 	delete(st.Queue, c.Job)
+	delete(st.Trials, c.Job)
 	// The job's logs go too: a pipeline registered again under the same ID starts
 	// without a latest decision, and jobs that come and go do not grow the state.
 	// Epochs stay, so that a re-registered operator's epochs keep increasing.

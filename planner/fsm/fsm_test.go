@@ -465,3 +465,39 @@ func TestQueueLifecycle(t *testing.T) {
 		t.Fatal("deleting the pipeline did not take it out of the queue")
 	}
 }
+
+// TestTrialLifecycle sets, replaces and drops a tuning trial: its epoch is TrialEpochBase
+// plus its command's index (a new one per trial, never a rollout's), an operator without
+// tunable parameters or an empty config is refused, and deleting the pipeline drops it.
+func TestTrialLifecycle(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	p := pipe()
+	p.Operators[1].Params = "batch=int[1,64]"
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: p})
+	if err := a.do(Command{Op: OpSetTrial, Job: "pdf", Operator: "parse", Trial: &Trial{Config: "threads=2"}}); err == nil {
+		t.Error("trial of an operator without tunable parameters accepted")
+	}
+	if err := a.do(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{}}); err == nil {
+		t.Error("trial without a config accepted")
+	}
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=16"}})
+	first := a.idx
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=32", Epoch: 3}})
+	var tr Trial
+	a.f.Read(func(s *State) { tr = s.Trials["pdf"]["embed"] })
+	if tr.Config != "batch=32" || tr.Index != first+1 || tr.Epoch != TrialEpochBase+first+1 || !IsTrialEpoch(tr.Epoch) || IsTrialEpoch(1<<39) {
+		t.Errorf("replaced trial %+v: want batch=32 at index %d, epoch base+index (a proposer's epoch ignored)", tr, first+1)
+	}
+	a.must(Command{Op: OpDropTrial, Job: "pdf", Operator: "embed"})
+	a.f.Read(func(s *State) { _, ok := s.Trials["pdf"]; tr.Config = map[bool]string{true: "left"}[ok] })
+	if tr.Config != "" {
+		t.Error("dropped trial left in the state")
+	}
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=16"}})
+	a.must(Command{Op: OpDeletePipeline, Job: "pdf"})
+	a.f.Read(func(s *State) {
+		if len(s.Trials) != 0 {
+			t.Errorf("trials %v survive the pipeline's deletion", s.Trials)
+		}
+	})
+}

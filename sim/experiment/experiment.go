@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trident-sched/trident/apm/feed"
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/baseline"
 	"github.com/trident-sched/trident/sim/shipped"
@@ -120,6 +121,7 @@ func shippedTrident(o shipped.Options) func(uint64) (sim.Scheduler, *tridentsche
 	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) {
 		o.Initial = baseline.SubmittedJob
 		o.Tuning.Seed = seed
+
 		return shipped.New(o), nil
 	}
 }
@@ -156,6 +158,8 @@ func specs() []spec {
 		// as deployed by default (the APM plugin's tuner off) and with the tuner on.
 		{key: "trident-shipped", make: shippedTrident(shipped.Options{}), cfg: same},
 		{key: "trident-shipped+tune", make: shippedTrident(shipped.Options{Tune: true, Label: "trident-shipped+tune"}), cfg: same},
+		// The tuner measuring its evaluations as trials beside production (tune_trials).
+		{key: "trident-shipped+trials", make: shippedTrident(shipped.Options{Tune: true, Tuning: feed.TunerOptions{Trials: true}, Label: "trident-shipped+trials"}), cfg: same},
 		// Controlled comparison (§8.3): shared observation + adaptation, all-at-once switching.
 		{key: "ray-data+shared", make: plain(func(seed uint64) sim.Scheduler {
 			return &baseline.RayData{Advisor: tridentsched.NewShared(tridentsched.Options{Seed: seed}), Label: "ray-data+shared"}

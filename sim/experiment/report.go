@@ -36,7 +36,7 @@ var (
 )
 
 var (
-	fig2Keys   = []string{"static", "static-striped", "nomad-target-value", "nomad-threshold", "ray-data", "ds2", "conttune", "scoot", "trident", "trident-shipped", "trident-shipped+tune"}
+	fig2Keys   = []string{"static", "static-striped", "nomad-target-value", "nomad-threshold", "ray-data", "ds2", "conttune", "scoot", "trident", "trident-shipped", "trident-shipped+tune", "trident-shipped+trials"}
 	table2Keys = []string{"static", "ray-data+shared", "ds2+shared", "conttune+shared", "trident-all-at-once", "trident"}
 	fig3Keys   = []string{"trident", "trident-no-observation", "trident-no-adaptation", "trident-no-placement", "trident-all-at-once"}
 	fig3Labels = map[string]string{"trident": "Trident (full)", "trident-no-observation": "w/o observation layer",
@@ -80,7 +80,7 @@ func (r *Report) run(p, key string, seed uint64) *Run { return r.Runs[p][key][se
 
 // goalKeys are the Trident variants whose spread over seeds and share of the simulator's
 // bound the RESULT line reports: the simulator's orchestration and the shipped planner.
-var goalKeys = []string{"trident", "trident-shipped", "trident-shipped+tune"}
+var goalKeys = []string{"trident", "trident-shipped", "trident-shipped+tune", "trident-shipped+trials"}
 
 // boundPct returns key's median throughput on pipeline p as a percentage of the
 // queue-limited bound with the best config per regime (NaN without a bound).
@@ -272,6 +272,7 @@ func (r *Report) Tables() []*benchfmt.Table {
 			{"trident-shipped (measured)", func(p string) float64 { return r.norm(p, "trident-shipped") }},
 			{"trident-shipped / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped") }},
 			{"trident-shipped+tune / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped+tune") }},
+			{"trident-shipped+trials / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped+trials") }},
 		}
 		for _, row := range rows {
 			cells := []string{row.name}

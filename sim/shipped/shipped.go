@@ -144,6 +144,10 @@ type Scheduler struct {
 	deployed [][]int
 	applying applyState
 	slot     []string
+	// trials are the operators' tuning trials (planner.TrialActuator); handed is the last
+	// version handed to the engine.
+	trials []*trialRun
+	handed *sim.Plan
 
 	// Stats is filled during the run.
 	Stats Stats
@@ -167,6 +171,8 @@ type opWindow struct {
 type instWindow struct {
 	cfg    sim.OpConfig
 	canary bool
+	// trial is the tuning trial the probe ran when the group was created (nil: not one).
+	trial *trialRun
 	// ticks counts the ticks it ran, running sums its instances over them.
 	ticks                   int
 	running                 float64
@@ -263,7 +269,8 @@ func (s *Scheduler) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
-	return sim.PlanFromCounts(per), nil
+	s.handed = sim.PlanFromCounts(per)
+	return s.handed, nil
 }
 
 // submitted returns the job as submitted: Options.Initial, else an even split of every
@@ -481,12 +488,21 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 		if len(st.Probes) > 0 {
 			ps := st.Probes[0]
 			if ps.OOM {
-				if iw := w.insts[canaryKey]; iw != nil {
+				key := canaryKey
+				if t := s.trialOf(i); t != nil {
+					key = fmt.Sprintf("trial:%d", t.epoch)
+				}
+				if iw := w.insts[key]; iw != nil {
 					iw.ooms++
 				}
 			}
 			if ps.Running {
-				iw := group(canaryKey, nil, true)
+				key, t := canaryKey, s.trialOf(i)
+				if t != nil {
+					key = fmt.Sprintf("trial:%d", t.epoch)
+				}
+				iw := group(key, nil, t == nil)
+				iw.trial = t
 				iw.running++
 				iw.processed += ps.Processed
 				iw.busy += ps.BusySec
@@ -520,7 +536,7 @@ func (s *Scheduler) Decide(ctx context.Context, snap *sim.Snapshot) (*sim.Plan, 
 	s.Stats.Rounds++
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pl := s.pending
+	pl := s.probed(s.pending)
 	s.pending = nil
 	return pl, nil
 }
@@ -589,6 +605,9 @@ func (s *Scheduler) takeScrape(snap *sim.Snapshot) {
 			}
 			if iw.canary && s.applying.canaries[i] != nil {
 				cfg = s.applying.canaries[i].cfg
+			}
+			if iw.trial != nil {
+				m.Epoch, cfg = float64(iw.trial.epoch), iw.trial.cfg
 			}
 			if spec.Async {
 				m.EngineReported = true
@@ -805,6 +824,7 @@ func (s *Scheduler) canaryStep(d fsm.Decision) (planner.StepResult, bool) {
 			return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("canary deployment %d of %s failed", d.Index, name)}, true
 		}
 		if st := s.lastOp(i); st != nil && len(st.Probes) > 0 && st.Probes[0].OOM {
+			c.failed = true
 			s.pending = sim.PlanFromCounts(s.deployed)
 			return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("canary of %s: candidate config OOM", name)}, true
 		}

@@ -172,3 +172,62 @@ func TestActuatorCanariesCandidates(t *testing.T) {
 		t.Errorf("canary OOM: %+v, want failed with the stable version handed back", res)
 	}
 }
+
+// A trial runs on its operator's probe slot: with no new version the engine is handed the
+// last version with the probe added (no transition), a canary takes the slot while its
+// decision is in the canary phase and gives it back after, and an ended trial ends the
+// probe.
+func TestActuatorRunsTrialsOnTheProbeSlot(t *testing.T) {
+	s := testScheduler(t, Options{})
+	s.handed = sim.PlanFromCounts(s.deployed)
+	trial := "block_size=16, enable_chunked_prefill=1, max_num_batched_tokens=4096, max_num_seqs=32"
+	c, err := s.spaces[1].ParseConfig(trial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trialCfg, err := s.simConfig(1, c.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := actuator{s}
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.Trial{"b": {Config: c.String(), Epoch: fsm.TrialEpochBase + 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.Trial{"a": {Config: "x"}}); err == nil {
+		t.Error("a trial of an operator without a parameter space accepted")
+	}
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.Trial{"b": {Config: c.String(), Epoch: fsm.TrialEpochBase + 5}}); err != nil {
+		t.Fatal(err)
+	}
+	pl := s.probed(nil)
+	if pl == nil || len(pl.Ops[1].Probes) != 1 || !pl.Ops[1].Probes[0].Equal(trialCfg) || pl.Ops[1].Config != nil || pl.Ops[1].Transition != 0 || len(pl.Ops[0].Probes) != 0 {
+		t.Fatalf("trial version %+v: want the last counts, b's probe on the trial, no transition", pl)
+	}
+	if again := s.probed(nil); again != nil {
+		t.Errorf("probes unchanged, yet a version handed again: %+v", again)
+	}
+	cand := "block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128"
+	cc, _ := s.spaces[1].ParseConfig(cand)
+	candCfg, _ := s.simConfig(1, cc.String())
+	d := fsm.Decision{Index: 9, Operators: map[string]fsm.OpTarget{
+		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
+		"b": {CandidateConfig: cc.String(), Transitions: 1, Nodes: map[string]fsm.Placement{"n1": {Candidate: 1}, "n2": {Current: 1}}},
+	}}
+	step(t, s, d, 0)
+	if pl := s.probed(s.pending); !pl.Ops[1].Probes[0].Equal(candCfg) {
+		t.Fatalf("canary phase hands probe %v, want the canary's config", pl.Ops[1].Probes)
+	}
+	if err := (canaryActuator{actuator{s}}).PromoteCanary(context.Background(), Job, "9"); err != nil {
+		t.Fatal(err)
+	}
+	step(t, s, d, 50, sim.OpStats{PerNode: []int{2, 0}}, sim.OpStats{PerNode: []int{1, 1}, Probes: []sim.ProbeStats{{Running: true}}})
+	if pl := s.probed(s.pending); len(pl.Ops[1].Probes) != 1 || !pl.Ops[1].Probes[0].Equal(trialCfg) {
+		t.Fatalf("after the promotion the probe runs %v, want the trial back", pl.Ops[1].Probes)
+	}
+	if err := a.SetTrials(context.Background(), Job, nil); err != nil {
+		t.Fatal(err)
+	}
+	if pl := s.probed(nil); pl == nil || len(pl.Ops[1].Probes) != 0 {
+		t.Errorf("ended trial: version %+v, want one without probes", pl)
+	}
+}

@@ -1,0 +1,98 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trident-sched/trident/planner/client"
+	"github.com/trident-sched/trident/planner/fsm"
+)
+
+// trialFake is a fakeCluster that runs tuning trials: it records every SetTrials call.
+type trialFake struct {
+	*fakeCluster
+	tmu   sync.Mutex
+	calls []map[string]fsm.Trial
+}
+
+func (f *trialFake) SetTrials(_ context.Context, job string, trials map[string]fsm.Trial) error {
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	f.calls = append(f.calls, trials)
+	return nil
+}
+
+func (f *trialFake) last() (map[string]fsm.Trial, int) {
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	if len(f.calls) == 0 {
+		return nil, 0
+	}
+	return f.calls[len(f.calls)-1], len(f.calls)
+}
+
+// TestTrialsReachTheActuator: a trial PUT on a planner whose actuator runs trials is
+// committed with its trial epoch, handed to the actuator once (not every round), shown in
+// GET /v1/plan, and ended by DELETE; an operator without tunable parameters is refused. A
+// planner whose actuator cannot run trials answers 501.
+func TestTrialsReachTheActuator(t *testing.T) {
+	nodes := []fsm.Node{{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000}}
+	p := testPipeline()
+	p.Operators[1].Params = "batch=int[1,64]"
+
+	plain := newTestCluster(t, 1, func(int) *LoopConfig {
+		fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: nodes}
+		return &LoopConfig{Interval: 50 * time.Millisecond, Actuator: fc, Invalidator: fc}
+	})
+	li, _ := plain.leader(10 * time.Second)
+	registerApplied(t, plain, plain.peers[li].HTTPAddr, p)
+	if code, body := plain.do(http.MethodPut, plain.peers[li].HTTPAddr+"/v1/trials/pdf/embed", client.TrialRequest{Config: "batch=16"}); code != http.StatusNotImplemented {
+		t.Errorf("trial on an actuator without trials: HTTP %d %s, want 501", code, body)
+	}
+
+	tf := &trialFake{fakeCluster: &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: nodes}}
+	c := newTestCluster(t, 1, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 50 * time.Millisecond, Actuator: tf, Invalidator: tf}
+	})
+	li, _ = c.leader(10 * time.Second)
+	ld := c.peers[li].HTTPAddr
+	registerApplied(t, c, ld, p)
+	if code, _ := c.do(http.MethodPut, ld+"/v1/trials/pdf/parse", client.TrialRequest{Config: "threads=2"}); code == http.StatusOK {
+		t.Error("trial of an operator without tunable parameters accepted")
+	}
+	code, body := c.do(http.MethodPut, ld+"/v1/trials/pdf/embed", client.TrialRequest{Config: "batch=16"})
+	var idx client.IndexResponse
+	if code != http.StatusOK || json.Unmarshal(body, &idx) != nil {
+		t.Fatalf("trial: HTTP %d %s", code, body)
+	}
+	var n int
+	waitFor(t, "the trial handed to the actuator", 10*time.Second, func() bool {
+		var tr map[string]fsm.Trial
+		tr, n = tf.last()
+		return tr["embed"].Config == "batch=16"
+	})
+	tr, _ := tf.last()
+	if got := tr["embed"]; got.Epoch != fsm.TrialEpochBase+idx.Index || len(tr) != 1 {
+		t.Errorf("actuator given %+v, want embed's trial at epoch base+%d only", tr, idx.Index)
+	}
+	var plan client.PlanResponse
+	if _, body := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil); json.Unmarshal(body, &plan) != nil ||
+		plan.Groups["embed"].TrialConfig != "batch=16" || plan.Groups["embed"].TrialEpoch != fsm.TrialEpochBase+idx.Index {
+		t.Errorf("plan %+v: want embed's trial with its epoch", plan.Groups["embed"])
+	}
+	time.Sleep(300 * time.Millisecond) // six intervals: the unchanged trials are not handed again
+	if _, m := tf.last(); m != n {
+		t.Errorf("unchanged trials handed to the actuator %d more times", m-n)
+	}
+	if code, body := c.do(http.MethodDelete, ld+"/v1/trials/pdf/embed", nil); code != http.StatusOK {
+		t.Fatalf("end trial: HTTP %d %s", code, body)
+	}
+	waitFor(t, "the trial ended at the actuator", 10*time.Second, func() bool {
+		tr, m := tf.last()
+		return m > n && len(tr) == 0
+	})
+}
