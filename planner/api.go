@@ -591,7 +591,7 @@ func (s *Server) handlePutCandidate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetCandidate, Job: r.PathValue("job"), Operator: r.PathValue("op"),
-		Candidate: &fsm.Candidate{Config: req.Config, Capacity: req.Capacity, ColdStartSec: req.ColdStartSec}})
+		Candidate: &fsm.Candidate{Config: req.Config, Capacity: req.Capacity, ColdStartSec: req.ColdStartSec, Trialled: req.Trialled, Revert: req.Revert}})
 	if ok {
 		if s.loop != nil {
 			s.loop.kick()

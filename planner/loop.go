@@ -704,6 +704,10 @@ func jointDigest(ins []sched.PlanInput, obj milp.Objective) [sha256.Size]byte {
 	return sha256.Sum256(b)
 }
 
+// revertCapacity is the share of its estimate a running config keeps in the scheduling
+// input while a revert candidate replaces it (fsm.Candidate.Revert).
+const revertCapacity = 0.01
+
 // stateInput builds job's scheduling input from the committed state st on the whole
 // inventory (nodes sorted by name), with capacities from the latest observations or the
 // operators' priors.
@@ -738,6 +742,12 @@ func (l *Loop) stateInput(st *fsm.State, job string) (sched.PlanInput, error) {
 		if c, ok := st.Candidates[job][o.Name]; ok {
 			cp := c
 			oi.Candidate = &cp
+			if c.Revert {
+				// The running config fails with OOM: its instances restart instead of
+				// serving, and every one of them moves to the candidate in this round.
+				oi.Capacity *= revertCapacity
+				in.MaxBatch = 0
+			}
 		}
 		in.Operators = append(in.Operators, oi)
 	}
@@ -922,7 +932,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 			if cand > 0 {
 				t.CandidateConfig = ro.CandidateConfig
 				if c, ok := st.Candidates[r.job][o.Name]; ok {
-					t.CandidateConfig = c.Config
+					t.CandidateConfig, t.NoCanary = c.Config, c.Trialled || c.Revert
 				}
 			}
 			t.Transitions = cand - ro.OnCandidate

@@ -750,3 +750,30 @@ func TestObservedAmplificationReplacesTheDeclared(t *testing.T) {
 		t.Errorf("embed serves %v records per pipeline record, want 12.5", amps[1])
 	}
 }
+
+// A revert candidate (the tuner's OOM guard) makes the running config count as failing in
+// the scheduling input (1 % of its estimate) and lifts the transition cap, so that every
+// instance moves in one round; an ordinary candidate leaves both alone.
+func TestRevertCandidateMovesEveryInstance(t *testing.T) {
+	st := fsm.NewState()
+	p := testPipeline()
+	p.Job = "pdf"
+	st.Pipelines["pdf"] = &p
+	st.Observations["pdf"] = map[string]fsm.Observation{"parse": {Capacity: 4}, "embed": {Capacity: 2}}
+	st.Candidates["pdf"] = map[string]fsm.Candidate{"embed": {Config: "batch=16", Capacity: 2.5}}
+	l := &Loop{cfg: LoopConfig{DefaultCapacity: 1, MaxBatch: 1}}
+	in, err := l.stateInput(st, "pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.MaxBatch != 1 || in.Operators[1].Capacity != 2 {
+		t.Fatalf("ordinary candidate: MaxBatch %d, embed capacity %v; want 1 and the observed 2", in.MaxBatch, in.Operators[1].Capacity)
+	}
+	st.Candidates["pdf"] = map[string]fsm.Candidate{"embed": {Config: "batch=8", Capacity: 2, Revert: true}}
+	if in, err = l.stateInput(st, "pdf"); err != nil {
+		t.Fatal(err)
+	}
+	if in.MaxBatch != 0 || math.Abs(in.Operators[1].Capacity-0.02) > 1e-12 || in.Operators[0].Capacity != 4 {
+		t.Errorf("revert: MaxBatch %d, capacities %v / %v; want no cap, embed at 1 %% (0.02), parse unchanged", in.MaxBatch, in.Operators[0].Capacity, in.Operators[1].Capacity)
+	}
+}

@@ -65,6 +65,10 @@ type TunerOptions struct {
 	// the job. Off (the default), every evaluation is a candidate the planner rolls out.
 	// Plugin config key tune_trials.
 	Trials bool
+	// OOMGuard is the number of OOM restarts of the running config's production instances
+	// after which the Tuner proposes to revert the operator to its job file's config [3;
+	// negative: never] (see Tuner.guard).
+	OOMGuard int
 	// TrialRounds bounds the rounds one trial may take to be measured [60]; a trial not
 	// measured by then is set aside.
 	TrialRounds int
@@ -122,6 +126,9 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	if o.TrialRounds <= 0 {
 		o.TrialRounds = 60
 	}
+	if o.OOMGuard == 0 {
+		o.OOMGuard = 3
+	}
 	if o.Cluster.WarmUp == 0 {
 		o.Cluster.WarmUp = 10
 	}
@@ -159,8 +166,9 @@ type Proposal struct {
 	// Recommendation is true for a tuned cluster's recommendation (false for a BO trial).
 	Recommendation bool
 	// Trial is true for a configuration put as a tuning trial (PUT /v1/trials), not
-	// proposed for a rollout.
-	Trial bool
+	// proposed for a rollout; Trialled for a recommendation measured on trials (rolled out
+	// without a canary); Revert for the OOM guard's revert to the job file's config.
+	Trial, Trialled, Revert bool
 }
 
 // TunerStats is what the Tuner did for one operator.
@@ -316,8 +324,12 @@ type opTuner struct {
 }
 
 type epochState struct {
-	peakBytes           float64
-	oom                 bool
+	peakBytes float64
+	oom       bool
+	// ooms counts the OOM restarts seen on the epoch's instances; reverted is set once
+	// the OOM guard proposed to replace its config.
+	ooms                int
+	reverted            bool
 	recorded, oomRecord bool
 	// cluster is the workload cluster the epoch's measurement was recorded in.
 	cluster         int
@@ -425,6 +437,9 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 		return nil // no new scrape
 	}
 	cur := t.absorb(ot, snap)
+	if acted, err := t.guard(ctx, ot, op, running, candidate, trial, cur); acted || err != nil {
+		return err
+	}
 	if ot.noTrials || !t.o.Trials {
 		if err := t.evaluate(ot, cur); err != nil {
 			return err
@@ -471,6 +486,11 @@ func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 				t.o.Logger.Info("tune: OOM restart", "job", ot.job, "operator", ot.op, "epoch", e, "alloc", id, "oom_restarts", m.OOMRestarts)
 			}
 			st.oom = true
+			if seen {
+				st.ooms += int(m.OOMRestarts - a.ooms)
+			} else {
+				st.ooms += int(m.OOMRestarts)
+			}
 		}
 		ot.allocs[id] = allocState{epoch: e, ooms: m.OOMRestarts}
 		if ot.prev != nil {
@@ -548,6 +568,17 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 		thr = c
 	} else {
 		peakMiB = math.Max(peakMiB, ot.memMiB)
+	}
+	if st.oom && !ot.oomCfg[cfgStr] {
+		// Never proposed again, measured or not. A tuned cluster whose recommendation
+		// this is is tuned again (the OOM is its new session's first evaluation).
+		ot.oomCfg[cfgStr] = true
+		delete(ot.measured, cfgStr)
+		if dom, ok := ot.adv.Clusterer().Dominant(); ok && dom.Status == cluster.Tuned && dom.Best != nil && dom.Best.String() == cfgStr {
+			if err := ot.adv.Retune(); err != nil {
+				return err
+			}
+		}
 	}
 	id, recorded, err := ot.adv.Record(cfg, thr, peakMiB, st.oom)
 	if err != nil {
@@ -638,7 +669,7 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 
 // put sends p to the planner and remembers it as pending.
 func (t *Tuner) put(ctx context.Context, ot *opTuner, op fsm.Operator, p Proposal) error {
-	req := client.CandidateRequest{Config: p.Config, Capacity: p.Capacity, ColdStartSec: op.ColdStartSec}
+	req := client.CandidateRequest{Config: p.Config, Capacity: p.Capacity, ColdStartSec: op.ColdStartSec, Trialled: p.Trialled}
 	if _, err := t.planner.PutCandidate(ctx, ot.job, ot.op, req); err != nil {
 		return fmt.Errorf("propose %s: %w", p.Config, err)
 	}
@@ -668,7 +699,8 @@ func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv
 		// scaled by the trials' ratio of the two.
 		capacity = est.Capacity * adv.Predicted / base
 	}
-	return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: capacity, PFeasible: adv.PFeasible, Recommendation: true})
+	return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: capacity, PFeasible: adv.PFeasible, Recommendation: true,
+		Trialled: !(ot.noTrials || !t.o.Trials)})
 }
 
 // trialStep advances tuning by trials: while no transition is in flight and the
@@ -769,4 +801,51 @@ func (t *Tuner) dropTrial(ctx context.Context, ot *opTuner, trial string) error 
 		return fmt.Errorf("end trial %s: %w", trial, err)
 	}
 	return nil
+}
+
+// guard is the OOM guard. A config that ran within the device memory while it was
+// measured can exceed it later (the workload moved to longer requests): its production
+// instances then restart out of memory instead of serving. Once those of the running
+// epoch restarted OOMGuard times, the Tuner records the epoch infeasible (evaluate: the
+// config is set aside for good, and a tuned cluster it was recommended for is tuned
+// again), ends its trial and
+// proposes the job file's config as a revert (fsm.Candidate.Revert: every instance moves
+// at once, without a canary). It reports whether it acted. A transition in flight, the
+// job file's config itself failing, or an epoch already reverted leave it to the
+// planner and the user.
+func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running, candidate, trial string, cur uint64) (bool, error) {
+	st := ot.epoch(cur)
+	def := canonical(ot.space, op.Config)
+	if t.o.OOMGuard < 0 || st.ooms < t.o.OOMGuard || st.reverted || candidate != "" || def == "" || running == def {
+		return false, nil
+	}
+	if err := t.evaluate(ot, cur); err != nil {
+		return false, err
+	}
+	st.reverted = true
+	ot.trial, ot.pending = nil, nil
+	if err := t.dropTrial(ctx, ot, trial); err != nil {
+		return false, err
+	}
+	capacity := op.CapacityHint
+	if est, err := t.est.Estimate(ot.job, ot.op); err == nil && est.Capacity > 0 {
+		capacity = est.Capacity
+	}
+	if v, ok := ot.measured[def]; ok && (ot.noTrials || !t.o.Trials) {
+		capacity = v
+	}
+	if !(capacity > 0) {
+		capacity = 1
+	}
+	t.o.Logger.Warn("tune: the running config fails with OOM in production; reverting to the job file's config",
+		"job", ot.job, "operator", ot.op, "config", running, "oom_restarts", st.ooms, "revert_to", def)
+	req := client.CandidateRequest{Config: def, Capacity: capacity, ColdStartSec: op.ColdStartSec, Revert: true}
+	if _, err := t.planner.PutCandidate(ctx, ot.job, ot.op, req); err != nil {
+		return false, fmt.Errorf("revert to %s: %w", def, err)
+	}
+	ot.pending = &pendingProposal{config: def, round: ot.round}
+	t.mu.Lock()
+	ot.proposals = append(ot.proposals, Proposal{Config: def, Capacity: capacity, PFeasible: 1, Revert: true})
+	t.mu.Unlock()
+	return true, nil
 }

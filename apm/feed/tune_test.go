@@ -474,3 +474,48 @@ func TestTunerMeasuresByTrials(t *testing.T) {
 		}
 	}
 }
+
+// TestOOMGuardRevertsToTheJobFilesConfig: a running config that restarts out of memory in
+// production (here one put in place from outside, as an earlier recommendation would be
+// when the workload grows) is reverted once its instances restarted OOMGuard times: the
+// tuner PUTs the job file's config (b=8) as a revert candidate, once, and never proposes
+// the failing config.
+func TestOOMGuardRevertsToTheJobFilesConfig(t *testing.T) {
+	c := newSynthCluster(t, 8)
+	c.adopt = false
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 12, Trials: true})
+	ctx := context.Background()
+	for range 20 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.setConfig("b=40") // 10 + 4·40 MiB: above the 100 MiB device
+	for range 10 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reverts int
+	for i, body := range c.puts {
+		if c.paths[i] != "/v1/candidates/pdf/ocr" {
+			continue
+		}
+		if body["config"] == "b=40" {
+			t.Errorf("the failing config proposed: %v", body)
+		}
+		if body["revert"] == true {
+			reverts++
+			if body["config"] != "b=8" || !(body["capacity"].(float64) > 0) {
+				t.Errorf("revert %v: want the job file's b=8 with a positive capacity", body)
+			}
+		}
+	}
+	if reverts != 1 {
+		t.Errorf("%d revert candidates, want exactly 1 (two instances restart every 5 s: the guard's 3 OOM restarts come in the second scrape)", reverts)
+	}
+}

@@ -200,6 +200,12 @@ type CandidateRequest struct {
 	Config       string  `json:"config"`
 	Capacity     float64 `json:"capacity"`
 	ColdStartSec float64 `json:"cold_start_s"`
+	// Trialled says the proposer measured Config on a tuning trial (PUT /v1/trials):
+	// its rollout needs no canary.
+	Trialled bool `json:"trialled,omitempty"`
+	// Revert says the running config fails with OOM in production and Config is known to
+	// run: the planner moves every instance to it at once, without a canary.
+	Revert bool `json:"revert,omitempty"`
 }
 
 // TrialRequest is PUT /v1/trials/<job>/<op>: run one instance of the operator on Config

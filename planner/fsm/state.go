@@ -227,6 +227,13 @@ type Candidate struct {
 	// MeasuredIndex is the raft index of the newest observation of the candidate's own
 	// instances (0: Capacity is still the proposer's prediction).
 	MeasuredIndex uint64 `json:"measured_index,omitempty"`
+	// Trialled marks a candidate the proposer measured on a tuning trial (Trial) under the
+	// live workload: one instance of it has run, so its rollout needs no canary.
+	Trialled bool `json:"trialled,omitempty"`
+	// Revert marks the replacement of a running config that fails with OOM in production
+	// by one known to run (the tuner's OOM guard): the scheduler counts the running config
+	// as failing and moves every instance at once, without a canary.
+	Revert bool `json:"revert,omitempty"`
 }
 
 // Observation is the latest capacity estimate of one operator from the observation layer.
@@ -278,6 +285,9 @@ type OpTarget struct {
 	CandidateConfig string `json:"candidate_config,omitempty"`
 	// Transitions is how many instances this decision moves to the candidate config.
 	Transitions int `json:"transitions,omitempty"`
+	// NoCanary marks a candidate that ran already (Candidate.Trialled or Revert): the
+	// actuator rolls it out without a canary.
+	NoCanary bool `json:"no_canary,omitempty"`
 }
 
 // Count returns the operator's total number of instances.

@@ -160,9 +160,9 @@ func renderCanary(p *fsm.Pipeline, d fsm.Decision, existing *api.Job, nodes map[
 	for _, op := range p.Operators {
 		t := d.Operators[op.Name]
 		slot := slotGroup(&job, op.Name)
-		if t.Transitions == 0 || t.CandidateConfig == "" || slot == nil || runsGen(&job, op.Name, t.Epoch+1) ||
+		if t.Transitions == 0 || t.CandidateConfig == "" || t.NoCanary || slot == nil || runsGen(&job, op.Name, t.Epoch+1) ||
 			slot.Meta[MetaConfigEpoch] == strconv.FormatUint(t.Epoch+1, 10) {
-			continue // no slot, or the candidate runs already: its later batches are not canaried
+			continue // no slot, the candidate runs already (its later batches are not canaried) or ran on a trial
 		}
 		// Nodes of the candidate's planned instances: the slot's node first, then the
 		// most instances, then names.

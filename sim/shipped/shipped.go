@@ -760,6 +760,9 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 		}
 	}
 	s.pending = pl
+	if res, failed := s.oomAbort(d); failed {
+		return res, nil
+	}
 	snap := s.last
 	if snap == nil {
 		return planner.StepResult{Status: fsm.StatusApplying, Detail: "job version submitted"}, nil
@@ -768,7 +771,10 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	for i := range snap.Ops {
 		st := &snap.Ops[i]
 		unplaced += st.Unplaced
-		if st.Starting > 0 || st.Restarting > 0 || !slices.Equal(st.PerNode, target[i]) || want[i] > 0 && st.OnTarget < want[i] {
+		// A trial's probe starting or restarting onto its next config is not part of the
+		// job version (a trial runs beside it).
+		down := len(st.Probes) - st.RunningProbes()
+		if st.Starting+st.Restarting > down || !slices.Equal(st.PerNode, target[i]) || want[i] > 0 && st.OnTarget < want[i] {
 			done = false
 		}
 	}
@@ -798,7 +804,7 @@ func (a actuator) canaries(d fsm.Decision) map[int]*canaryState {
 	out := map[int]*canaryState{}
 	for i, op := range s.env.Pipeline.Ops {
 		t, ok := d.Operators[op.Name]
-		if !ok || s.spaces[i] == nil || t.CandidateConfig == "" || t.Transitions == 0 || s.slot[i] == t.CandidateConfig {
+		if !ok || s.spaces[i] == nil || t.CandidateConfig == "" || t.Transitions == 0 || t.NoCanary || s.slot[i] == t.CandidateConfig {
 			continue
 		}
 		cfg, err := s.simConfig(i, t.CandidateConfig)
@@ -899,4 +905,40 @@ func (s *Scheduler) counts(d fsm.Decision) [][]int {
 		}
 	}
 	return out
+}
+
+// oomAbort fails decision d, as Nomad fails a deployment whose new allocations are
+// OOM-killed and auto-reverts the job to its stable version, when an instance on a
+// candidate config of d restarted out of device memory at the last tick: the engine is
+// handed the stable version (the deployed counts, every instance back on the running
+// config).
+func (s *Scheduler) oomAbort(d fsm.Decision) (planner.StepResult, bool) {
+	for i, op := range s.env.Pipeline.Ops {
+		t, ok := d.Operators[op.Name]
+		st := s.lastOp(i)
+		if !ok || t.CandidateConfig == "" || s.spaces[i] == nil || st == nil {
+			continue
+		}
+		cand, err := s.simConfig(i, t.CandidateConfig)
+		if err != nil {
+			continue
+		}
+		for _, cs := range st.Configs {
+			if cs.OOMs == 0 || !cs.Config.Equal(cand) {
+				continue
+			}
+			pl := sim.PlanFromCounts(s.deployed)
+			for k, o := range s.env.Pipeline.Ops {
+				if tk, ok := d.Operators[o.Name]; ok && tk.CandidateConfig != "" && s.spaces[k] != nil {
+					if cur, err := s.simConfig(k, tk.Config); err == nil {
+						pl.Ops[k].Config, pl.Ops[k].Transition = cur, sim.TransitionAll
+					}
+				}
+			}
+			s.pending = pl
+			s.Stats.Failed++
+			return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("an allocation of %s on its candidate config was OOM-killed: deployment failed, job reverted to its stable version", op.Name)}, true
+		}
+	}
+	return planner.StepResult{}, false
 }

@@ -231,3 +231,37 @@ func TestActuatorRunsTrialsOnTheProbeSlot(t *testing.T) {
 		t.Errorf("ended trial: version %+v, want one without probes", pl)
 	}
 }
+
+// A decision whose candidate instances are OOM-killed fails, as Nomad fails the deployment
+// and auto-reverts the job: the engine is handed the stable version with every instance
+// back on the running config. A candidate that ran already (NoCanary: measured on a
+// trial, or a revert) starts without a canary.
+func TestActuatorRevertsOOMKilledCandidates(t *testing.T) {
+	s := testScheduler(t, Options{})
+	sp := s.spaces[1]
+	cand := "block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=512"
+	cc, err := sp.ParseConfig(cand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	candCfg, _ := s.simConfig(1, cc.String())
+	running := sp.Default().String()
+	runCfg, _ := s.simConfig(1, running)
+	d := fsm.Decision{Index: 12, Operators: map[string]fsm.OpTarget{
+		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
+		"b": {Config: running, CandidateConfig: cc.String(), Transitions: 1, NoCanary: true, Nodes: map[string]fsm.Placement{"n1": {Candidate: 1}, "n2": {Current: 1}}},
+	}}
+	res := step(t, s, d, 0)
+	if len(res.Canaries) != 0 || s.pending == nil || !s.pending.Ops[1].Config.Equal(candCfg) {
+		t.Fatalf("trialled candidate: %+v, pending %+v; want its final version at once, no canary", res, s.pending)
+	}
+	oom := []sim.OpStats{{PerNode: []int{2, 0}}, {PerNode: []int{1, 1}, Restarting: 1,
+		Configs: []sim.ConfigStats{{Config: runCfg, Running: 1}, {Config: candCfg, OOMs: 1}}}}
+	res = step(t, s, d, 30, oom...)
+	if res.Status != fsm.StatusFailed {
+		t.Fatalf("candidate OOM-killed: %+v, want failed", res)
+	}
+	if pl := s.pending.Ops[1]; !pl.Config.Equal(runCfg) || pl.Transition != sim.TransitionAll {
+		t.Errorf("after the OOM the engine is handed %+v, want the running config back on every instance", pl)
+	}
+}

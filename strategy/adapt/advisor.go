@@ -158,6 +158,22 @@ func (a *Advisor) Record(c configspace.Config, throughput, peakMem float64, oom 
 	return dom.ID, true, nil
 }
 
+// Retune discards the current dominant cluster's tuning (its session, or its tuned
+// recommendation, which failed in production): the next Next starts a new session for
+// it. Without a dominant cluster it does nothing.
+func (a *Advisor) Retune() error {
+	dom, ok := a.c.Dominant()
+	if !ok {
+		return nil
+	}
+	delete(a.tuners, dom.ID)
+	if err := a.c.SetStatus(dom.ID, cluster.Untuned); err != nil {
+		return fmt.Errorf("adapt: retune cluster %d: %w", dom.ID, err)
+	}
+	a.o.Logger.Info("adapt: cluster to be tuned again", "cluster", dom.ID)
+	return nil
+}
+
 // Predict returns the prediction of cluster id's tuning session (followed through merges)
 // at configuration c.
 func (a *Advisor) Predict(ctx context.Context, id int, c configspace.Config) (bo.Prediction, error) {
