@@ -744,8 +744,13 @@ func (l *Loop) stateInput(st *fsm.State, job string) (sched.PlanInput, error) {
 			oi.Candidate = &cp
 			if c.Revert {
 				// The running config fails with OOM: its instances restart instead of
-				// serving, and every one of them moves to the candidate in this round.
+				// serving.
 				oi.Capacity *= revertCapacity
+			}
+			if c.Revert || c.Trialled {
+				// A candidate that ran already moves in one decision, not in batches: a
+				// config can exceed the device memory later (the workload moves), and
+				// one deployment is all Nomad can revert to the config that ran before.
 				in.MaxBatch = 0
 			}
 		}

@@ -805,18 +805,25 @@ func (t *Tuner) dropTrial(ctx context.Context, ot *opTuner, trial string) error 
 
 // guard is the OOM guard. A config that ran within the device memory while it was
 // measured can exceed it later (the workload moved to longer requests): its production
-// instances then restart out of memory instead of serving. Once those of the running
+// instances then restart out of memory instead of serving. Once those of the newest
 // epoch restarted OOMGuard times, the Tuner records the epoch infeasible (evaluate: the
 // config is set aside for good, and a tuned cluster it was recommended for is tuned
-// again), ends its trial and
-// proposes the job file's config as a revert (fsm.Candidate.Revert: every instance moves
-// at once, without a canary). It reports whether it acted. A transition in flight, the
-// job file's config itself failing, or an epoch already reverted leave it to the
-// planner and the user.
+// again), ends its trial and proposes a revert (fsm.Candidate.Revert: every instance
+// moves at once, without a canary): to the config a transition in flight replaces when
+// the failing config is that transition's candidate, else to the job file's config. It
+// reports whether it acted. The job file's config itself failing, or an epoch already
+// reverted, leave it to the planner and the user.
 func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running, candidate, trial string, cur uint64) (bool, error) {
 	st := ot.epoch(cur)
-	def := canonical(ot.space, op.Config)
-	if t.o.OOMGuard < 0 || st.ooms < t.o.OOMGuard || st.reverted || candidate != "" || def == "" || running == def {
+	if t.o.OOMGuard < 0 || st.ooms < t.o.OOMGuard || st.reverted {
+		return false, nil
+	}
+	failing, to := ot.epochCfg[cur], canonical(ot.space, op.Config)
+	switch {
+	case candidate != "" && failing == candidate:
+		to = running // abort the transition in flight (fsm: the candidate becomes current and back)
+	case candidate == "" && failing == running && to != "" && running != to:
+	default:
 		return false, nil
 	}
 	if err := t.evaluate(ot, cur); err != nil {
@@ -831,21 +838,23 @@ func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running
 	if est, err := t.est.Estimate(ot.job, ot.op); err == nil && est.Capacity > 0 {
 		capacity = est.Capacity
 	}
-	if v, ok := ot.measured[def]; ok && (ot.noTrials || !t.o.Trials) {
+	if v, ok := ot.measured[to]; ok && (ot.noTrials || !t.o.Trials) {
 		capacity = v
 	}
 	if !(capacity > 0) {
 		capacity = 1
 	}
-	t.o.Logger.Warn("tune: the running config fails with OOM in production; reverting to the job file's config",
-		"job", ot.job, "operator", ot.op, "config", running, "oom_restarts", st.ooms, "revert_to", def)
-	req := client.CandidateRequest{Config: def, Capacity: capacity, ColdStartSec: op.ColdStartSec, Revert: true}
+	t.o.Logger.Warn("tune: a config fails with OOM in production; reverting",
+		"job", ot.job, "operator", ot.op, "config", failing, "oom_restarts", st.ooms, "revert_to", to)
+	req := client.CandidateRequest{Config: to, Capacity: capacity, ColdStartSec: op.ColdStartSec, Revert: true}
 	if _, err := t.planner.PutCandidate(ctx, ot.job, ot.op, req); err != nil {
-		return false, fmt.Errorf("revert to %s: %w", def, err)
+		st.reverted = false // the planner refused for now (a decision is applied): next round
+		t.o.Logger.Info("tune: revert not accepted yet", "job", ot.job, "operator", ot.op, "err", err)
+		return true, nil
 	}
-	ot.pending = &pendingProposal{config: def, round: ot.round}
+	ot.pending = &pendingProposal{config: to, round: ot.round}
 	t.mu.Lock()
-	ot.proposals = append(ot.proposals, Proposal{Config: def, Capacity: capacity, PFeasible: 1, Revert: true})
+	ot.proposals = append(ot.proposals, Proposal{Config: to, Capacity: capacity, PFeasible: 1, Revert: true})
 	t.mu.Unlock()
 	return true, nil
 }

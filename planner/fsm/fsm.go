@@ -519,6 +519,9 @@ func checkCandidate(st *State, c Command) error {
 		return fmt.Errorf("operator %q: candidate cold_start_s=%v must be a finite number >= 0", c.Operator, cand.ColdStartSec)
 	}
 	r := st.Rollouts[c.Job][c.Operator]
+	if aborts(r, cand) {
+		return nil
+	}
 	if r.CandidateConfig != "" && r.CandidateConfig != cand.Config {
 		return fmt.Errorf("operator %q: transition to %q still in flight (at most one pending transition per operator)", c.Operator, r.CandidateConfig)
 	}
@@ -530,7 +533,34 @@ func checkCandidate(st *State, c Command) error {
 
 // applySetCandidate records c.Candidate as the pending candidate config of operator
 // c.Operator.
+// aborts reports whether cand reverts the transition in flight of rollout r: a revert
+// (Candidate.Revert) to the config the transition replaces, which the OOM guard proposes
+// when the config being rolled out fails with OOM.
+func aborts(r *Rollout, cand *Candidate) bool {
+	return r != nil && cand != nil && cand.Revert && r.CandidateConfig != "" && cand.Config == r.Config
+}
+
 func applySetCandidate(st *State, c Command, idx uint64) error {
+	if r := st.Rollouts[c.Job][c.Operator]; aborts(r, c.Candidate) {
+		// The transition in flight is aborted: a decision being applied is superseded
+		// (failed: the job is back at its stable version, which the next decision
+		// replaces, as a newer Nomad job version cancels a running deployment); the
+		// config the transition rolls out becomes the current one (at its epoch) and the
+		// config it replaces the candidate, at the next epoch, so that every instance
+		// moves back to it in the next decision.
+		if pr := st.Progress[c.Job]; pr.Status == StatusApplying {
+			latest, _ := st.LatestDecision(c.Job)
+			st.Progress[c.Job] = Progress{Decision: pr.Decision, Status: StatusFailed, Index: idx,
+				Detail: fmt.Sprintf("superseded by the revert of operator %q's transition (its config fails with OOM)", c.Operator)}
+			revertRollout(st, c, latest)
+		}
+		r.Config, r.CandidateConfig = r.CandidateConfig, r.Config
+		r.Epoch++
+		r.OnCurrent, r.OnCandidate = r.OnCandidate, r.OnCurrent
+		for n, pl := range st.Deployed[c.Job][c.Operator] {
+			st.Deployed[c.Job][c.Operator][n] = Placement{Current: pl.Candidate, Candidate: pl.Current}
+		}
+	}
 	cp := *c.Candidate
 	cp.Index = idx
 	setIn(st.Candidates, c.Job, c.Operator, cp)

@@ -501,3 +501,50 @@ func TestTrialLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// TestRevertAbortsATransitionInFlight: a revert to the running config while a transition
+// away from it is in flight (the OOM guard, when the config being rolled out fails)
+// supersedes the decision being applied, makes the failing config current at its epoch
+// and the config it replaced the candidate at the next epoch, with the deployed
+// placements swapped; the next decision moves every instance back to it.
+func TestRevertAbortsATransitionInFlight(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=32", Capacity: 9}})
+	a.must(Command{Op: OpDecide, Decision: decision(1, "batch=32")}) // embed: one on batch=32, one on batch=8
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	a.must(Command{Op: OpDecide, Decision: decisionT(2, 1, "batch=32")})
+	applying := a.idx
+	if err := a.do(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=8", Capacity: 4}}); err == nil {
+		t.Fatal("a candidate equal to the running config accepted without Revert")
+	}
+	a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=8", Capacity: 4, Revert: true}})
+	var r Rollout
+	var pr Progress
+	var dep map[string]Placement
+	var cand Candidate
+	a.f.Read(func(s *State) {
+		r, pr, dep, cand = *s.Rollouts["pdf"]["embed"], s.Progress["pdf"], s.Deployed["pdf"]["embed"], s.Candidates["pdf"]["embed"]
+	})
+	if pr.Decision != applying || pr.Status != StatusFailed || !strings.Contains(pr.Detail, "superseded") {
+		t.Errorf("progress %+v: want decision %d failed, superseded by the revert", pr, applying)
+	}
+	if r.Config != "batch=32" || r.Epoch != 1 || r.CandidateConfig != "batch=8" || r.OnCurrent != 1 || r.OnCandidate != 1 {
+		t.Errorf("rollout %+v: want batch=32 current at epoch 1, batch=8 the candidate, one instance on each", r)
+	}
+	if dep["a"] != (Placement{Current: 1, Candidate: 1}) || cand.Config != "batch=8" || !cand.Revert {
+		t.Errorf("deployed %+v, candidate %+v: want the placement swapped and the revert pending", dep, cand)
+	}
+	back := &Decision{Job: "pdf", Operators: map[string]OpTarget{
+		"parse": {Nodes: map[string]Placement{"a": {Current: 2}, "b": {Current: 1}}, Config: "threads=1"},
+		"embed": {Nodes: map[string]Placement{"a": {Candidate: 2}}, Config: "batch=32", Epoch: 1, CandidateConfig: "batch=8", Transitions: 1},
+	}, Source: "test"}
+	a.must(Command{Op: OpDecide, Decision: back})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	a.f.Read(func(s *State) { r = *s.Rollouts["pdf"]["embed"] })
+	if r.Config != "batch=8" || r.Epoch != 2 || r.CandidateConfig != "" || r.OnCurrent != 2 {
+		t.Errorf("after the revert: rollout %+v, want batch=8 on both instances at epoch 2", r)
+	}
+}
