@@ -200,7 +200,10 @@ type Result struct {
 	Short []string
 	// Position is each queued pipeline's 1-based position in the queue.
 	Position map[string]int
-	// Reason says why each queued or short pipeline is not admitted.
+	// Reason says why each queued or short pipeline is not admitted. A waiting pipeline
+	// checked and refused also gets, with aging on and not Strict, when it becomes due
+	// ("due after 30.0s of waiting") or that it is due and reserves the cluster. Reasons
+	// hold no quantity that changes while nothing else does (not the time waited).
 	Reason map[string]string
 }
 
@@ -227,6 +230,11 @@ type entry struct {
 
 // due reports whether a waiting pipeline has waited long enough to reserve the cluster.
 func (e entry) due(a float64) bool { return a > 0 && e.score <= 0 }
+
+// dueAfter is the waiting time (seconds) at which a waiting pipeline becomes due under
+// aging a > 0: E/(a·w). It does not grow with the wait, so a queue reason that names it
+// stays the same from round to round (the planner records the queue only when it changes).
+func (e entry) dueAfter(a float64) float64 { return e.waited + e.score/a }
 
 // rank validates ps and returns them as entries in admission order.
 func rank(ps []Pipeline, now time.Time, pol Policy) ([]entry, error) {
@@ -416,14 +424,16 @@ func AdmitWork(ctx context.Context, ps []Pipeline, now time.Time, pol Policy, wo
 				why = fmt.Sprintf("would add no throughput beside the %d admitted pipelines (normalised work %.3g, %.3g with it)",
 					len(r.Admitted), cur, w)
 			}
-			r.queue(e.Name, why)
 			switch {
 			case pol.Strict:
 				held = fmt.Sprintf("behind %q (strict order)", e.Name)
 			case e.due(a):
-				held = fmt.Sprintf("reserved for %q, waiting %ss (due after %ss)", e.Name,
-					seconds(e.waited), seconds(e.waited+e.score/a))
+				why += "; due: reserves the cluster (no batch pipeline after it is admitted)"
+				held = fmt.Sprintf("reserved for %q (due after %ss of waiting)", e.Name, seconds(e.dueAfter(a)))
+			case a > 0:
+				why += fmt.Sprintf("; due after %ss of waiting", seconds(e.dueAfter(a)))
 			}
+			r.queue(e.Name, why)
 		}
 	}
 	return r, nil

@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -225,6 +226,7 @@ func TestAdmit(t *testing.T) {
 			now:      50,
 			admitted: []string{"r", "narrow"},
 			queued:   []string{"wide"},
+			reason:   map[string]string{"wide": "minimums do not fit beside the 1 admitted pipelines; due after 100.0s of waiting"},
 		},
 		{
 			name: "reservation: a due wide job holds back the narrow one behind it",
@@ -234,7 +236,7 @@ func TestAdmit(t *testing.T) {
 			now:      100,
 			admitted: []string{"r"},
 			queued:   []string{"wide", "narrow"},
-			reason:   map[string]string{"narrow": `reserved for "wide", waiting 100.0s (due after 100.0s)`},
+			reason:   map[string]string{"narrow": `reserved for "wide" (due after 100.0s of waiting)`, "wide": "due: reserves the cluster"},
 		},
 		{
 			name:     "reservation depends on aging: with aging 0.5 the same job is not due yet",
@@ -427,5 +429,28 @@ func TestAdmitWorkMarginal(t *testing.T) {
 	}
 	if _, err := Admit(context.Background(), ps, at(1), Policy{Marginal: true}, func(context.Context, []string) (bool, error) { return true, nil }); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Admit with Marginal: %v, want ErrInvalid", err)
+	}
+}
+
+// TestReasonsStable: the queue reasons of waiting pipelines do not change from one round
+// to the next while nothing but the time waited does (the planner records the queue in
+// raft only when it changes), before and after the wide pipeline becomes due.
+func TestReasonsStable(t *testing.T) {
+	r := batch("r", 10, 1, 0)
+	r.Running = true
+	ps := []Pipeline{r, batch("wide", 100, 1, 0), batch("narrow", 200, 1, 90)}
+	c := &capacity{k: 10, units: map[string]float64{"r": 4, "wide": 8, "narrow": 2}}
+	for _, span := range [][2]float64{{91, 95}, {100, 130}} {
+		var reasons []map[string]string
+		for _, now := range span {
+			r, err := Admit(context.Background(), ps, at(now), Policy{}, c.fits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reasons = append(reasons, r.Reason)
+		}
+		if !maps.Equal(reasons[0], reasons[1]) {
+			t.Errorf("reasons at %v s %v, at %v s %v: want the same", span[0], reasons[0], span[1], reasons[1])
+		}
 	}
 }
