@@ -50,10 +50,11 @@ func cpuBatchPipeline(id string) *api.Job {
 //  2. While w runs, long (expected 30 s alone) and then short (2 s) register: short
 //     passes long (positions 1 and 2, shortest expected job first). w finishes: short is
 //     admitted, long waits for no gain. Once long has waited its expected time its reason
-//     says it is due and reserves the cluster; cpu, a second batch pipeline without GPUs
-//     (it would add throughput as cpu0 did), then registers and is held with the reason
-//     `reserved for "long"` instead of backfilling. short finishes: long is admitted and
-//     runs in Nomad, and cpu starts beside it.
+//     says it is due and reserves the cluster. cpu, a second batch pipeline without GPUs,
+//     leaves long room (long would still be admitted beside it), so it passes the
+//     reservation and runs; s2, as short as short but registered after long became due,
+//     queues behind long. short finishes: long is admitted and runs in Nomad, s2 still
+//     waits.
 //
 // Every admitted pipeline's allocations run in Nomad (cpu0's throughout); a queued one has
 // no Nomad job.
@@ -217,28 +218,32 @@ func TestMarginalAdmissionNomad(t *testing.T) {
 	})
 	t.Logf("long: %s", reason("long"))
 	mark("long due")
+	// cpu leaves long room (long would still be admitted beside it): it passes the
+	// reservation. s2, as short as short and registered after long became due, sorts
+	// after long and waits.
 	register(cpuBatchPipeline("cpu"))
-	waitFor(t, c, `cpu held behind long's reservation`, 60*time.Second, func() bool {
-		q := queued("cpu")
-		return q != nil && q.Position == 2 && strings.Contains(q.Reason, `reserved for "long"`)
+	register(batchGPUPipeline("s2", 8))
+	waitFor(t, c, "cpu admitted past long's reservation and running in Nomad", 120*time.Second, func() bool { return runs("cpu") })
+	waitFor(t, c, "s2 queued behind long", 60*time.Second, func() bool {
+		s2, l := queued("s2"), queued("long")
+		return s2 != nil && l != nil && l.Position == 1 && s2.Position == 2
 	})
-	for range 3 { // held for a few rounds although it would add throughput beside short
-		time.Sleep(time.Second)
-		waiting("cpu")
-		waiting("long")
+	waiting("long")
+	waiting("s2")
+	if out := cli(t, bin, p.http, "pipeline", "status", "long"); !strings.Contains(out, "due: reserves the cluster") {
+		t.Fatalf("pipeline status of due long:\n%s", out)
 	}
-	if out := cli(t, bin, p.http, "pipeline", "status", "cpu"); !strings.Contains(out, `reserved for "long"`) {
-		t.Fatalf("pipeline status of held cpu:\n%s", out)
-	}
-	mark("cpu held by the reservation")
+	mark("cpu passed the reservation, s2 behind long")
 	finish("short")
 	waitFor(t, c, "long admitted and running in Nomad once short finished", 120*time.Second, func() bool { return runs("long") })
+	if q := queued("s2"); q == nil || q.Position != 1 {
+		t.Fatalf("s2 beside long: queued %+v, want it still waiting", q)
+	}
+	waiting("s2")
 	mark("long admitted and running")
-	waitFor(t, c, "cpu admitted beside long and running in Nomad", 120*time.Second, func() bool { return runs("cpu") })
-	mark("cpu admitted beside long")
-	for _, job := range []string{"long", "cpu0"} {
+	for _, job := range []string{"cpu0", "cpu"} {
 		if !runs(job) {
-			t.Fatalf("%s stopped running when cpu started", job)
+			t.Fatalf("%s no longer runs", job)
 		}
 	}
 	t.Logf("total %v", time.Since(start).Round(time.Second))
