@@ -47,7 +47,7 @@ func cpuBatchPipeline(id string) *api.Job {
 //     status` / `list`, with no decision and no Nomad job. cpu0, a batch pipeline without
 //     GPUs, adds throughput beside r: it is admitted past w and runs, w still waits. r
 //     finishes (Nomad job stopped, pipeline deleted): w is admitted and its Nomad job runs.
-//  2. While w runs, long (expected 30 s alone) and then short (2 s) register: short
+//  2. While w runs, long (expected 45 s alone) and then short (2 s) register: short
 //     passes long (positions 1 and 2, shortest expected job first). w finishes: short is
 //     admitted, long waits for no gain. Once long has waited its expected time its reason
 //     says it is due and reserves the cluster. cpu, a second batch pipeline without GPUs,
@@ -196,7 +196,7 @@ func TestMarginalAdmissionNomad(t *testing.T) {
 	mark("w admitted and running")
 
 	// 2. long, then short, wait behind w; short passes long.
-	register(batchGPUPipeline("long", 120))
+	register(batchGPUPipeline("long", 180))
 	register(batchGPUPipeline("short", 8))
 	waitFor(t, c, "short at position 1 ahead of long", 60*time.Second, func() bool {
 		s, l := queued("short"), queued("long")
@@ -211,8 +211,14 @@ func TestMarginalAdmissionNomad(t *testing.T) {
 		t.Fatalf("long beside short: queued %+v, want position 1 for adding no throughput", q)
 	}
 	waiting("long")
+	// cpu below passes long's reservation only because short started before long became
+	// due (short is then one of those long waits for); that needs short admitted within
+	// long's 45 s.
+	if strings.Contains(reason("long"), "due:") {
+		t.Fatalf("long became due before short started (the machine is too slow for this test's timing): %s", reason("long"))
+	}
 	mark("short admitted and running")
-	// long becomes due after its expected time alone (30 s); then it reserves.
+	// long becomes due after its expected time alone (45 s); then it reserves.
 	waitFor(t, c, "long due", 120*time.Second, func() bool {
 		return strings.Contains(reason("long"), "due: reserves the cluster")
 	})
