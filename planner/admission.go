@@ -53,6 +53,9 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 			ins[job], nodes = in, in.Nodes
 			_, running := st.LatestDecision(job)
 			ap := admit.Pipeline{Name: job, Batch: p.Batch, Running: running, Weight: p.Weight, Since: now}
+			if running {
+				ap.Started = firstDecision(st, job)
+			}
 			if p.Batch && !running {
 				ap.Remaining = p.InputRecords
 				if ob, ok := st.Observations[job][p.Operators[0].Name]; ok && ob.Backlog > 0 {
@@ -131,6 +134,19 @@ func (l *Loop) admission(ctx context.Context) map[string]bool {
 		}
 	}
 	return queued
+}
+
+// firstDecision is the time of job's oldest decision still in the log: when it was
+// admitted, or later once older decisions have left the log (admit.Pipeline.Started
+// allows a later time; it only makes the reservation check stricter). The zero time
+// (counted as now) when no decision records its time.
+func firstDecision(st *fsm.State, job string) time.Time {
+	for _, d := range st.Decisions {
+		if d.Job == job && d.UnixMilli > 0 {
+			return time.UnixMilli(d.UnixMilli)
+		}
+	}
+	return time.Time{}
 }
 
 // fitsAnswer is one remembered answer of the admission's resource check: whether the

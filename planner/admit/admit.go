@@ -69,13 +69,24 @@
 // unless -admit-marginal=false) admits a waiting batch
 // pipeline beside running or just admitted batch pipelines only when the joint round with
 // it carries more normalised work, Σ_p T_p/Talone_p, than without it (AdmitWork; 0.1 %
-// slack for solver tolerances); otherwise it waits, and when it is due it reserves as one
-// that does not fit. With nothing but services admitted, a batch pipeline that fits is
-// admitted whatever its gain. The shortest job then runs at a larger share instead of
-// sharing the cluster with everything that fits, which is what lets the SJF order cut the
-// mean completion time. The bound below holds unchanged: a due pipeline refused for no gain
-// reserves, and once the pipelines in R ∪ A have finished no batch pipeline runs, so it is
-// admitted when it fits.
+// slack for solver tolerances); otherwise it waits. With nothing but services admitted, a
+// batch pipeline that fits is admitted whatever its gain. The shortest job then runs at a
+// larger share instead of sharing the cluster with everything that fits, which is what
+// lets the SJF order cut the mean completion time.
+//
+// Reservations under Policy.Marginal hold back only what would delay the reserved
+// pipeline (as EASY backfilling does): a due pipeline h refused (for no gain, or because it
+// does not fit) reserves, and a batch pipeline k after it in the order is admitted (if it
+// passes its own test) only when h would still be admitted beside the services, every
+// batch pipeline started since h became due (Pipeline.Started; running ones of unknown
+// start count) and k. A pipeline that needs other resources than h (another device class,
+// cores h does not use) passes; one that would leave h without room or gain waits. Without
+// Marginal there are no work rates to tell them apart, and a reservation holds back every
+// batch pipeline after it. The bound holds with one more assumption, that a pipeline's
+// gain beside a set does not fall when members of the set finish: once the pipelines in
+// R ∪ A have finished, the batch pipelines still running all started after D_j and were
+// each admitted only with j admissible beside them and those started before them, so j,
+// now first in the order, is admitted.
 //
 // # Simulation
 //
@@ -134,8 +145,9 @@ type Policy struct {
 	// Marginal admits a waiting batch pipeline beside running or just admitted batch
 	// pipelines only when the joint round with it carries more normalised work than
 	// without it (AdmitWork): when their minimums already take what it would run on, it
-	// waits instead of slowing them all. A due pipeline refused so reserves, as one that
-	// does not fit. Requires AdmitWork.
+	// waits instead of slowing them all. A due pipeline refused, for no gain or for not
+	// fitting, reserves, and holds back only the batch pipelines after it that it would
+	// not be admitted beside (package documentation). Requires AdmitWork.
 	Marginal bool
 }
 
@@ -183,6 +195,11 @@ type Pipeline struct {
 	// Since is when the pipeline started waiting (its registration); the zero time counts
 	// as now.
 	Since time.Time
+	// Started is, for a running batch pipeline, when it was admitted or any later time (the
+	// zero time counts as now). Under Policy.Marginal a pipeline admitted after a waiting
+	// one became due must leave room for it (see the package documentation); a later
+	// Started only makes that check stricter.
+	Started time.Time
 }
 
 // Result is one admission round.
@@ -200,7 +217,10 @@ type Result struct {
 	Short []string
 	// Position is each queued pipeline's 1-based position in the queue.
 	Position map[string]int
-	// Reason says why each queued or short pipeline is not admitted.
+	// Reason says why each queued or short pipeline is not admitted. A waiting pipeline
+	// checked and refused also gets, with aging on and not Strict, when it becomes due
+	// ("due after 30.0s of waiting") or that it is due and reserves the cluster. Reasons
+	// hold no quantity that changes while nothing else does (not the time waited).
 	Reason map[string]string
 }
 
@@ -227,6 +247,11 @@ type entry struct {
 
 // due reports whether a waiting pipeline has waited long enough to reserve the cluster.
 func (e entry) due(a float64) bool { return a > 0 && e.score <= 0 }
+
+// dueAfter is the waiting time (seconds) at which a waiting pipeline becomes due under
+// aging a > 0: E/(a·w). It does not grow with the wait, so a queue reason that names it
+// stays the same from round to round (the planner records the queue only when it changes).
+func (e entry) dueAfter(a float64) float64 { return e.waited + e.score/a }
 
 // rank validates ps and returns them as entries in admission order.
 func rank(ps []Pipeline, now time.Time, pol Policy) ([]entry, error) {
@@ -371,7 +396,9 @@ const marginalSlack = 1e-3
 // AdmitWork is Admit with a resource model that also reports the joint round's work
 // rate, for Policy.Marginal: a waiting batch pipeline that fits is still queued when a
 // batch pipeline is already admitted (running, or admitted earlier in this walk) and the
-// work rate with it exceeds the work rate without it by no more than 0.1 %.
+// work rate with it exceeds the work rate without it by no more than 0.1 %; a batch
+// pipeline after a due one refused in the walk is admitted only if the due one would
+// still be admitted beside it (two more calls of work per reservation and candidate).
 func AdmitWork(ctx context.Context, ps []Pipeline, now time.Time, pol Policy, work WorkFunc) (Result, error) {
 	es, err := rank(ps, now, pol)
 	if err != nil {
@@ -384,6 +411,13 @@ func AdmitWork(ctx context.Context, ps []Pipeline, now time.Time, pol Policy, wo
 	cur, batch := 0.0, false // work rate of r.Admitted; whether it holds a batch pipeline
 	r := Result{Order: make([]string, 0, len(es)), Position: map[string]int{}, Reason: map[string]string{}}
 	var held string // why the remaining waiting pipelines are held back, "" if they are not
+	var services []string
+	var reserved []reservation // due pipelines refused in this walk (Policy.Marginal)
+	type started struct {
+		name string
+		at   time.Time
+	}
+	var batches []started // admitted batch pipelines and when they started (now if admitted now)
 	for _, e := range es {
 		r.Order = append(r.Order, e.Name)
 		if e.class == waiting {
@@ -403,10 +437,41 @@ func AdmitWork(ctx context.Context, ps []Pipeline, now time.Time, pol Policy, wo
 			return Result{}, fmt.Errorf("admit: fits check for %q: %w", e.Name, err)
 		}
 		gainless := ok && pol.Marginal && e.class == waiting && batch && w <= cur*(1+marginalSlack)
+		if ok && !gainless && e.class == waiting {
+			for _, h := range reserved {
+				// h must stay admissible beside every batch pipeline started since it
+				// became due (they may outlast those it waits for) and e
+				set := slices.Clone(services)
+				for _, b := range batches {
+					if !b.at.Before(h.dueAt) {
+						set = append(set, b.name)
+					}
+				}
+				free, err := h.spares(ctx, work, append(set, e.Name))
+				if err != nil {
+					return Result{}, fmt.Errorf("admit: %q beside the reservation for %q: %w", e.Name, h.name, err)
+				}
+				if !free {
+					r.queue(e.Name, fmt.Sprintf("reserved for %q (due after %ss of waiting), which would not be admitted beside it", h.name, seconds(h.dueAfter)))
+					break
+				}
+			}
+			if r.Position[e.Name] > 0 {
+				continue
+			}
+		}
 		switch {
 		case ok && !gainless:
 			r.Admitted = append(r.Admitted, e.Name)
 			cur, batch = w, batch || e.class != service
+			switch {
+			case e.class == service:
+				services = append(services, e.Name)
+			case e.class == running && !e.Started.IsZero():
+				batches = append(batches, started{e.Name, e.Started})
+			default:
+				batches = append(batches, started{e.Name, now})
+			}
 		case e.class != waiting:
 			r.Short = append(r.Short, e.Name)
 			r.Reason[e.Name] = fmt.Sprintf("minimums do not fit beside the %d pipelines admitted before it", len(r.Admitted))
@@ -416,17 +481,46 @@ func AdmitWork(ctx context.Context, ps []Pipeline, now time.Time, pol Policy, wo
 				why = fmt.Sprintf("would add no throughput beside the %d admitted pipelines (normalised work %.3g, %.3g with it)",
 					len(r.Admitted), cur, w)
 			}
-			r.queue(e.Name, why)
 			switch {
 			case pol.Strict:
 				held = fmt.Sprintf("behind %q (strict order)", e.Name)
+			case e.due(a) && pol.Marginal:
+				why += "; due: reserves the cluster (a batch pipeline passes it only if it would still be admitted beside it)"
+				reserved = append(reserved, reservation{name: e.Name, dueAfter: e.dueAfter(a),
+					dueAt: now.Add(time.Duration((e.dueAfter(a) - e.waited) * float64(time.Second)))})
 			case e.due(a):
-				held = fmt.Sprintf("reserved for %q, waiting %ss (due after %ss)", e.Name,
-					seconds(e.waited), seconds(e.waited+e.score/a))
+				why += "; due: reserves the cluster (no batch pipeline after it is admitted)"
+				held = fmt.Sprintf("reserved for %q (due after %ss of waiting)", e.Name, seconds(e.dueAfter(a)))
+			case a > 0:
+				why += fmt.Sprintf("; due after %ss of waiting", seconds(e.dueAfter(a)))
 			}
+			r.queue(e.Name, why)
 		}
 	}
 	return r, nil
+}
+
+// reservation is a due batch pipeline refused in an AdmitWork walk under Policy.Marginal:
+// a batch pipeline after it is admitted only if it leaves room for it.
+type reservation struct {
+	name     string
+	dueAfter float64   // seconds of waiting after which it became due
+	dueAt    time.Time // when it became due
+}
+
+// spares reports whether the reserved pipeline h would be admitted beside set (the
+// services, the batch pipelines started since h became due, and the candidate): it fits
+// and adds normalised work beside them, as the marginal test asks.
+func (h reservation) spares(ctx context.Context, work WorkFunc, set []string) (bool, error) {
+	ok, without, err := work(ctx, set)
+	if err != nil || !ok {
+		return false, err
+	}
+	ok, with, err := work(ctx, append(slices.Clip(set), h.name))
+	if err != nil || !ok {
+		return false, err
+	}
+	return with > without*(1+marginalSlack), nil
 }
 
 // queue appends name to the queue with its reason.

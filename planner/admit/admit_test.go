@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -225,6 +226,7 @@ func TestAdmit(t *testing.T) {
 			now:      50,
 			admitted: []string{"r", "narrow"},
 			queued:   []string{"wide"},
+			reason:   map[string]string{"wide": "minimums do not fit beside the 1 admitted pipelines; due after 100.0s of waiting"},
 		},
 		{
 			name: "reservation: a due wide job holds back the narrow one behind it",
@@ -234,7 +236,7 @@ func TestAdmit(t *testing.T) {
 			now:      100,
 			admitted: []string{"r"},
 			queued:   []string{"wide", "narrow"},
-			reason:   map[string]string{"narrow": `reserved for "wide", waiting 100.0s (due after 100.0s)`},
+			reason:   map[string]string{"narrow": `reserved for "wide" (due after 100.0s of waiting)`, "wide": "due: reserves the cluster"},
 		},
 		{
 			name:     "reservation depends on aging: with aging 0.5 the same job is not due yet",
@@ -414,7 +416,7 @@ func TestAdmitWorkMarginal(t *testing.T) {
 		t.Errorf("flat work: admitted %v (%v), want svc and a", r.Admitted, err)
 	}
 	// two batch pipelines run; c has waited past its expected time (due): refused for no
-	// gain, it reserves, so b is held behind it without a check
+	// gain, it reserves; b, behind it, would add no throughput either
 	run := func(name string) Pipeline { return Pipeline{Name: name, Batch: true, Running: true, Since: at(0)} }
 	late := []Pipeline{svc, run("r1"), run("r2"), batch("b", 20, 1, 0), batch("c", 30, 1, -100)}
 	r, err = AdmitWork(context.Background(), late, at(1), Policy{Marginal: true}, work)
@@ -422,10 +424,84 @@ func TestAdmitWorkMarginal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(r.Admitted, []string{"svc", "r1", "r2"}) || !slices.Equal(r.Queued, []string{"c", "b"}) ||
-		!strings.Contains(r.Reason["c"], "would add no throughput") || !strings.Contains(r.Reason["b"], `reserved for "c"`) {
+		!strings.Contains(r.Reason["c"], "would add no throughput") || !strings.Contains(r.Reason["c"], "due: reserves") ||
+		!strings.Contains(r.Reason["b"], "would add no throughput") {
 		t.Errorf("due c: admitted %v, queued %v, reasons %v", r.Admitted, r.Queued, r.Reason)
 	}
 	if _, err := Admit(context.Background(), ps, at(1), Policy{Marginal: true}, func(context.Context, []string) (bool, error) { return true, nil }); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Admit with Marginal: %v, want ErrInvalid", err)
+	}
+}
+
+// TestReasonsStable: the queue reasons of waiting pipelines do not change from one round
+// to the next while nothing but the time waited does (the planner records the queue in
+// raft only when it changes), before and after the wide pipeline becomes due.
+func TestReasonsStable(t *testing.T) {
+	r := batch("r", 10, 1, 0)
+	r.Running = true
+	ps := []Pipeline{r, batch("wide", 100, 1, 0), batch("narrow", 200, 1, 90)}
+	c := &capacity{k: 10, units: map[string]float64{"r": 4, "wide": 8, "narrow": 2}}
+	for _, span := range [][2]float64{{91, 95}, {100, 130}} {
+		var reasons []map[string]string
+		for _, now := range span {
+			r, err := Admit(context.Background(), ps, at(now), Policy{}, c.fits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reasons = append(reasons, r.Reason)
+		}
+		if !maps.Equal(reasons[0], reasons[1]) {
+			t.Errorf("reasons at %v s %v, at %v s %v: want the same", span[0], reasons[0], span[1], reasons[1])
+		}
+	}
+}
+
+// TestReservationSparesOthers: under Policy.Marginal a due pipeline refused for no gain
+// holds back only the batch pipelines it could not be admitted beside. Each pipeline uses
+// resource classes, shared equally, and runs at its bottleneck share (its alone rate is 1).
+// r runs on "a100"; h (due) needs "a100" and "nvme", so it adds nothing beside r and
+// reserves. k1 ("l4") leaves room for h and passes it; k2 ("nvme") would add work beside
+// r and k1 but h would add none beside k1 and k2, so it is held for h. r started before h
+// became due, so h waits for it without counting it; a running pipeline of unknown start
+// counts as started now, and then nothing passes h.
+func TestReservationSparesOthers(t *testing.T) {
+	classes := map[string][]string{"r": {"a100"}, "h": {"a100", "nvme"}, "k1": {"l4"}, "k2": {"nvme"}}
+	work := func(_ context.Context, names []string) (bool, float64, error) {
+		used := map[string]int{} // pipelines per class
+		for _, n := range names {
+			for _, c := range classes[n] {
+				used[c]++
+			}
+		}
+		w := 0.0
+		for _, n := range names {
+			rate := 1.0
+			for _, c := range classes[n] {
+				rate = min(rate, 1/float64(used[c]))
+			}
+			w += rate
+		}
+		return true, w, nil
+	}
+	for _, tc := range []struct {
+		started          time.Time
+		admitted, queued []string
+	}{
+		{at(-95), []string{"r", "k1"}, []string{"h", "k2"}}, // h due at -90
+		{time.Time{}, []string{"r"}, []string{"h", "k1", "k2"}},
+	} {
+		run := Pipeline{Name: "r", Batch: true, Running: true, Since: at(-200), Started: tc.started}
+		ps := []Pipeline{run, batch("h", 10, 1, -100), batch("k1", 20, 1, 0), batch("k2", 30, 1, 0)}
+		r, err := AdmitWork(context.Background(), ps, at(1), Policy{Marginal: true}, work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(r.Admitted, tc.admitted) || !slices.Equal(r.Queued, tc.queued) {
+			t.Errorf("r started %v: admitted %v queued %v (%v), want %v, %v", tc.started, r.Admitted, r.Queued, r.Reason, tc.admitted, tc.queued)
+			continue
+		}
+		if !strings.Contains(r.Reason["h"], "due: reserves") || !strings.Contains(r.Reason["k2"], `reserved for "h"`) {
+			t.Errorf("reasons %v: want h reserving and k2 held for it", r.Reason)
+		}
 	}
 }

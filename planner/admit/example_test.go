@@ -40,7 +40,7 @@ func Example() {
 	// Output:
 	// order:    [chat embed transcode ocr]
 	// admitted: [chat embed ocr]
-	// queued:   1. transcode: minimums do not fit beside the 2 admitted pipelines
+	// queued:   1. transcode: minimums do not fit beside the 2 admitted pipelines; due after 3000.0s of waiting
 }
 
 // Simulate runs the same policy over a stream of jobs; Rates is the resource model (here

@@ -249,6 +249,7 @@ func (s *sim) round(ctx context.Context, t float64, live []*simJob) error {
 		ps[i] = Pipeline{Name: j.Name, Batch: true, Weight: j.Weight, Since: simTime(j.Arrival)}
 		if j.state == active {
 			ps[i].Running, ps[i].Remaining, ps[i].Throughput = true, j.remaining, j.rate
+			ps[i].Started = simTime(j.start)
 		} else {
 			ps[i].Remaining, ps[i].Throughput = j.remaining, j.alone
 		}
