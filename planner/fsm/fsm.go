@@ -890,10 +890,14 @@ func finishRollout(st *State, c Command, latest Decision, idx uint64) {
 				func(x Invalidation) bool { return x.Job == c.Job }, func(Invalidation) bool { return false })
 		}
 		if r.CandidateConfig != "" && r.OnCurrent == 0 && r.OnCandidate > 0 {
-			// Every instance runs the candidate: it becomes the current config.
+			// Every instance runs the candidate: it becomes the current config, in the
+			// deployment recorded as stable too (a later failed decision reverts to it).
 			r.Config, r.Epoch = r.CandidateConfig, r.Epoch+1
 			r.OnCurrent, r.OnCandidate, r.CandidateConfig = r.OnCandidate, 0, ""
 			delete(st.Candidates[c.Job], name)
+			for n, pl := range st.Deployed[c.Job][name] {
+				st.Deployed[c.Job][name][n] = Placement{Current: pl.Total()}
+			}
 		}
 	}
 }

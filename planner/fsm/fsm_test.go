@@ -548,3 +548,28 @@ func TestRevertAbortsATransitionInFlight(t *testing.T) {
 		t.Errorf("after the revert: rollout %+v, want batch=8 on both instances at epoch 2", r)
 	}
 }
+
+// TestFailureAfterAPromotionKeepsThePromotedConfig: once every instance runs a candidate it
+// is the current config, in the deployment recorded as stable too, so a decision that
+// fails later reverts to instances on the current config (before the fix: 0 current and
+// 2 "candidate" instances of no candidate).
+func TestFailureAfterAPromotionKeepsThePromotedConfig(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=32", Capacity: 9}})
+	a.must(Command{Op: OpDecide, Decision: decision(2, "batch=32")})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	next := &Decision{Job: "pdf", Operators: map[string]OpTarget{
+		"parse": {Nodes: map[string]Placement{"a": {Current: 2}, "b": {Current: 1}}, Config: "threads=1"},
+		"embed": {Nodes: map[string]Placement{"a": {Current: 3}}, Config: "batch=32", Epoch: 1},
+	}, Source: "test"}
+	a.must(Command{Op: OpDecide, Decision: next})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusFailed}})
+	var r Rollout
+	a.f.Read(func(s *State) { r = *s.Rollouts["pdf"]["embed"] })
+	if r.Config != "batch=32" || r.Epoch != 1 || r.CandidateConfig != "" || r.OnCurrent != 2 || r.OnCandidate != 0 {
+		t.Errorf("after a failed decision: rollout %+v, want batch=32 at epoch 1 on both instances", r)
+	}
+}

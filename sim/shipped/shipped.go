@@ -192,6 +192,8 @@ const canaryKey = "canary"
 // no room, and its canaries (by operator index) while it is in its canary phase.
 type applyState struct {
 	decision     uint64
+	since        float64 // when an instance was last seen to start running (progress)
+	ready        int     // the most instances seen running since
 	unplacedFrom float64 // -1: everything placed
 	canaries     map[int]*canaryState
 	final        bool
@@ -730,7 +732,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.applying.decision != d.Index {
-		s.applying = applyState{decision: d.Index, unplacedFrom: -1, canaries: a.canaries(d)}
+		s.applying = applyState{decision: d.Index, unplacedFrom: -1, canaries: a.canaries(d), since: s.now}
 		s.Stats.Decisions++
 		s.applying.final = len(s.applying.canaries) == 0
 	}
@@ -771,10 +773,12 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	for i := range snap.Ops {
 		st := &snap.Ops[i]
 		unplaced += st.Unplaced
-		// A trial's probe starting or restarting onto its next config is not part of the
-		// job version (a trial runs beside it).
+		// An instance restarting in place (a running allocation's OOM restart) does not
+		// hold a deployment in Nomad; one restarting onto the candidate is counted by
+		// OnTarget. A trial's probe starting onto its next config is not part of the job
+		// version either (a trial runs beside it).
 		down := len(st.Probes) - st.RunningProbes()
-		if st.Starting+st.Restarting > down || !slices.Equal(st.PerNode, target[i]) || want[i] > 0 && st.OnTarget < want[i] {
+		if st.Starting > down || !slices.Equal(st.PerNode, target[i]) || want[i] > 0 && st.OnTarget < want[i] {
 			done = false
 		}
 	}
@@ -790,6 +794,19 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	case s.now-s.applying.unplacedFrom >= s.opt.ProgressDeadlineS:
 		s.Stats.Failed++
 		return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("%d instances unplaced for %.0fs: progress deadline exceeded", unplaced, s.now-s.applying.unplacedFrom)}, nil
+	}
+	ready := 0
+	for i := range snap.Ops {
+		ready += snap.Ops[i].Running
+	}
+	if ready > s.applying.ready {
+		s.applying.ready, s.applying.since = ready, s.now
+	}
+	if unplaced == 0 && s.now-s.applying.since >= s.opt.ProgressDeadlineS {
+		// Nomad fails a deployment in which no allocation became healthy within its
+		// progress deadline (here: no instance more running).
+		s.Stats.Failed++
+		return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("deployment not healthy after %.0fs: progress deadline exceeded", s.now-s.applying.since)}, nil
 	}
 	return planner.StepResult{Status: fsm.StatusApplying, Detail: "deployment running"}, nil
 }

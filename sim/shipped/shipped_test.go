@@ -265,3 +265,28 @@ func TestActuatorRevertsOOMKilledCandidates(t *testing.T) {
 		t.Errorf("after the OOM the engine is handed %+v, want the running config back on every instance", pl)
 	}
 }
+
+// An allocation restarting in place (a running instance's OOM restart) does not hold a
+// deployment, as in Nomad; a deployment in which no instance starts running within the
+// progress deadline fails.
+func TestActuatorProgressDeadline(t *testing.T) {
+	s := testScheduler(t, Options{ProgressDeadlineS: 100})
+	d := fsm.Decision{Index: 7, Operators: map[string]fsm.OpTarget{
+		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
+		"b": {Nodes: map[string]fsm.Placement{"n1": {Current: 1}, "n2": {Current: 1}}},
+	}}
+	step(t, s, d, 0)
+	if got := step(t, s, d, 10, sim.OpStats{PerNode: []int{2, 0}, Running: 1, Restarting: 1}, sim.OpStats{PerNode: []int{1, 1}, Running: 2}).Status; got != fsm.StatusDone {
+		t.Errorf("counts placed, one instance restarting in place: %s, want done", got)
+	}
+	d.Index = 8
+	d.Operators["a"] = fsm.OpTarget{Nodes: map[string]fsm.Placement{"n1": {Current: 3}}}
+	starting := []sim.OpStats{{PerNode: []int{3, 0}, Running: 2, Starting: 1}, {PerNode: []int{1, 1}, Running: 2}}
+	step(t, s, d, 20, starting...)
+	if got := step(t, s, d, 119, starting...).Status; got != fsm.StatusApplying {
+		t.Errorf("starting for 99 s of a 100 s deadline: %s, want applying", got)
+	}
+	if got := step(t, s, d, 120, starting...).Status; got != fsm.StatusFailed {
+		t.Errorf("starting for 100 s: %s, want failed", got)
+	}
+}
