@@ -23,7 +23,7 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	pipelines := fs.String("pipelines", "pdf,video", "comma-separated pipelines: pdf, video")
 	mixes := fs.String("mixes", "uniform,hetero,hetero-net", "comma-separated node mixes: uniform, hetero, hetero-net")
 	scenarios := fs.String("scenarios", "startup,resched", "comma-separated scenarios: startup, resched")
-	modes := fs.String("modes", "trident,mip,bare", "comma-separated modes: trident, mip, bare, sym, nostart, nobound (with -hetero: trident, mip, sym, nostart, nobound; the plain peer always runs)")
+	modes := fs.String("modes", "trident,mip,bare", "comma-separated modes: trident, mip, bare, sym, nostart, nobound, nolink (with -hetero: trident, mip, sym, nostart, nobound, nolink; the plain peer always runs)")
 	fs.IntVar(&cfg.Seeds, "seeds", cfg.Seeds, "seeds per pipeline, size, mix and scenario")
 	fs.DurationVar(&cfg.TimeLimit, "time-limit", cfg.TimeLimit, "time limit per solve")
 	fs.Float64Var(&cfg.RelGap, "gap", cfg.RelGap, "requested relative MIP gap")
@@ -55,7 +55,7 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Scenarios, err = milpbench.ParseList(*scenarios, "startup", "resched"); err != nil {
 		return fmt.Errorf("-scenarios: %w", err)
 	}
-	ms, err := milpbench.ParseList(*modes, "trident", "mip", "bare", "sym", "nostart", "nobound")
+	ms, err := milpbench.ParseList(*modes, "trident", "mip", "bare", "sym", "nostart", "nobound", "nolink")
 	if err != nil {
 		return fmt.Errorf("-modes: %w", err)
 	}
@@ -84,7 +84,7 @@ func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes s
 		return err
 	}
 	if set["modes"] {
-		ms, err := milpbench.ParseList(modes, "trident", "mip", "sym", "nostart", "nobound")
+		ms, err := milpbench.ParseList(modes, "trident", "mip", "sym", "nostart", "nobound", "nolink")
 		if err != nil {
 			return fmt.Errorf("-modes (with -hetero; the plain peer always runs): %w", err)
 		}

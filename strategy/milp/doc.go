@@ -94,6 +94,19 @@
 //     plan on uniform clusters. The same aggregates as rows on the parallelisms P_i
 //     ("agg_*", redundant for the LP) were removed: on heterogeneous clusters they misled
 //     HiGHS's search (het/128/s1: 107 with them, 396 without, bound 452).
+//   - Link rows (linkRows; Options.NoLinkRows leaves them out): on a node with bounded
+//     egress, what operator i processes there either goes on to i+1 on the node or
+//     leaves it, and the node's egress carries at most B_n / min F_l of such drops over
+//     the boundaries l >= i (F_l bytes per unit of T); so operators i+1, i+2, ... must
+//     process nearly as much on the node, with whole instances, in its pools. The
+//     largest w_in that passes (chainCap, by bisection), where it is below what the
+//     pools allow, bounds the column w_in, and where it is also below one instance's
+//     rate, "link_i_n": w_in <= U_in x_in (x_in >= 1 whenever w_in > 0; the convex hull
+//     of the two). Without them the LP relaxation keeps every boundary local with a
+//     sliver of an instance of every operator on every node: on small bandwidth-bound
+//     instances it sat 3-19 % above the optimum, with them at it (het/10/s3: 242.3 ->
+//     203.63, optimum 203.63; test); on bench milp -hetero they lower 6 of 50 LP bounds
+//     (het/128/s10 413.8 -> 354.1, het/32/s10 629.4 -> 589.7, the optimum).
 //   - Phased search (search.go), every phase on the clock of Options.TimeLimit and the
 //     whole solve stopping as soon as the best plan is proven within RelGap of the best
 //     bound: (1) the greedy plan (bisection on T, minimum parallelism, migration-aware

@@ -2,6 +2,7 @@ package milp
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 )
@@ -50,4 +51,21 @@ func MoveFrom(p *Problem, s *Solution, limit time.Duration) (*Solution, error) {
 	opts := Options{}.withDefaults()
 	m := buildModel(q, opts)
 	return m.move(context.Background(), s, math.Inf(1), opts, time.Now().Add(limit)), nil
+}
+
+// LPRelaxation returns the optimum of the LP relaxation of p's model under opts.
+func LPRelaxation(p *Problem, opts Options) (float64, error) {
+	q, err := newPrep(p)
+	if err != nil {
+		return 0, err
+	}
+	opts = opts.withDefaults()
+	m := buildModel(q, opts)
+	relaxed := m.lp
+	relaxed.integer = make([]bool, len(m.integer))
+	res := runHiGHS(context.Background(), &relaxed, nil, opts, time.Now().Add(time.Minute))
+	if res.err == nil && res.status != hsOptimal {
+		res.err = fmt.Errorf("LP relaxation: status %v", res.status)
+	}
+	return res.objective, res.err
 }

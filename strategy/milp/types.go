@@ -238,6 +238,10 @@ type Options struct {
 	SymmetryRows bool
 	// NoBound disables the aggregate-relaxation bound on T (ablation).
 	NoBound bool
+	// NoLinkRows leaves out the node-capacity bounds on the processed shares and the link
+	// rows w_in <= U_in x_in that tighten the LP relaxation on bandwidth-bound clusters
+	// (linkRows; ablation).
+	NoLinkRows bool
 	// AlwaysMIP runs HiGHS even when the greedy plan is already proven within RelGap by
 	// the aggregate bound (HiGHS may then still improve the tie-breakers).
 	AlwaysMIP bool

@@ -40,6 +40,9 @@ const (
 	ModeNoStart Mode = "nostart"
 	// ModeNoBound is ModeMIP without the aggregate bound on T (ablation).
 	ModeNoBound Mode = "nobound"
+	// ModeNoLink is ModeTrident without the link rows (Options.NoLinkRows; ablation): the
+	// default Solve as it was before them.
+	ModeNoLink Mode = "nolink"
 )
 
 // Config selects the instances and modes of a run.
@@ -93,6 +96,8 @@ func (c Config) options(m Mode) milp.Options {
 		o.AlwaysMIP, o.NoBound = true, true
 	case ModeBare:
 		o.NoBound, o.NoWarmStart = true, true
+	case ModeNoLink:
+		o.NoLinkRows = true
 	}
 	return o
 }
@@ -219,7 +224,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (benchfmt.Result, error) 
 	res.Peers["recipes_plain_highs_M8_to_1pct_s"] = []float64{0.5, 0.6}
 	fmt.Fprintf(w, "\nmodes: trident = default Solve (greedy and aggregate bound; LP relaxation bound; starts: routing LP, LP rounding, RENS; then HiGHS;\n"+
 		"stops once a plan is proven within the gap); mip = same but every phase and HiGHS always run; bare = HiGHS alone on the same model (no start, no bound);\n"+
-		"sym = mip with the symmetry rows; nostart, nobound = mip without one ingredient.\n"+
+		"sym = mip with the symmetry rows; nostart, nobound = mip without one ingredient; nolink = trident without the link rows.\n"+
 		"Times are wall-clock per solve on a shared machine; paper figures are means on the authors' cluster.\n")
 	return res, nil
 }
