@@ -44,6 +44,9 @@ type synthCluster struct {
 	trials     map[uint64]string
 	trialPuts  int
 	trialInst  *Instance
+	// inflight is the candidate config of a transition in flight ("" none): instance a1
+	// runs it at epoch+1.
+	inflight string
 	est        *Estimator // the feeder's
 
 	now   time.Time
@@ -77,7 +80,7 @@ func (c *synthCluster) handler(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `[{"job":"pdf","operators":[{"name":"ocr","gpus":1,"gpu_memory_mb":%d,"cold_start_s":30,"features":["tokens"],"params":"b=int[1,64]","config":"b=8"}]}]`, memLimitMiB)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/plan/pdf":
 		json.NewEncoder(w).Encode(map[string]any{"groups": map[string]any{"ocr": map[string]any{"config": c.config, "config_epoch": c.epoch,
-			"trial_config": c.trial, "trial_epoch": c.trialEpoch}}})
+			"candidate_config": c.inflight, "trial_config": c.trial, "trial_epoch": c.trialEpoch}}})
 	case r.Method == http.MethodPut && r.URL.Path == "/v1/trials/pdf/ocr":
 		var body struct{ Config string }
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Config == "" {
@@ -103,7 +106,7 @@ func (c *synthCluster) handler(w http.ResponseWriter, r *http.Request) {
 		c.paths = append(c.paths, r.URL.Path)
 		c.puts = append(c.puts, body)
 		cfg, _ := body["config"].(string)
-		if cfg == c.config {
+		if cfg == c.config && body["revert"] != true { // a revert to the running config aborts a transition
 			c.t.Errorf("candidate %q equals the running config", cfg)
 			http.Error(w, `{"error":"equals the current config"}`, http.StatusUnprocessableEntity)
 			return
@@ -129,13 +132,20 @@ func (c *synthCluster) snapshot() Snapshot {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	b := cfg.Int("b")
 	c.now = c.now.Add(5 * time.Second)
 	s := Snapshot{Time: c.now, Instances: map[string]Instance{}}
 	for id, m := range c.insts {
-		if m.Epoch != float64(c.epoch) {
+		b, epoch := cfg.Int("b"), c.epoch
+		if c.inflight != "" && id == "a1" {
+			ic, err := configspace.ParseConfig(c.inflight)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			b, epoch = ic.Int("b"), c.epoch+1
+		}
+		if m.Epoch != float64(epoch) {
 			m.DeviceMemPeak = 0 // restarted on the new config
-			m.Epoch = float64(c.epoch)
+			m.Epoch = float64(epoch)
 		}
 		peak := synthPeakMiB(b)
 		if peak > memLimitMiB {
@@ -517,5 +527,41 @@ func TestOOMGuardRevertsToTheJobFilesConfig(t *testing.T) {
 	}
 	if reverts != 1 {
 		t.Errorf("%d revert candidates, want exactly 1 (two instances restart every 5 s: the guard's 3 OOM restarts come in the second scrape)", reverts)
+	}
+}
+
+// TestOOMGuardAbortsAFailingTransition: when the config a transition in flight rolls out
+// restarts out of memory (instance a1 on b=40 at epoch 1, beside a2 on the running b=8),
+// the tuner PUTs a revert to the running config, which aborts the transition.
+func TestOOMGuardAbortsAFailingTransition(t *testing.T) {
+	c := newSynthCluster(t, 8)
+	c.adopt = false
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 12, Trials: true})
+	ctx := context.Background()
+	for range 20 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	c.inflight = "b=40"
+	c.mu.Unlock()
+	for range 10 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reverts []map[string]any
+	for i, body := range c.puts {
+		if c.paths[i] == "/v1/candidates/pdf/ocr" && body["revert"] == true {
+			reverts = append(reverts, body)
+		}
+	}
+	if len(reverts) != 1 || reverts[0]["config"] != "b=8" {
+		t.Errorf("reverts %v: want one, to the running b=8 (one instance restarts every 5 s: its third OOM restart comes in the third scrape)", reverts)
 	}
 }
