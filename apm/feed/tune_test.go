@@ -47,7 +47,7 @@ type synthCluster struct {
 	// inflight is the candidate config of a transition in flight ("" none): instance a1
 	// runs it at epoch+1.
 	inflight string
-	est        *Estimator // the feeder's
+	est      *Estimator // the feeder's
 
 	now   time.Time
 	insts map[string]*Instance
