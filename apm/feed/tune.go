@@ -65,6 +65,9 @@ type TunerOptions struct {
 	// the job. Off (the default), every evaluation is a candidate the planner rolls out.
 	// Plugin config key tune_trials.
 	Trials bool
+	// WarmStart is how many recommendations of recently tuned workload clusters a new
+	// cluster's session evaluates first (adapt.Options.WarmStart) [2; negative: none].
+	WarmStart int
 	// OOMGuard is the number of OOM restarts of the running config's production instances
 	// after which the Tuner proposes to revert the operator to its job file's config [3;
 	// negative: never] (see Tuner.guard).
@@ -128,6 +131,12 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	}
 	if o.OOMGuard == 0 {
 		o.OOMGuard = 3
+	}
+	switch {
+	case o.WarmStart == 0:
+		o.WarmStart = 2
+	case o.WarmStart < 0:
+		o.WarmStart = 0
 	}
 	if o.Cluster.WarmUp == 0 {
 		o.Cluster.WarmUp = 10
@@ -385,7 +394,7 @@ func (t *Tuner) setup(job string, op fsm.Operator) (*opTuner, error) {
 	tuning := adapt.Tuning{Budget: t.o.Budget, InitPoints: t.o.InitPoints, Delta: t.o.Delta, MarginMiB: t.o.MarginMB, PeakK: t.o.PeakK}
 	bopts := tuning.BOOptions(mem)
 	bopts.Logger = t.o.Logger
-	adv, err := adapt.New(space, len(features), adapt.Options{Cluster: t.o.Cluster, BO: bopts, Budget: t.o.Budget, Logger: t.o.Logger},
+	adv, err := adapt.New(space, len(features), adapt.Options{Cluster: t.o.Cluster, BO: bopts, Budget: t.o.Budget, WarmStart: t.o.WarmStart, Logger: t.o.Logger},
 		rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64())))
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/cluster"
@@ -25,6 +26,11 @@ type Options struct {
 	BO bo.Options
 	// Budget is the number of evaluations per tuning session (default 30).
 	Budget int
+	// WarmStart is how many recommendations of the most recently tuned other clusters
+	// (newest first) a new session evaluates first (bo.Options.Initial; default 0). A
+	// regime shift usually moves the optimum only part of the way, so a previous optimum
+	// is a strong early point.
+	WarmStart int
 	// Logger receives tuning milestones (default: discard).
 	Logger *slog.Logger
 }
@@ -194,7 +200,9 @@ func (a *Advisor) tuner(id int) (*bo.Optimizer, error) {
 	if t, ok := a.tuners[id]; ok {
 		return t, nil
 	}
-	t, err := bo.New(a.space, a.o.BO, rand.New(rand.NewPCG(a.rng.Uint64(), uint64(id))))
+	opts := a.o.BO
+	opts.Initial = append(slices.Clone(opts.Initial), a.warmStart(id)...)
+	t, err := bo.New(a.space, opts, rand.New(rand.NewPCG(a.rng.Uint64(), uint64(id))))
 	if err != nil {
 		return nil, fmt.Errorf("adapt: start tuning cluster %d: %w", id, err)
 	}
@@ -204,6 +212,19 @@ func (a *Advisor) tuner(id int) (*bo.Optimizer, error) {
 	a.tuners[id] = t
 	a.o.Logger.Info("adapt: tuning started", "cluster", id, "budget", a.o.Budget)
 	return t, nil
+}
+
+// warmStart returns the recommendations of the WarmStart most recently tuned clusters
+// other than id (higher IDs are newer), newest first.
+func (a *Advisor) warmStart(id int) []configspace.Config {
+	cs := a.c.Clusters()
+	var out []configspace.Config
+	for i := len(cs) - 1; i >= 0 && len(out) < a.o.WarmStart; i-- {
+		if c := cs[i]; c.ID != id && c.Status == cluster.Tuned && c.Best != nil {
+			out = append(out, c.Best)
+		}
+	}
+	return out
 }
 
 // finish ends cluster id's tuning session with its recommendation.

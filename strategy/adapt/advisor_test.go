@@ -134,3 +134,59 @@ func TestRecordAndPredict(t *testing.T) {
 		t.Fatalf("advice after the budget: %+v ok=%v err=%v, want the recommendation", adv, ok, err)
 	}
 }
+
+// TestWarmStartFromTheLastTunedCluster: with WarmStart, a new regime's session first
+// evaluates the recommendation of the regime tuned before it; without, it does not.
+func TestWarmStartFromTheLastTunedCluster(t *testing.T) {
+	for _, warm := range []int{0, 1} {
+		e := opmodel.TextOCR()
+		a, err := New(opmodel.Space(), 2, Options{
+			Cluster: cluster.Options{Log: []bool{true, true}},
+			BO:      bo.Options{MemLimit: e.DeviceMemGB, Margin: 3, Delta: 0.9},
+			Budget:  6, WarmStart: warm,
+		}, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := rand.New(rand.NewPCG(2, 2))
+		ctx := context.Background()
+		var tuned, first Advice
+		for k, r := range [][2]float64{{2200, 1000}, {900, 150}} {
+			w := opmodel.DocumentWorkload(r[0], r[1])
+			for i := range 400 {
+				if _, err := a.ObserveRequest([]float64{r[0] * math.Exp(0.12*env.NormFloat64()), r[1] * math.Exp(0.25*env.NormFloat64())}); err != nil {
+					t.Fatal(err)
+				}
+				if i%10 != 9 {
+					continue
+				}
+				adv, ok, err := a.Next(ctx)
+				if err != nil || !ok {
+					continue
+				}
+				if !adv.Evaluate {
+					if k == 0 {
+						tuned = adv
+					}
+					continue
+				}
+				if k == 1 && first.Config == nil {
+					first = adv
+				}
+				m, err := e.Evaluate(adv.Config, w, 2*time.Minute, env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Report(adv.Cluster, adv.Config, m.Throughput, m.PeakMemGB, m.OOM); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if tuned.Config == nil || first.Config == nil {
+			t.Fatalf("warm %d: the first regime was not tuned (%v) or the second not started (%v)", warm, tuned.Config, first.Config)
+		}
+		if same := first.Config.String() == tuned.Config.String(); same != (warm == 1) {
+			t.Errorf("warm %d: the second regime's first evaluation %s, the first's recommendation %s", warm, first.Config, tuned.Config)
+		}
+	}
+}
