@@ -104,18 +104,20 @@ type Config struct {
 	// sample.
 	MinLengthScale float64
 	// MaxLengthScale caps every length scale, in fits and after them, at this multiple of
-	// its feature's range over the samples held (default 3; negative: only the GP's own
-	// bound of 100 times the range). Samples from workloads whose features hardly differ
-	// leave a feature's effect unidentified, and fits then often pick a length scale at
-	// that bound, a model in which the feature does not matter: a new workload at ten
-	// times the prompt length looked known, was predicted at the old level (36 against a
-	// truth of 7.8), and the residual filter rejected its samples until a shift run formed.
-	// Under the cap, features far outside the range seen are new ground (see
-	// ResidualCoverage), while a feature that varied over its range without moving the
-	// capacity is still all but switched off (at three ranges the kernel correlates the
-	// ends of the range at about 0.9). A cap relative to the features' magnitude instead
-	// was tried and dropped: it took that freedom from features that vary but matter
-	// little (Table 3 PDF 3.5 -> 4.9 %).
+	// its feature's spread over the samples held: the larger of its range and its mean
+	// magnitude (default 3; negative: only the GP's own bound of 100 times the range).
+	// Samples from workloads whose features hardly differ leave a feature's effect
+	// unidentified, and fits then often pick a length scale at that bound, a model in which
+	// the feature does not matter: a new workload at ten times the prompt length looked
+	// known, was predicted at the old level (36 against a truth of 7.8), and the residual
+	// filter rejected its samples until a shift run formed. Under the cap, values many
+	// times the spread seen are new ground (see ResidualCoverage), while a feature that
+	// varied without moving the capacity is still all but switched off (at three spreads
+	// the kernel correlates the ends of the range at about 0.9). Tried and dropped: a cap
+	// at the magnitude alone (1x) took that freedom from features that vary widely but
+	// matter little (Table 3 PDF 3.5 -> 4.9 %); a cap at three ranges alone bent the GP
+	// around hidden workload shifts at features that differ by a few percent (workload
+	// shift seed 8: 8.1 -> 8.9 %).
 	MaxLengthScale float64
 	// Synchronous declares an operator that serves one record at a time per instance (no
 	// overlapping execution or dynamic batching). For such an operator records per useful
@@ -707,15 +709,15 @@ func (e *GPEstimator) meanMagnitudes() []float64 {
 }
 
 // lengthScaleCaps returns the per-feature length-scale bounds (Config.MaxLengthScale times
-// the feature's range over the samples held; nil without a cap, 0 for a feature that is
-// constant).
+// the larger of the feature's range and mean magnitude over the samples held; nil without
+// a cap, 0 for a feature that is 0 throughout).
 func (e *GPEstimator) lengthScaleCaps() []float64 {
 	if e.cfg.MaxLengthScale < 0 {
 		return nil
 	}
-	caps := e.ranges()
+	caps, mag := e.ranges(), e.meanMagnitudes()
 	for d := range caps {
-		caps[d] *= e.cfg.MaxLengthScale
+		caps[d] = e.cfg.MaxLengthScale * max(caps[d], mag[d])
 	}
 	return caps
 }
