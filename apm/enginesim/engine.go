@@ -54,6 +54,8 @@ type request struct {
 	left int
 	// origPrompt and origOut are the request's lengths as the client sees them.
 	origPrompt, origOut int
+	// pop is the request population the request was drawn from (engine.pop then).
+	pop int
 	// admitted is the time of first admission (-1 before it).
 	admitted float64
 	// held is the KV-cache tokens the request holds while running.
@@ -69,6 +71,8 @@ type engine struct {
 	rng *rand.Rand
 	p   engineParams
 	w   workload
+	// pop is the index of w among the trace's request populations (ground truth only).
+	pop int
 	// bound caps the requests held: waiting, plus running when countRunning.
 	bound        int
 	countRunning bool
@@ -112,7 +116,9 @@ const featureWindow = 256
 
 // accum collects one interval's counters.
 type accum struct {
-	completions  int
+	completions int
+	// byPop counts the completions by request population (nil: none yet).
+	byPop        map[int]int
 	useful       float64 // per-request service times of completions, summed
 	busy, blockd float64 // seconds
 	// starved is the idle batch-slot time: seconds weighted by the fraction of slots free
@@ -196,7 +202,7 @@ func (e *engine) deliver() {
 func (e *engine) enqueue() {
 	p, o := e.w.draw(e.rng)
 	e.record(p, o)
-	e.waiting = append(e.waiting, &request{prompt: p, left: o, origPrompt: p, origOut: o, admitted: -1})
+	e.waiting = append(e.waiting, &request{prompt: p, left: o, origPrompt: p, origOut: o, admitted: -1, pop: e.pop})
 }
 
 // record adds a request's lengths to the feature window.
@@ -341,6 +347,10 @@ func (e *engine) run(until float64) {
 			if r.left <= 0 {
 				e.kvUsed -= r.held
 				a.completions++
+				if a.byPop == nil {
+					a.byPop = map[int]int{}
+				}
+				a.byPop[r.pop]++
 				a.useful += end - r.admitted
 				if e.consumeRate > 0 {
 					e.outBuf++
@@ -377,10 +387,10 @@ func (e *engine) interval(until float64) accum {
 func (e *engine) restart(p engineParams, warmLen, warmSlow float64) {
 	var back []*request
 	for _, r := range e.running {
-		back = append(back, &request{prompt: r.origPrompt, left: r.origOut, origPrompt: r.origPrompt, origOut: r.origOut, admitted: -1})
+		back = append(back, &request{prompt: r.origPrompt, left: r.origOut, origPrompt: r.origPrompt, origOut: r.origOut, admitted: -1, pop: r.pop})
 	}
 	for _, r := range e.waiting {
-		back = append(back, &request{prompt: r.origPrompt, left: r.origOut, origPrompt: r.origPrompt, origOut: r.origOut, admitted: -1})
+		back = append(back, &request{prompt: r.origPrompt, left: r.origOut, origPrompt: r.origPrompt, origOut: r.origOut, admitted: -1, pop: r.pop})
 	}
 	e.running, e.waiting, e.kvUsed = nil, back, 0
 	e.started = e.t

@@ -98,3 +98,30 @@ func TestRegimeFixesCapacity(t *testing.T) {
 		}
 	}
 }
+
+// Point.Current is the share of an interval's completions that were requests of the
+// current population: long starvation seed 3 switches workload at interval 160 behind a
+// deep queue, and its intervals 160 and 161 are saturated while the engine still completes
+// the previous population's requests (0 % and 23 % of the new one); once the old requests
+// are gone (interval 193, the next saturated one) the share is 1, as it is everywhere before
+// the switch.
+func TestCurrentPopulationShare(t *testing.T) {
+	tr, err := Generate(Config{Kind: LongStarvation, Seed: 3, Intervals: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range tr.Points[:160] {
+		if p.Sample.Records > 0 && p.Current != 1 {
+			t.Fatalf("interval %d before any switch: share %.2f, want 1", i, p.Current)
+		}
+	}
+	for _, i := range []int{160, 161} {
+		if p := tr.Points[i]; p.Regime == tr.Points[159].Regime || !p.Clean || p.Current >= 0.5 {
+			t.Errorf("interval %d: regime %v (before %v), clean %v, share %.2f: want the new workload, saturated, share below 0.5",
+				i, p.Regime, tr.Points[159].Regime, p.Clean, p.Current)
+		}
+	}
+	if p := tr.Points[193]; !p.Clean || p.Current != 1 {
+		t.Errorf("interval 193: clean %v, share %.2f, want saturated and 1", p.Clean, p.Current)
+	}
+}

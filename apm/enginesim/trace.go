@@ -107,7 +107,12 @@ type Point struct {
 	// intervals of a trace with the same Regime have the same Capacity.
 	Regime [2]int
 	// Clean reports a truly saturated interval (Condition Saturated).
-	Clean     bool
+	Clean bool
+	// Current is the fraction of the interval's completions that were requests of the
+	// current population (Regime[1]; 0 when none completed). After a workload switch
+	// behind a deep queue the engine completes the previous population's requests for a
+	// while: such an interval is saturated but its rate is the old workload's.
+	Current   float64
 	Condition Condition
 	// StarvedFrac is the fraction of the interval's batch-slot time left idle for want of
 	// requests (free slots, nothing waiting); BlockedFrac the fraction of the interval the
@@ -386,7 +391,7 @@ func (g *generator) events(k int) bool {
 			next++
 		}
 		g.pop = next
-		g.e.w = g.pops[g.pop]
+		g.e.w, g.e.pop = g.pops[g.pop], g.pop
 		g.nextSwitch = k + g.geometric(g.s.switchEvery)
 	}
 	if k > 0 && k == g.nextConfig {
@@ -458,6 +463,9 @@ func (g *generator) point(k int, T float64, start time.Time, a accum, q0, r0, w0
 		s.Engine.WaitingStart, s.Engine.WaitingEnd = w0, float64(len(e.waiting))
 	}
 	p := Point{Sample: s, Capacity: g.capacity(), Regime: [2]int{g.cfg, g.pop}, StarvedFrac: a.starved / T, BlockedFrac: a.blockd / T}
+	if a.completions > 0 {
+		p.Current = float64(a.byPop[g.pop]) / float64(a.completions)
+	}
 	switch {
 	case a.warm > 0:
 		p.Condition = WarmUp

@@ -21,7 +21,8 @@ import (
 //	Mean        ȳ ± 5 s_y
 //	SignalVar   [1e-4, 1e3]·s_y²
 //	NoiseVar    [1e-6, 1e1]·s_y²   (lower bound raised to MinNoiseVar if set)
-//	LengthScale [1e-2, 1e2]·(range of feature d)   (range 1 if the feature is constant)
+//	LengthScale [1e-2, 1e2]·(range of feature d)   (range 1 if the feature is constant; upper
+//	            bound lowered to MaxLengthScales[d] if set)
 //
 // The first start is the current hyperparameters (clamped), the second a data-derived default
 // (ȳ, s_y², 0.05·s_y², half the feature range), then Restarts random starts perturbing the
@@ -47,6 +48,10 @@ type FitOptions struct {
 	// few samples the likelihood favours interpolating them with almost no noise; a floor at
 	// the known measurement precision prevents that overfit.
 	MinNoiseVar float64
+	// MaxLengthScales, if set, holds one upper bound per input dimension on the fitted
+	// length scale (input units; 0 or less: none), lowering the default bound of 1e2 times
+	// the feature's range. The lower bound is lowered to it where it would exceed it.
+	MaxLengthScales []float64
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -118,7 +123,10 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 		return g.Hyper(), fmt.Errorf("gp: fit needs at least 2 samples, have %d", n)
 	}
 	o = o.withDefaults()
-	sp := g.space(o.FixMean, o.MinNoiseVar)
+	if o.MaxLengthScales != nil && len(o.MaxLengthScales) != g.dim {
+		return g.Hyper(), fmt.Errorf("gp: %d length-scale bounds for %d inputs", len(o.MaxLengthScales), g.dim)
+	}
+	sp := g.space(o.FixMean, o.MinNoiseVar, o.MaxLengthScales)
 	rng := rand.New(rand.NewPCG(o.Seed, 0x74726964656e74))
 
 	starts := [][]float64{sp.clamp(sp.theta(g.h))}
@@ -223,7 +231,7 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 }
 
 // space derives the parameterisation and bounds from the data held.
-func (g *GP) space(fixMean bool, minNoise float64) *fitSpace {
+func (g *GP) space(fixMean bool, minNoise float64, maxLS []float64) *fitSpace {
 	n := float64(len(g.ys))
 	var mean, ss float64
 	for _, y := range g.ys {
@@ -256,8 +264,13 @@ func (g *GP) space(fixMean bool, minNoise float64) *fitSpace {
 			rg = 1
 		}
 		sp.ranges = append(sp.ranges, rg)
-		sp.lo = append(sp.lo, math.Log(rg)-2*ln10)
-		sp.hi = append(sp.hi, math.Log(rg)+2*ln10)
+		lo, hi = math.Log(rg)-2*ln10, math.Log(rg)+2*ln10
+		if maxLS != nil && maxLS[d] > 0 {
+			hi = math.Min(hi, math.Log(maxLS[d]))
+			lo = math.Min(lo, hi)
+		}
+		sp.lo = append(sp.lo, lo)
+		sp.hi = append(sp.hi, hi)
 	}
 	return sp
 }

@@ -464,3 +464,32 @@ func TestWindowKeepsSparseRegions(t *testing.T) {
 		t.Error("negative relative coverage accepted")
 	}
 }
+
+// A feature that does not move y is fitted a long length scale (switched off); with
+// MaxLengthScales the fit stays at or below the bound, and a bound per input is checked.
+func TestFitHonoursMaxLengthScales(t *testing.T) {
+	g := mustGP(t, 2, DefaultHyper(2))
+	for i := range 40 {
+		x := []float64{float64(i%8) / 8, float64(i) / 40}
+		if err := g.Add(x, math.Sin(6*x[0])); err != nil { // x[1] does not matter
+			t.Fatal(err)
+		}
+	}
+	free, err := g.Fit(context.Background(), FitOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free.LengthScales[1] < 5 {
+		t.Fatalf("unbounded fit: length scale %.3g of the irrelevant feature, want a long one", free.LengthScales[1])
+	}
+	got, err := g.Fit(context.Background(), FitOptions{Seed: 1, MaxLengthScales: []float64{0, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LengthScales[1] > 2*(1+1e-9) {
+		t.Errorf("bounded fit: length scale %.3g above the bound 2", got.LengthScales[1])
+	}
+	if _, err := g.Fit(context.Background(), FitOptions{MaxLengthScales: []float64{1}}); err == nil {
+		t.Error("one bound for two inputs was accepted")
+	}
+}

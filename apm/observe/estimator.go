@@ -103,6 +103,22 @@ type Config struct {
 	// any plausible effect (a few tokens on a feature of thousands), which isolates every
 	// sample.
 	MinLengthScale float64
+	// MaxLengthScale caps every length scale, in fits and after them, at this multiple of
+	// its feature's spread over the samples held: the larger of its range and its mean
+	// magnitude (default 3; negative: only the GP's own bound of 100 times the range).
+	// Samples from workloads whose features hardly differ leave a feature's effect
+	// unidentified, and fits then often pick a length scale at that bound, a model in which
+	// the feature does not matter: a new workload at ten times the prompt length looked
+	// known, was predicted at the old level (36 against a truth of 7.8), and the residual
+	// filter rejected its samples until a shift run formed. Under the cap, values many
+	// times the spread seen are new ground (see ResidualCoverage), while a feature that
+	// varied without moving the capacity is still all but switched off (at three spreads
+	// the kernel correlates the ends of the range at about 0.9). Tried and dropped: a cap
+	// at the magnitude alone (1x) took that freedom from features that vary widely but
+	// matter little (Table 3 PDF 3.5 -> 4.9 %); a cap at three ranges alone bent the GP
+	// around hidden workload shifts at features that differ by a few percent (workload
+	// shift seed 8: 8.1 -> 8.9 %).
+	MaxLengthScale float64
 	// Synchronous declares an operator that serves one record at a time per instance (no
 	// overlapping execution or dynamic batching). For such an operator records per useful
 	// second is its capacity whatever its load (paper §4.1; DS2's premise holds), so the
@@ -154,6 +170,9 @@ func (c Config) withDefaults(dim int) Config {
 	if c.MinLengthScale == 0 {
 		c.MinLengthScale = 0.05
 	}
+	if c.MaxLengthScale == 0 {
+		c.MaxLengthScale = 3
+	}
 	if c.ResidualK == 0 {
 		c.ResidualK = 3
 	}
@@ -190,6 +209,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe: noise floor %v must not be negative", c.MinNoiseSD)
 	case !(c.MinSignalSD >= 0) || !(c.MinLengthScale >= 0):
 		return fmt.Errorf("observe: signal floor %v and length-scale floor %v must not be negative", c.MinSignalSD, c.MinLengthScale)
+	case math.IsNaN(c.MaxLengthScale):
+		return fmt.Errorf("observe: length-scale cap %v is not a number", c.MaxLengthScale)
 	case !(c.ResidualK > 0):
 		return fmt.Errorf("observe: residual threshold %v must be positive", c.ResidualK)
 	case c.ShiftRun < 2:
@@ -656,6 +677,7 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 		}
 	}
 	e.uncovered = 0
+	o.MaxLengthScales = e.lengthScaleCaps()
 	if _, err := e.model.Fit(ctx, o); err != nil {
 		e.cfg.Logger.Warn("observe: GP fit failed; keeping previous hyperparameters", "estimator", e.Name(), "err", err)
 		return
@@ -674,23 +696,64 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 	}
 }
 
-// guard applies the MinSignalSD and MinLengthScale floors to the fitted hyperparameters.
+// meanMagnitudes returns each feature's mean magnitude over the samples held.
+func (e *GPEstimator) meanMagnitudes() []float64 {
+	xs, _ := e.model.Data()
+	m := make([]float64, e.dim)
+	for _, x := range xs {
+		for d, v := range x {
+			m[d] += math.Abs(v) / float64(len(xs))
+		}
+	}
+	return m
+}
+
+// lengthScaleCaps returns the per-feature length-scale bounds (Config.MaxLengthScale times
+// the larger of the feature's range and mean magnitude over the samples held; nil without
+// a cap, 0 for a feature that is 0 throughout).
+func (e *GPEstimator) lengthScaleCaps() []float64 {
+	if e.cfg.MaxLengthScale < 0 {
+		return nil
+	}
+	caps, mag := e.ranges(), e.meanMagnitudes()
+	for d := range caps {
+		caps[d] = e.cfg.MaxLengthScale * max(caps[d], mag[d])
+	}
+	return caps
+}
+
+// ranges returns each feature's range over the samples held.
+func (e *GPEstimator) ranges() []float64 {
+	xs, _ := e.model.Data()
+	out := make([]float64, e.dim)
+	for d := range out {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, x := range xs {
+			lo, hi = math.Min(lo, x[d]), math.Max(hi, x[d])
+		}
+		if hi > lo {
+			out[d] = hi - lo
+		}
+	}
+	return out
+}
+
+// guard applies the MinSignalSD floor, the MaxLengthScale cap and the MinLengthScale floor
+// (which wins where the two cross: a feature that hardly varied) to the fitted
+// hyperparameters.
 func (e *GPEstimator) guard() {
 	h := e.model.Hyper()
 	changed := false
 	if v := e.cfg.MinSignalSD * e.cfg.MinSignalSD; h.SignalVar < v {
 		h.SignalVar, changed = v, true
 	}
-	xs, _ := e.model.Data()
+	mag := e.meanMagnitudes()
+	caps := e.lengthScaleCaps()
 	for d := range h.LengthScales {
-		m := 0.0
-		for _, x := range xs {
-			m += math.Abs(x[d])
+		if caps != nil && caps[d] > 0 && h.LengthScales[d] > caps[d] {
+			h.LengthScales[d], changed = caps[d], true
 		}
-		if len(xs) > 0 {
-			m /= float64(len(xs))
-		}
-		if floor := e.cfg.MinLengthScale * m; h.LengthScales[d] < floor {
+		if floor := e.cfg.MinLengthScale * mag[d]; h.LengthScales[d] < floor {
 			h.LengthScales[d], changed = floor, true
 		}
 	}

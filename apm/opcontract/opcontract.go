@@ -43,6 +43,14 @@ const (
 	// bound is used only together with the counter.
 	QueueCapacity        = "trident_queue_capacity"               // gauge: bound of the input queue in records, this instance's share of it (absent or 0: unbounded)
 	OutputBlockedSeconds = "trident_output_blocked_seconds_total" // counter: wall time the output was blocked by a full downstream queue
+	// Optional: operators that host a serving engine with continuous batching report the
+	// engine's own scheduler counts, so the observation layer can tell a starved engine
+	// from a saturated one whatever the input queue counts (it may count requests in
+	// flight). Both or neither: one without the other is ignored. An operator that serves
+	// the engine's own vLLM gauges (vllm:num_requests_running and
+	// vllm:num_requests_waiting) on its /metrics need not repeat them under these names.
+	EngineRunning = "trident_engine_running" // gauge: requests in the engine's running batch
+	EngineWaiting = "trident_engine_waiting" // gauge: requests the engine holds but does not run yet (its scheduler's queue)
 )
 
 // Label names.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -139,5 +141,31 @@ func TestEngineCountsReachTheFeed(t *testing.T) {
 	}
 	if w := f.Instances["w"]; w.EngineReported || w.AdmissionLimit != 0 {
 		t.Fatalf("an instance without engine counts got %+v", w)
+	}
+}
+
+// TestLiveScrapeReadsEngineGauges: the live scrape of an operator on the default (trident)
+// profile whose page carries a hosted vLLM engine's scheduler gauges brings the engine's
+// running and waiting counts, with the group's admission limit, to the observation
+// layer's samples.
+func TestLiveScrapeReadsEngineGauges(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "profile", "testdata", "trident-vllm.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(page)
+	}))
+	defer srv.Close()
+	m, err := ScrapeInstance(context.Background(), srv.Client(), srv.URL, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := snapshot{time: m.Time, instances: map[string]InstanceMetrics{"a": m}}
+	snap.admission = admissionLimits(map[string]allocFacts{"a": {admission: 64}}, &snap)
+	f := toFeed(snap)
+	if a := f.Instances["a"]; !a.EngineReported || a.Running != 62 || a.Waiting != 3 || a.AdmissionLimit != 64 {
+		t.Fatalf("scraped instance %+v, want the engine's running 62, waiting 3, limit 64", a)
 	}
 }

@@ -374,3 +374,57 @@ func TestLookup(t *testing.T) {
 		t.Fatalf("Lookup(ray-serve): err %v, want the known profiles listed", err)
 	}
 }
+
+// The trident profile reads a serving engine's own running and waiting counts where the
+// page exports them: the contract's trident_engine_* gauges, else the vLLM gauges of an
+// engine hosted by the operator (summed over its engines, swapped counted as waiting, as
+// the vllm profile does). A page with one gauge of a pair, or none, reports no engine.
+func TestTridentPageEngineGauges(t *testing.T) {
+	tr := mustLookup(t, Trident)
+	m := parseFixture(t, "trident-vllm.prom", tr, Options{})
+	if !m.EngineReported || m.Running != 62 || m.Waiting != 3 {
+		t.Fatalf("vLLM gauges on a contract page: reported %v running %v waiting %v, want true 62 3", m.EngineReported, m.Running, m.Waiting)
+	}
+	if m.RecordsIn != 840 || m.QueueLength != 64 {
+		t.Fatalf("contract metrics next to the engine gauges: records in %v queue %v", m.RecordsIn, m.QueueLength)
+	}
+	const contract = `# HELP trident_records_in_total Records consumed.
+# TYPE trident_records_in_total counter
+trident_records_in_total{operator="caption",pipeline="video"} 10
+# HELP trident_engine_running Requests in the engine's running batch.
+# TYPE trident_engine_running gauge
+trident_engine_running{operator="caption",pipeline="video"} 16
+# HELP trident_engine_waiting Requests the engine holds but does not run yet.
+# TYPE trident_engine_waiting gauge
+trident_engine_waiting{operator="caption",pipeline="video"} 0
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 99
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="m"} 99
+`
+	m, err := Parse(strings.NewReader(contract), tr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.EngineReported || m.Running != 16 || m.Waiting != 0 {
+		t.Fatalf("contract engine gauges: reported %v running %v waiting %v, want true 16 0 (the contract's pair first)", m.EngineReported, m.Running, m.Waiting)
+	}
+	const half = `# TYPE trident_records_in_total counter
+trident_records_in_total 10
+# TYPE trident_engine_running gauge
+trident_engine_running 16
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting 4
+`
+	if m, err = Parse(strings.NewReader(half), tr, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if m.EngineReported || m.Running != 0 || m.Waiting != 0 {
+		t.Fatalf("one gauge of each pair: reported %v running %v waiting %v, want no engine", m.EngineReported, m.Running, m.Waiting)
+	}
+	if m = parseFixture(t, "trident.prom", tr, Options{}); m.EngineReported {
+		t.Fatal("a contract page without engine gauges reports an engine")
+	}
+}

@@ -24,6 +24,19 @@ var tridentAny = []string{
 	opcontract.AccelUtilization, opcontract.CPUUtilization,
 }
 
+// engineGauges returns the sets of gauges the trident profile reads as a serving engine's
+// own scheduler counts (Metrics.EngineReported), the first present wins: the contract's,
+// then a vLLM engine's served on the operator's page (an operator that hosts vLLM
+// in-process and exposes its registry). swapped, when set, counts as waiting too, as in
+// the vllm profile. A page with only one of running and waiting does not report the
+// engine.
+func engineGauges() []struct{ running, waiting, swapped string } {
+	return []struct{ running, waiting, swapped string }{
+		{opcontract.EngineRunning, opcontract.EngineWaiting, ""},
+		{vllmRunning, vllmWaiting, vllmSwapped},
+	}
+}
+
 func (tridentProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics, error) {
 	r := newReader(fams, "", o)
 	m := newMetrics()
@@ -47,6 +60,19 @@ func (tridentProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics
 	m.HasAccelerator = r.has(opcontract.AccelUtilization)
 	m.HasOutputBlocked = r.has(opcontract.OutputBlockedSeconds)
 	m.HasEpoch = r.has(opcontract.ConfigEpoch)
+	for _, g := range engineGauges() {
+		if r.has(g.running) && r.has(g.waiting) {
+			m.EngineReported = true
+			m.Running, m.Waiting = r.sum(g.running, nil), r.sum(g.waiting, nil)
+			if g.swapped != "" {
+				m.Waiting += r.sum(g.swapped, nil)
+			}
+			if r.err != nil {
+				return Metrics{}, r.err
+			}
+			break
+		}
+	}
 	r.need(tridentAny...)
 	if err := r.done(Trident, "the page has none of the operator contract's metrics "+
 		"(docs/operator-contract.md); if the instances serve a server's own metrics, set the group meta "+
