@@ -485,83 +485,65 @@ func TestTunerMeasuresByTrials(t *testing.T) {
 	}
 }
 
-// TestOOMGuardRevertsToTheJobFilesConfig: a running config that restarts out of memory in
-// production (here one put in place from outside, as an earlier recommendation would be
-// when the workload grows) is reverted once its instances restarted OOMGuard times: the
-// tuner PUTs the job file's config (b=8) as a revert candidate, once, and never proposes
-// the failing config.
-func TestOOMGuardRevertsToTheJobFilesConfig(t *testing.T) {
+// guardRun runs the tuner with trials for 20 rounds on b=8, applies change to the
+// synthetic cluster, runs 10 more rounds and returns the bodies of every candidate PUT
+// after the change (the planner adopts none).
+func guardRun(t *testing.T, change func(c *synthCluster)) []map[string]any {
+	t.Helper()
 	c := newSynthCluster(t, 8)
 	c.adopt = false
 	srv := httptest.NewServer(http.HandlerFunc(c.handler))
 	defer srv.Close()
 	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 12, Trials: true})
 	ctx := context.Background()
-	for range 20 {
-		if err := f.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.setConfig("b=40") // 10 + 4·40 MiB: above the 100 MiB device
-	for range 10 {
-		if err := f.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var reverts int
-	for i, body := range c.puts {
-		if c.paths[i] != "/v1/candidates/pdf/ocr" {
-			continue
-		}
-		if body["config"] == "b=40" {
-			t.Errorf("the failing config proposed: %v", body)
-		}
-		if body["revert"] == true {
-			reverts++
-			if body["config"] != "b=8" || !(body["capacity"].(float64) > 0) {
-				t.Errorf("revert %v: want the job file's b=8 with a positive capacity", body)
+	rounds := func(n int) {
+		for range n {
+			if err := f.Round(ctx); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
-	if reverts != 1 {
-		t.Errorf("%d revert candidates, want exactly 1 (two instances restart every 5 s: the guard's 3 OOM restarts come in the second scrape)", reverts)
+	rounds(20)
+	c.mu.Lock()
+	before := len(c.puts)
+	c.mu.Unlock()
+	change(c)
+	rounds(10)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]any
+	for i, body := range c.puts[before:] {
+		if c.paths[before+i] == "/v1/candidates/pdf/ocr" {
+			out = append(out, body)
+		}
+	}
+	return out
+}
+
+// TestOOMGuardRevertsToTheJobFilesConfig: a running config that restarts out of memory in
+// production (here one put in place from outside, as an earlier recommendation would be
+// when the workload grows) is reverted once its instances restarted OOMGuard times: the
+// tuner PUTs the job file's config (b=8) as a revert candidate, once, and never proposes
+// the failing config. Two instances restart every 5 s: the guard's 3 OOM restarts come in
+// the second scrape.
+func TestOOMGuardRevertsToTheJobFilesConfig(t *testing.T) {
+	cands := guardRun(t, func(c *synthCluster) { c.setConfig("b=40") }) // 10 + 4·40 MiB: above the 100 MiB device
+	if len(cands) != 1 || cands[0]["revert"] != true || cands[0]["config"] != "b=8" || !(cands[0]["capacity"].(float64) > 0) {
+		t.Errorf("candidates %v: want exactly one, a revert to the job file's b=8 with a positive capacity", cands)
 	}
 }
 
 // TestOOMGuardAbortsAFailingTransition: when the config a transition in flight rolls out
 // restarts out of memory (instance a1 on b=40 at epoch 1, beside a2 on the running b=8),
-// the tuner PUTs a revert to the running config, which aborts the transition.
+// the tuner PUTs a revert to the running config, which aborts the transition. One
+// instance restarts every 5 s: its third OOM restart comes in the third scrape.
 func TestOOMGuardAbortsAFailingTransition(t *testing.T) {
-	c := newSynthCluster(t, 8)
-	c.adopt = false
-	srv := httptest.NewServer(http.HandlerFunc(c.handler))
-	defer srv.Close()
-	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 12, Trials: true})
-	ctx := context.Background()
-	for range 20 {
-		if err := f.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.mu.Lock()
-	c.inflight = "b=40"
-	c.mu.Unlock()
-	for range 10 {
-		if err := f.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var reverts []map[string]any
-	for i, body := range c.puts {
-		if c.paths[i] == "/v1/candidates/pdf/ocr" && body["revert"] == true {
-			reverts = append(reverts, body)
-		}
-	}
-	if len(reverts) != 1 || reverts[0]["config"] != "b=8" {
-		t.Errorf("reverts %v: want one, to the running b=8 (one instance restarts every 5 s: its third OOM restart comes in the third scrape)", reverts)
+	cands := guardRun(t, func(c *synthCluster) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.inflight = "b=40"
+	})
+	if len(cands) != 1 || cands[0]["revert"] != true || cands[0]["config"] != "b=8" {
+		t.Errorf("candidates %v: want exactly one, a revert to the running b=8", cands)
 	}
 }
