@@ -65,7 +65,9 @@ type Estimator struct {
 	// sample (too few records) started at: the next sample spans from there.
 	held  map[string]map[string]heldScrape
 	stats map[string]*Counters // key -> accepted/rejected counts by reason
-	snaps map[string]Snapshot  // key -> latest snapshot offered to Observe
+	// accepted holds, per operator, the scrape time of its newest accepted sample.
+	accepted map[string]time.Time
+	snaps    map[string]Snapshot // key -> latest snapshot offered to Observe
 	// starts holds, per operator, when each instance was seen to (re)start: it was missing
 	// from the previous scrape, or its counters went back (the scrape that shows it, a
 	// conservative bound). Instances present in the first scrape have no entry (uptime
@@ -91,6 +93,7 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		sel:      map[string]float64{},
 		held:     map[string]map[string]heldScrape{},
 		stats:    map[string]*Counters{},
+		accepted: map[string]time.Time{},
 		snaps:    map[string]Snapshot{},
 		starts:   map[string]map[string]time.Time{},
 	}
@@ -404,6 +407,7 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) {
 		}
 		if accepted {
 			st.Accepted++
+			e.accepted[k] = cur.Time
 		} else {
 			st.Rejected[reason]++
 		}
@@ -560,6 +564,17 @@ func Backlog(s Snapshot) float64 {
 
 // Invalidate resets the operator's samples after a committed config change.
 func (e *Estimator) Invalidate(job, group string) { e.layer.Invalidate(key(job, group)) }
+
+// SaturatedWithin reports whether the observation layer accepted a sample of job/group's
+// production instances (one that proves them saturated) in the scrapes of the last d
+// before its newest scrape.
+func (e *Estimator) SaturatedWithin(job, group string, d time.Duration) bool {
+	k := key(job, group)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	at, ok := e.accepted[k]
+	return ok && !e.snaps[k].Time.After(at.Add(d))
+}
 
 // Stats returns a copy of the filter counters of job/group.
 func (e *Estimator) Stats(job, group string) Counters {

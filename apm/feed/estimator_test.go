@@ -374,3 +374,41 @@ func TestSlowInstanceIntervalsPool(t *testing.T) {
 		t.Errorf("capacity %.4f, want 0.8 records per useful second", est.Capacity)
 	}
 }
+
+// SaturatedWithin follows the newest accepted sample: true while one came within the
+// window before the newest scrape, false once the queue has been empty for longer, and
+// false for an operator never seen saturated.
+func TestSaturatedWithin(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("pdf", "ocr", Declaration{Features: []string{"tokens"}}); err != nil {
+		t.Fatal(err)
+	}
+	if e.SaturatedWithin("pdf", "ocr", time.Minute) {
+		t.Error("saturated before any scrape")
+	}
+	snaps := steady(40, 12, 0, rand.New(rand.NewPCG(1, 2)))
+	for i := 1; i < len(snaps); i++ {
+		e.Observe("pdf", "ocr", snaps[i-1], snaps[i])
+	}
+	if !e.SaturatedWithin("pdf", "ocr", time.Minute) {
+		t.Fatal("not saturated after 39 clean saturated samples")
+	}
+	// Then the queue empties: 20 scrapes (100 s) of samples the filter rejects.
+	prev := snaps[len(snaps)-1]
+	for i := range 20 {
+		m := prev.Instances["a1"]
+		m.RecordsIn += 5
+		m.BusySeconds += 0.5
+		m.UsefulSeconds += 0.5
+		m.QueueLength, m.Utilization = 0, 0.1
+		cur := Snapshot{Time: prev.Time.Add(5 * time.Second), Instances: map[string]Instance{"a1": m}}
+		e.Observe("pdf", "ocr", prev, cur)
+		prev = cur
+		if i == 5 && !e.SaturatedWithin("pdf", "ocr", time.Minute) {
+			t.Error("30 s after the last saturated sample: not saturated within a minute")
+		}
+	}
+	if e.SaturatedWithin("pdf", "ocr", time.Minute) {
+		t.Error("100 s of an empty queue: still saturated within a minute")
+	}
+}

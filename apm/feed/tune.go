@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
@@ -735,9 +736,10 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 			ot.pending = nil
 		}
 	}
-	if est, err := t.est.Estimate(ot.job, ot.op); err != nil || Fallback(est.Source) {
-		// Not saturated (or not measured yet): a trial would not be saturated either, and a
-		// faster config would not raise the pipeline's throughput.
+	if est, err := t.est.Estimate(ot.job, ot.op); err != nil || Fallback(est.Source) || !t.est.SaturatedWithin(ot.job, ot.op, trialSaturation) {
+		// Not saturated now (or never measured): a trial would not be saturated either, so
+		// it would measure nothing, and a faster config would not raise the pipeline's
+		// throughput.
 		ot.trial = nil
 		return t.dropTrial(ctx, ot, trial)
 	}
@@ -800,6 +802,11 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 	}
 	return nil
 }
+
+// trialSaturation is how recently an operator's production instances must have been seen
+// saturated for a trial to run (the observation layer's warm-up: a trial's own first
+// samples are rejected for that long anyway).
+const trialSaturation = 2 * time.Minute
 
 // dropTrial ends the operator's trial when the plan shows one.
 func (t *Tuner) dropTrial(ctx context.Context, ot *opTuner, trial string) error {
