@@ -220,8 +220,13 @@ type TunerStats struct {
 //     running config's measured one.
 //
 // The planner decides whether and when a candidate runs; a proposal it does not start
-// rolling out within PendingRounds rounds is set aside and another is proposed. The Tuner
-// is not safe for concurrent rounds; Stats may be called concurrently.
+// rolling out within PendingRounds rounds is set aside and another is proposed.
+//
+// With TunerOptions.Trials, steps 4 and 5 measure on tuning trials instead (trialStep):
+// each evaluation runs as a trial beside the production instances, and only a tuned
+// cluster's recommendation becomes a candidate. In both modes the OOM guard (guard)
+// reverts a config whose production instances restart out of memory. The Tuner is not
+// safe for concurrent rounds; Stats may be called concurrently.
 type Tuner struct {
 	o       TunerOptions
 	est     *Estimator
