@@ -147,18 +147,7 @@ func (c *synthCluster) snapshot() Snapshot {
 			m.DeviceMemPeak = 0 // restarted on the new config
 			m.Epoch = float64(epoch)
 		}
-		peak := synthPeakMiB(b)
-		if peak > memLimitMiB {
-			m.OOMRestarts++
-			m.DeviceMemPeak = memLimitMiB * (1 << 20)
-		} else {
-			m.RecordsIn += 2 * float64(b) * 5 * (1 + 0.02*c.rng.NormFloat64())
-			m.RecordsOut = m.RecordsIn
-			m.BusySeconds += 5
-			m.UsefulSeconds += 5
-			m.DeviceMemPeak = math.Max(m.DeviceMemPeak, peak*(1<<20))
-		}
-		m.FeatureMean = map[string]float64{"tokens": c.tokens * (1 + 0.05*c.rng.NormFloat64())}
+		c.advance(m, b, 2)
 		s.Instances[id] = *m
 	}
 	if c.trial != "" {
@@ -173,21 +162,27 @@ func (c *synthCluster) snapshot() Snapshot {
 		if c.trialInst == nil {
 			c.trialInst = &Instance{QueueLength: 100, Utilization: 0.95, Epoch: float64(c.trialEpoch)}
 		}
-		m := c.trialInst
-		if peak := synthPeakMiB(tb); peak > memLimitMiB {
-			m.OOMRestarts++
-			m.DeviceMemPeak = memLimitMiB * (1 << 20)
-		} else {
-			m.RecordsIn += 2.5 * float64(tb) * 5 * (1 + 0.02*c.rng.NormFloat64())
-			m.RecordsOut = m.RecordsIn
-			m.BusySeconds += 5
-			m.UsefulSeconds += 5
-			m.DeviceMemPeak = math.Max(m.DeviceMemPeak, peak*(1<<20))
-		}
-		m.FeatureMean = map[string]float64{"tokens": c.tokens * (1 + 0.05*c.rng.NormFloat64())}
-		s.Instances[fmt.Sprintf("trial-%d", c.trialEpoch)] = *m
+		c.advance(c.trialInst, tb, 2.5)
+		s.Instances[fmt.Sprintf("trial-%d", c.trialEpoch)] = *c.trialInst
 	}
 	return s
+}
+
+// advance moves instance m on config b by 5 s: it processes perB·b records/s (2 % noise)
+// and reports its peak memory, or, above the device memory, restarts with its OOM counter
+// incremented and its peak capped.
+func (c *synthCluster) advance(m *Instance, b int, perB float64) {
+	if peak := synthPeakMiB(b); peak > memLimitMiB {
+		m.OOMRestarts++
+		m.DeviceMemPeak = memLimitMiB * (1 << 20)
+	} else {
+		m.RecordsIn += perB * float64(b) * 5 * (1 + 0.02*c.rng.NormFloat64())
+		m.RecordsOut = m.RecordsIn
+		m.BusySeconds += 5
+		m.UsefulSeconds += 5
+		m.DeviceMemPeak = math.Max(m.DeviceMemPeak, peak*(1<<20))
+	}
+	m.FeatureMean = map[string]float64{"tokens": c.tokens * (1 + 0.05*c.rng.NormFloat64())}
 }
 
 // feeder returns a tuning Feeder over the synthetic cluster.
