@@ -98,8 +98,14 @@ func FuzzParsePipeline(f *testing.F) {
 		}
 		d := fsm.Decision{Index: 3, Job: p.Job, Operators: map[string]fsm.OpTarget{}}
 		for _, o := range p.Operators {
-			d.Operators[o.Name] = fsm.OpTarget{Config: o.Config, CandidateConfig: o.Config + "x", Epoch: 1,
-				Nodes: map[string]fsm.Placement{"c1": {Current: 1, Candidate: 1}, "c1.g0": {Current: 1}}}
+			t := fsm.OpTarget{Config: o.Config, Epoch: 1, Nodes: map[string]fsm.Placement{"c1": {Current: 1}, "c1.g0": {Current: 1}}}
+			if o.Config != "" {
+				// A candidate exists only for an operator with a config (the planner
+				// refuses one for an operator without: CheckConfig); appending to the last
+				// value keeps it k=v.
+				t.CandidateConfig, t.Nodes["c1"] = o.Config+"x", fsm.Placement{Current: 1, Candidate: 1}
+			}
+			d.Operators[o.Name] = t
 		}
 		v, err := Render(p, d, PhaseFinal, nil, nil, New(nil, Options{}).o)
 		if err != nil {
