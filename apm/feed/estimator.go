@@ -301,30 +301,32 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 	k := key(job, group)
 	prevT, prevP := splitTrials(prev)
 	curT, curP := splitTrials(cur)
-	e.observe(k, prevP, curP)
+	if !e.observe(k, prevP, curP) {
+		return
+	}
 	if len(curT.Instances) > 0 || len(prevT.Instances) > 0 {
 		e.observe(trialKey(k), prevT, curT)
 	}
 	e.mu.Lock()
-	if _, ok := e.snaps[k]; ok {
-		e.snaps[k] = cur
-	}
+	e.snaps[k] = cur
 	e.mu.Unlock()
 }
 
-// observe offers the intervals of the instances of prev and cur to the model keyed k.
-func (e *Estimator) observe(k string, prev, cur Snapshot) {
+// observe offers the intervals of the instances of prev and cur to the model keyed k. It
+// reports false, offering nothing, for an undeclared key or an interval that does not
+// move forward.
+func (e *Estimator) observe(k string, prev, cur Snapshot) bool {
 	e.mu.Lock()
 	names, ok := e.features[k]
 	st := e.stats[k]
 	batched := !e.sync[k]
 	e.mu.Unlock()
 	if !ok {
-		return
+		return false
 	}
 	dt := cur.Time.Sub(prev.Time)
 	if dt <= 0 {
-		return
+		return false
 	}
 	e.mu.Lock()
 	starts := e.starts[k]
@@ -413,9 +415,6 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) {
 		}
 		e.mu.Unlock()
 	}
-	e.mu.Lock()
-	e.snaps[k] = cur
-	e.mu.Unlock()
 	if in, out := recordsDelta(prev, cur); in > 0 {
 		e.mu.Lock()
 		if old, ok := e.sel[k]; ok {
@@ -451,6 +450,7 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) {
 		e.latest[k] = mean
 		e.mu.Unlock()
 	}
+	return true
 }
 
 // Capacity returns the layer's per-instance estimate at the latest features.

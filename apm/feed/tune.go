@@ -62,7 +62,7 @@ type TunerOptions struct {
 	// Trials measures BO evaluations as tuning trials (PUT /v1/trials): one instance of
 	// the configuration beside the production instances, so the pipeline keeps being
 	// rescheduled while it is measured, and only a tuned cluster's recommendation is
-	// rolled out (through its canary). A planner that answers 501 turns trials off for
+	// rolled out (as trialled: without a canary, in one decision). A planner that answers 501 turns trials off for
 	// the job. Off (the default), every evaluation is a candidate the planner rolls out.
 	// Plugin config key tune_trials.
 	Trials bool
@@ -455,7 +455,7 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 	if acted, err := t.guard(ctx, ot, op, running, candidate, trial, cur); acted || err != nil {
 		return err
 	}
-	if ot.noTrials || !t.o.Trials {
+	if !t.trialMode(ot) {
 		if err := t.evaluate(ot, cur); err != nil {
 			return err
 		}
@@ -628,16 +628,8 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 		ot.pending = nil // the planner is rolling out a candidate: wait for it
 		return nil
 	}
-	if p := ot.pending; p != nil {
-		if p.config == running {
-			ot.pending = nil
-		} else if ot.round-p.round < t.o.PendingRounds {
-			return nil
-		} else {
-			t.o.Logger.Info("tune: proposal not adopted; setting it aside", "job", ot.job, "operator", ot.op, "config", p.config)
-			ot.declined[p.config] = true
-			ot.pending = nil
-		}
+	if t.awaitPending(ot, running) {
+		return nil
 	}
 	if cur != g.ConfigEpoch || !ot.epoch(cur).recorded {
 		return nil // measure what runs first
@@ -682,9 +674,29 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 	return nil
 }
 
+// awaitPending settles ot's pending proposal: it is done once the plan runs it, and set
+// aside (never proposed again) when the planner has not started rolling it out within
+// PendingRounds rounds. It reports whether the Tuner still waits for it.
+func (t *Tuner) awaitPending(ot *opTuner, running string) bool {
+	p := ot.pending
+	switch {
+	case p == nil:
+		return false
+	case p.config == running:
+		ot.pending = nil
+		return false
+	case ot.round-p.round < t.o.PendingRounds:
+		return true
+	}
+	t.o.Logger.Info("tune: proposal not adopted; setting it aside", "job", ot.job, "operator", ot.op, "config", p.config)
+	ot.declined[p.config] = true
+	ot.pending = nil
+	return false
+}
+
 // put sends p to the planner and remembers it as pending.
 func (t *Tuner) put(ctx context.Context, ot *opTuner, op fsm.Operator, p Proposal) error {
-	req := client.CandidateRequest{Config: p.Config, Capacity: p.Capacity, ColdStartSec: op.ColdStartSec, Trialled: p.Trialled}
+	req := client.CandidateRequest{Config: p.Config, Capacity: p.Capacity, ColdStartSec: op.ColdStartSec, Trialled: p.Trialled, Revert: p.Revert}
 	if _, err := t.planner.PutCandidate(ctx, ot.job, ot.op, req); err != nil {
 		return fmt.Errorf("propose %s: %w", p.Config, err)
 	}
@@ -697,6 +709,10 @@ func (t *Tuner) put(ctx context.Context, ot *opTuner, op fsm.Operator, p Proposa
 	return nil
 }
 
+// trialMode reports whether ot's evaluations run as trials (TunerOptions.Trials, and the
+// planner has not answered 501).
+func (t *Tuner) trialMode(ot *opTuner) bool { return t.o.Trials && !ot.noTrials }
+
 // recommend proposes a tuned cluster's recommendation adv as a candidate when it beats
 // the running config's measurement (and is not the running config, nor seen to OOM).
 func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv adapt.Advice, running string) error {
@@ -706,7 +722,7 @@ func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv
 		return nil
 	}
 	capacity := adv.Predicted
-	if est, err := t.est.Estimate(ot.job, ot.op); measured && base > 0 && err == nil && !Fallback(est.Source) && !(ot.noTrials || !t.o.Trials) {
+	if est, err := t.est.Estimate(ot.job, ot.op); measured && base > 0 && err == nil && !Fallback(est.Source) && t.trialMode(ot) {
 		// Trials measure every config of a session on one instance that runs at its
 		// admission limit; the planner compares candidates with the production instances'
 		// estimate, which runs at their share of the queue. The session's ratio carries
@@ -715,7 +731,7 @@ func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv
 		capacity = est.Capacity * adv.Predicted / base
 	}
 	return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: capacity, PFeasible: adv.PFeasible, Recommendation: true,
-		Trialled: !(ot.noTrials || !t.o.Trials)})
+		Trialled: t.trialMode(ot)})
 }
 
 // trialStep advances tuning by trials: while no transition is in flight and the
@@ -723,23 +739,14 @@ func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv
 // it) or to time out, then puts the next one: the running config first in a new session
 // (so every configuration of a session is measured alike, on the trial's instance), then
 // the BO's suggestions. A tuned cluster's recommendation ends the trials and is proposed
-// as a candidate, which the planner rolls out through its canary.
+// as a trialled candidate, which the planner rolls out without a canary.
 func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g client.PlanGroup, running, candidate, trial string) error {
 	if candidate != "" {
 		ot.pending, ot.trial = nil, nil // a transition runs: its canary holds the slot
 		return t.dropTrial(ctx, ot, trial)
 	}
-	if p := ot.pending; p != nil {
-		switch {
-		case p.config == running:
-			ot.pending = nil
-		case ot.round-p.round < t.o.PendingRounds:
-			return nil
-		default:
-			t.o.Logger.Info("tune: proposal not adopted; setting it aside", "job", ot.job, "operator", ot.op, "config", p.config)
-			ot.declined[p.config] = true
-			ot.pending = nil
-		}
+	if t.awaitPending(ot, running) {
+		return nil
 	}
 	if est, err := t.est.Estimate(ot.job, ot.op); err != nil || Fallback(est.Source) || !t.est.SaturatedWithin(ot.job, ot.op, trialSaturation) {
 		// Not saturated now (or never measured): a trial would not be saturated either, so
@@ -859,7 +866,7 @@ func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running
 	if est, err := t.est.Estimate(ot.job, ot.op); err == nil && est.Capacity > 0 {
 		capacity = est.Capacity
 	}
-	if v, ok := ot.measured[to]; ok && (ot.noTrials || !t.o.Trials) {
+	if v, ok := ot.measured[to]; ok && !t.trialMode(ot) {
 		capacity = v
 	}
 	if !(capacity > 0) {
@@ -867,15 +874,9 @@ func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running
 	}
 	t.o.Logger.Warn("tune: a config fails with OOM in production; reverting",
 		"job", ot.job, "operator", ot.op, "config", failing, "oom_restarts", st.ooms, "revert_to", to)
-	req := client.CandidateRequest{Config: to, Capacity: capacity, ColdStartSec: op.ColdStartSec, Revert: true}
-	if _, err := t.planner.PutCandidate(ctx, ot.job, ot.op, req); err != nil {
-		st.reverted = false // the planner refused for now (a decision is applied): next round
+	if err := t.put(ctx, ot, op, Proposal{Config: to, Capacity: capacity, PFeasible: 1, Revert: true}); err != nil {
+		st.reverted = false // the planner did not take it (unreachable, not the leader): next round
 		t.o.Logger.Info("tune: revert not accepted yet", "job", ot.job, "operator", ot.op, "err", err)
-		return true, nil
 	}
-	ot.pending = &pendingProposal{config: to, round: ot.round}
-	t.mu.Lock()
-	ot.proposals = append(ot.proposals, Proposal{Config: to, Capacity: capacity, PFeasible: 1, Revert: true})
-	t.mu.Unlock()
 	return true, nil
 }
