@@ -189,8 +189,8 @@ type Loop struct {
 	// plan is committed even when it moves nothing, so that a rendered version replaces
 	// the user's unpinned one.
 	adopted map[string]bool
-	// trials holds, per job, the encoded trials the TrialActuator last applied this term.
-	trials map[string]string
+	// trials holds, per job, the trials the TrialActuator last applied this term.
+	trials map[string]map[string]fsm.Trial
 }
 
 type solveResult struct {
@@ -369,7 +369,7 @@ func (l *Loop) startTerm() {
 	l.queued = map[string]bool{}
 	l.fitsCache = map[[sha256.Size]byte]fitsAnswer{}
 	l.joint = jointCache{}
-	l.trials = map[string]string{}
+	l.trials = map[string]map[string]fsm.Trial{}
 }
 
 // roundSync runs one round and then waits for the solves it started, commits their

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
 	"net/http"
@@ -31,19 +30,14 @@ func (l *Loop) syncTrials(ctx context.Context, job string) {
 	}
 	var trials map[string]fsm.Trial
 	l.s.fsm.Read(func(st *fsm.State) { trials = maps.Clone(st.Trials[job]) })
-	b, err := json.Marshal(trials)
-	if err != nil {
-		l.log.Warn("encode trials", "job", job, "err", err)
-		return
-	}
-	if applied, ok := l.trials[job]; ok && applied == string(b) {
+	if applied, ok := l.trials[job]; ok && maps.Equal(applied, trials) {
 		return
 	}
 	if err := ta.SetTrials(ctx, job, trials); err != nil {
 		l.log.Warn("apply trials; trying again next round", "job", job, "err", err)
 		return
 	}
-	l.trials[job] = string(b)
+	l.trials[job] = trials
 }
 
 func (s *Server) handlePutTrial(w http.ResponseWriter, r *http.Request) {
