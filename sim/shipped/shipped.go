@@ -489,20 +489,14 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 		}
 		if len(st.Probes) > 0 {
 			ps := st.Probes[0]
+			t := s.trialOf(i)
+			key := probeKey(t)
 			if ps.OOM {
-				key := canaryKey
-				if t := s.trialOf(i); t != nil {
-					key = fmt.Sprintf("trial:%d", t.epoch)
-				}
 				if iw := w.insts[key]; iw != nil {
 					iw.ooms++
 				}
 			}
 			if ps.Running {
-				key, t := canaryKey, s.trialOf(i)
-				if t != nil {
-					key = fmt.Sprintf("trial:%d", t.epoch)
-				}
 				iw := group(key, nil, t == nil)
 				iw.trial = t
 				iw.running++
@@ -769,10 +763,11 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	if snap == nil {
 		return planner.StepResult{Status: fsm.StatusApplying, Detail: "job version submitted"}, nil
 	}
-	done, unplaced := true, 0
+	done, unplaced, ready := true, 0, 0
 	for i := range snap.Ops {
 		st := &snap.Ops[i]
 		unplaced += st.Unplaced
+		ready += st.Running
 		// An instance restarting in place (a running allocation's OOM restart) does not
 		// hold a deployment in Nomad; one restarting onto the candidate is counted by
 		// OnTarget. A trial's probe starting onto its next config is not part of the job
@@ -792,12 +787,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	case s.applying.unplacedFrom < 0:
 		s.applying.unplacedFrom = s.now
 	case s.now-s.applying.unplacedFrom >= s.opt.ProgressDeadlineS:
-		s.Stats.Failed++
-		return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("%d instances unplaced for %.0fs: progress deadline exceeded", unplaced, s.now-s.applying.unplacedFrom)}, nil
-	}
-	ready := 0
-	for i := range snap.Ops {
-		ready += snap.Ops[i].Running
+		return s.failed(fmt.Sprintf("%d instances unplaced for %.0fs: progress deadline exceeded", unplaced, s.now-s.applying.unplacedFrom)), nil
 	}
 	if ready > s.applying.ready {
 		s.applying.ready, s.applying.since = ready, s.now
@@ -805,8 +795,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	if unplaced == 0 && s.now-s.applying.since >= s.opt.ProgressDeadlineS {
 		// Nomad fails a deployment in which no allocation became healthy within its
 		// progress deadline (here: no instance more running).
-		s.Stats.Failed++
-		return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("deployment not healthy after %.0fs: progress deadline exceeded", s.now-s.applying.since)}, nil
+		return s.failed(fmt.Sprintf("deployment not healthy after %.0fs: progress deadline exceeded", s.now-s.applying.since)), nil
 	}
 	return planner.StepResult{Status: fsm.StatusApplying, Detail: "deployment running"}, nil
 }
@@ -924,6 +913,12 @@ func (s *Scheduler) counts(d fsm.Decision) [][]int {
 	return out
 }
 
+// failed counts a failed decision and reports it with detail.
+func (s *Scheduler) failed(detail string) planner.StepResult {
+	s.Stats.Failed++
+	return planner.StepResult{Status: fsm.StatusFailed, Detail: detail}
+}
+
 // oomAbort fails decision d, as Nomad fails a deployment whose new allocations are
 // OOM-killed and auto-reverts the job to its stable version, when an instance on a
 // candidate config of d restarted out of device memory at the last tick: the engine is
@@ -953,8 +948,7 @@ func (s *Scheduler) oomAbort(d fsm.Decision) (planner.StepResult, bool) {
 				}
 			}
 			s.pending = pl
-			s.Stats.Failed++
-			return planner.StepResult{Status: fsm.StatusFailed, Detail: fmt.Sprintf("an allocation of %s on its candidate config was OOM-killed: deployment failed, job reverted to its stable version", op.Name)}, true
+			return s.failed(fmt.Sprintf("an allocation of %s on its candidate config was OOM-killed: deployment failed, job reverted to its stable version", op.Name)), true
 		}
 	}
 	return planner.StepResult{}, false

@@ -43,6 +43,15 @@ func (a actuator) SetTrials(_ context.Context, job string, trials map[string]fsm
 	return nil
 }
 
+// probeKey is the instance key of the probe slot's instance: the canary's, or the
+// trial's (one per trial, as each trial is a new allocation).
+func probeKey(t *trialRun) string {
+	if t == nil {
+		return canaryKey
+	}
+	return fmt.Sprintf("trial:%d", t.epoch)
+}
+
 // canaryOf returns operator i's canary while its decision is in the canary phase.
 func (s *Scheduler) canaryOf(i int) *canaryState {
 	if s.applying.final {
