@@ -1,8 +1,6 @@
 package planner
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -21,17 +19,7 @@ func TestCommitDropsAnOverlappingPlan(t *testing.T) {
 	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, live: &p,
 		nodes: []fsm.Node{{Name: "n1", CPU: 16, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 16000}}}
 	act := &finder{fakeCluster: fc, ids: []string{"a", "b"}, parses: map[string]int{}}
-	srv, err := New(Config{ID: "inv", InMemory: true, HeartbeatTimeout: 50 * time.Millisecond, ElectionTimeout: 50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), Loop: &LoopConfig{Interval: 10 * time.Second, Actuator: act, AutoRegister: true, Clock: clk.now, Manual: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	defer func() { cancel(); <-served }()
-	waitFor(t, "in-memory leader", 5*time.Second, srv.IsLeader)
+	srv, ctx := manualServer(t, "inv", act, clk)
 
 	gpus := func(st *fsm.State, job string) int {
 		d, ok := st.LatestDecision(job)
@@ -60,6 +48,7 @@ func TestCommitDropsAnOverlappingPlan(t *testing.T) {
 	var in sched.PlanInput
 	var before fsm.Decision
 	var held int
+	var err error
 	srv.FSM().Read(func(st *fsm.State) {
 		in, err = srv.loop.stateInput(st, "a")
 		before, _ = st.LatestDecision("a")

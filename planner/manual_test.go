@@ -20,6 +20,24 @@ func (c *virtualClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); retur
 
 func (c *virtualClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
+// manualServer starts a planner with raft in memory, auto-registration and a manual loop
+// (10 s interval) on clk, with act as its actuator, and waits for it to lead. It stops
+// when the test ends; ctx is cancelled then.
+func manualServer(t *testing.T, id string, act Actuator, clk *virtualClock) (*Server, context.Context) {
+	t.Helper()
+	srv, err := New(Config{ID: id, InMemory: true, HeartbeatTimeout: 50 * time.Millisecond, ElectionTimeout: 50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler), Loop: &LoopConfig{Interval: 10 * time.Second, Actuator: act, AutoRegister: true, Clock: clk.now, Manual: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+	waitFor(t, "in-memory leader", 5*time.Second, srv.IsLeader)
+	return srv, ctx
+}
+
 // A planner with raft in memory and a manual loop runs its rounds only when Round is
 // called, on the virtual clock: the first round registers the pipeline, solves it and
 // starts applying the decision; the decision completes after the actuator's delay in
@@ -30,17 +48,7 @@ func TestManualRoundsOnAVirtualClock(t *testing.T) {
 	fc := &fakeCluster{steps: map[uint64]int{}, delay: 2, live: &p,
 		nodes: []fsm.Node{{Name: "n1", CPU: 16, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 16000}}}
 	act := &finder{fakeCluster: fc, ids: []string{"docs"}, parses: map[string]int{}}
-	srv, err := New(Config{ID: "sim", InMemory: true, HeartbeatTimeout: 50 * time.Millisecond, ElectionTimeout: 50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), Loop: &LoopConfig{Interval: 10 * time.Second, Actuator: act, AutoRegister: true, Clock: clk.now, Manual: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	defer func() { cancel(); <-served }()
-	waitFor(t, "in-memory leader", 5*time.Second, srv.IsLeader)
+	srv, ctx := manualServer(t, "sim", act, clk)
 
 	if err := srv.Round(ctx, true); err != nil {
 		t.Fatal(err)

@@ -502,19 +502,27 @@ func TestTrialLifecycle(t *testing.T) {
 	})
 }
 
+// transitioned returns an applier whose pipe() runs its first decision and then one that
+// moves cand of embed's instances to the candidate batch=32, both done.
+func transitioned(t *testing.T, cand int) *applier {
+	t.Helper()
+	a := &applier{t: t, f: New(nil)}
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
+	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=32", Capacity: 9}})
+	a.must(Command{Op: OpDecide, Decision: decision(cand, "batch=32")})
+	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	return a
+}
+
 // TestRevertAbortsATransitionInFlight: a revert to the running config while a transition
 // away from it is in flight (the OOM guard, when the config being rolled out fails)
 // supersedes the decision being applied, makes the failing config current at its epoch
 // and the config it replaced the candidate at the next epoch, with the deployed
 // placements swapped; the next decision moves every instance back to it.
 func TestRevertAbortsATransitionInFlight(t *testing.T) {
-	a := &applier{t: t, f: New(nil)}
-	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
-	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
-	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
-	a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=32", Capacity: 9}})
-	a.must(Command{Op: OpDecide, Decision: decision(1, "batch=32")}) // embed: one on batch=32, one on batch=8
-	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	a := transitioned(t, 1) // embed: one on batch=32, one on batch=8
 	a.must(Command{Op: OpDecide, Decision: decisionT(2, 1, "batch=32")})
 	applying := a.idx
 	if err := a.do(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=8", Capacity: 4}}); err == nil {
@@ -554,13 +562,7 @@ func TestRevertAbortsATransitionInFlight(t *testing.T) {
 // fails later reverts to instances on the current config (before the fix: 0 current and
 // 2 "candidate" instances of no candidate).
 func TestFailureAfterAPromotionKeepsThePromotedConfig(t *testing.T) {
-	a := &applier{t: t, f: New(nil)}
-	a.must(Command{Op: OpRegisterPipeline, Pipeline: pipe()})
-	a.must(Command{Op: OpDecide, Decision: decision(0, "")})
-	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
-	a.must(Command{Op: OpSetCandidate, Job: "pdf", Operator: "embed", Candidate: &Candidate{Config: "batch=32", Capacity: 9}})
-	a.must(Command{Op: OpDecide, Decision: decision(2, "batch=32")})
-	a.must(Command{Op: OpProgress, Job: "pdf", Progress: &Progress{Decision: a.idx, Status: StatusDone}})
+	a := transitioned(t, 2) // embed: both on batch=32, promoted
 	next := &Decision{Job: "pdf", Operators: map[string]OpTarget{
 		"parse": {Nodes: map[string]Placement{"a": {Current: 2}, "b": {Current: 1}}, Config: "threads=1"},
 		"embed": {Nodes: map[string]Placement{"a": {Current: 3}}, Config: "batch=32", Epoch: 1},
