@@ -296,35 +296,22 @@ func TestPipelineUnderTrident(t *testing.T) {
 	// 32-token KV blocks: decode steps 4 % faster, the memory of the job file's config
 	// (16 sequences OOM on this dataset's long documents, which the canary also catches).
 	candidate := "block_size=32,max_num_batched_tokens=8192,max_num_seqs=8"
-	if code := plannerCall(t, http.MethodPut, leader+"/v1/candidates/pdf-curation/ocr-text",
-		map[string]any{"config": candidate, "capacity": 1000.0, "cold_start_s": 1.0}, nil); code/100 != 2 {
-		t.Fatalf("propose candidate: HTTP %d", code)
-	}
-	var dep *api.Deployment
-	waitFor(t, 3*time.Minute, "a Nomad canary of ocr-text's candidate config", func() (bool, string) {
-		d, _, err := cl.Jobs().LatestDeployment("pdf-curation", nil)
-		if err != nil || d == nil {
-			return false, fmt.Sprintf("no deployment: %v", err)
-		}
-		g, ok := d.TaskGroups["ocr-text@canary"]
-		if !ok || g.DesiredCanaries != 1 || len(g.PlacedCanaries) != 1 {
-			return false, fmt.Sprintf("latest deployment %s (%s) has no canary of ocr-text@canary", d.ID[:8], d.Status)
-		}
-		dep = d
-		return true, ""
-	})
-	depStatus := runCLI(t, nomadBin, n.Addr, "deployment", "status", dep.ID)
-	if !regexp.MustCompile(`(?m)^ocr-text@canary\s`).MatchString(depStatus) || !strings.Contains(depStatus, "Canaries") {
-		t.Errorf("nomad deployment status does not show the canary of ocr-text:\n%s", depStatus)
-	}
+	// The planner fails a canary it could not measure because the operator ran starved
+	// (a faster config would not raise throughput; product behaviour, planner/canary.go).
+	// On a loaded machine the pipeline can starve ocr-text for the 20 s window right after
+	// the plan's rolling update, so the test proposes again, as the tuner would, at most
+	// three times, each after ocr-text's own estimate is saturated again.
 	var verdict client.Canary
 	var decided plan
-	waitFor(t, 5*time.Minute, "the planner's verdict on the canary, measured by the APM feed", func() (bool, string) {
-		decided = plan{}
-		plannerCall(t, http.MethodGet, leader+"/v1/plan/pdf-curation", nil, &decided)
-		verdict = decided.Canaries["ocr-text"]
-		return verdict.Verdict != "" && decided.Status != "applying", fmt.Sprintf("canary %+v, decision status %q", verdict, decided.Status)
-	})
+	for attempt := 1; ; attempt++ {
+		verdict, decided = canaryAttempt(t, s, candidate)
+		starved := verdict.By == fsm.ByPlanner && verdict.Verdict == fsm.VerdictFailed && verdict.CandidateCapacity == 0
+		if !starved || attempt == 3 {
+			break
+		}
+		t.Logf("attempt %d: the planner failed the canary unmeasured (%s); proposing again", attempt, verdict.Detail)
+		waitForRevert(t, cl, candidate)
+	}
 	t.Logf("canary verdict: %+v", verdict)
 	if verdict.By != fsm.ByPlanner || verdict.CandidateCapacity <= 0 || verdict.CurrentCapacity <= 0 {
 		t.Errorf("canary verdict %+v: want the planner's, on measured capacities", verdict)
@@ -338,19 +325,7 @@ func TestPipelineUnderTrident(t *testing.T) {
 		if decided.Status != "failed" || decided.FailedDecisionIndex == 0 {
 			t.Errorf("canary failed but the plan shows %+v", decided)
 		}
-		// Nomad reverted: the slot runs the job file's config again.
-		waitFor(t, time.Minute, "Nomad to revert the slot", func() (bool, string) {
-			j, _, err := cl.Jobs().Info("pdf-curation", nil)
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, g := range j.TaskGroups {
-				if *g.Name == "ocr-text@canary" {
-					return g.Meta["trident_config"] != candidate, "slot config " + g.Meta["trident_config"]
-				}
-			}
-			return false, "no slot group"
-		})
+		waitForRevert(t, cl, candidate)
 	}
 	if !strings.Contains(as.Log(), "trident") {
 		t.Error("the autoscaler log never mentions the trident plugins")
@@ -376,6 +351,71 @@ func TestPipelineUnderTrident(t *testing.T) {
 	if strings.Contains(as.Log(), "panic:") {
 		t.Errorf("the autoscaler panicked:\n%s", as.Log())
 	}
+}
+
+// canaryAttempt waits until ocr-text's own capacity estimate is saturated (no fallback),
+// proposes candidate for it, checks that Nomad runs the candidate on one canary of
+// ocr-text's canary slot (also through `nomad deployment status`), and returns the
+// planner's verdict on that canary with the plan it left.
+func canaryAttempt(t *testing.T, s *stack, candidate string) (client.Canary, plan) {
+	t.Helper()
+	waitFor(t, 3*time.Minute, "a saturated estimate of ocr-text", func() (bool, string) {
+		var st struct {
+			Observations map[string]map[string]fsm.Observation `json:"observations"`
+		}
+		plannerCall(t, http.MethodGet, s.leader+"/v1/state", nil, &st)
+		o := st.Observations["pdf-curation"]["ocr-text"]
+		return o.Capacity > 0 && !o.Fallback, fmt.Sprintf("%+v", o)
+	})
+	if code := plannerCall(t, http.MethodPut, s.leader+"/v1/candidates/pdf-curation/ocr-text",
+		map[string]any{"config": candidate, "capacity": 1000.0, "cold_start_s": 1.0}, nil); code/100 != 2 {
+		t.Fatalf("propose candidate: HTTP %d", code)
+	}
+	var dep *api.Deployment
+	waitFor(t, 3*time.Minute, "a Nomad canary of ocr-text's candidate config", func() (bool, string) {
+		d, _, err := s.cl.Jobs().LatestDeployment("pdf-curation", nil)
+		if err != nil || d == nil {
+			return false, fmt.Sprintf("no deployment: %v", err)
+		}
+		g, ok := d.TaskGroups["ocr-text@canary"]
+		if !ok || g.DesiredCanaries != 1 || len(g.PlacedCanaries) != 1 {
+			return false, fmt.Sprintf("latest deployment %s (%s) has no canary of ocr-text@canary", d.ID[:8], d.Status)
+		}
+		dep = d
+		return true, ""
+	})
+	depStatus := runCLI(t, s.nomadBin, s.n.Addr, "deployment", "status", dep.ID)
+	if !regexp.MustCompile(`(?m)^ocr-text@canary\s`).MatchString(depStatus) || !strings.Contains(depStatus, "Canaries") {
+		t.Errorf("nomad deployment status does not show the canary of ocr-text:\n%s", depStatus)
+	}
+	var verdict client.Canary
+	var decided plan
+	waitFor(t, 5*time.Minute, "the planner's verdict on the canary, measured by the APM feed", func() (bool, string) {
+		decided = plan{}
+		plannerCall(t, http.MethodGet, s.leader+"/v1/plan/pdf-curation", nil, &decided)
+		verdict = decided.Canaries["ocr-text"]
+		return verdict.Deployment == dep.ID && verdict.Verdict != "" && decided.Status != "applying",
+			fmt.Sprintf("canary %+v, decision status %q", verdict, decided.Status)
+	})
+	return verdict, decided
+}
+
+// waitForRevert waits until Nomad reverted ocr-text's canary slot to a config other
+// than the failed candidate's.
+func waitForRevert(t *testing.T, cl *api.Client, candidate string) {
+	t.Helper()
+	waitFor(t, time.Minute, "Nomad to revert the slot", func() (bool, string) {
+		j, _, err := cl.Jobs().Info("pdf-curation", nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, g := range j.TaskGroups {
+			if *g.Name == "ocr-text@canary" {
+				return g.Meta["trident_config"] != candidate, "slot config " + g.Meta["trident_config"]
+			}
+		}
+		return false, "no slot group"
+	})
 }
 
 // runningByOperatorNode counts running allocations per "<operator>|<node>".
