@@ -510,7 +510,6 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 	if p == nil {
 		return
 	}
-	l.syncTrials(ctx, job)
 	if hasDec && prog.Status == fsm.StatusApplying {
 		if l.cfg.Actuator == nil {
 			return
@@ -540,11 +539,17 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 			return
 		}
 		l.log.Info("decision applied", "job", job, "decision", dec.Index, "status", res.Status, "detail", res.Detail)
+		// The decision's versions may have ended a trial (a canary took its slot, or the
+		// slot moved): the next round hands the trials to the actuator again.
+		delete(l.trials, job)
 		if res.Status == fsm.StatusDone {
 			l.invalidate(ctx, job, dec)
 		}
 		return
 	}
+	// Trials change the job only between decisions: a version the actuator registered
+	// for them would otherwise replace the decision's version in flight.
+	l.syncTrials(ctx, job)
 	if !solve {
 		return
 	}

@@ -16,13 +16,15 @@ import (
 // measures configurations by rolling them out.
 type TrialActuator interface {
 	// SetTrials makes job's running trials exactly trials (operator -> trial): it starts
-	// or replaces the listed ones and ends any other. The loop calls it when the committed
-	// trials change and again after an error, so it must be idempotent.
+	// or replaces the listed ones and ends any other. The loop calls it only while no
+	// decision of job applies, when the committed trials change, after each decision and
+	// again after an error, so it must be idempotent.
 	SetTrials(ctx context.Context, job string, trials map[string]fsm.Trial) error
 }
 
 // syncTrials hands job's committed trials to the actuator when they differ from what it
-// last applied this term (a new leader applies them once more).
+// last applied this term (a new leader applies them once more, and so does the round
+// after a decision finished). The loop calls it only while no decision of job applies.
 func (l *Loop) syncTrials(ctx context.Context, job string) {
 	ta, ok := l.cfg.Actuator.(TrialActuator)
 	if !ok {

@@ -12,17 +12,28 @@ import (
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
-// trialFake is a fakeCluster that runs tuning trials: it records every SetTrials call.
+// trialFake is a fakeCluster that runs tuning trials: it records every SetTrials call,
+// and the calls made while a decision was half applied.
 type trialFake struct {
 	*fakeCluster
-	tmu   sync.Mutex
-	calls []map[string]fsm.Trial
+	tmu      sync.Mutex
+	calls    []map[string]fsm.Trial
+	inFlight int
 }
 
 func (f *trialFake) SetTrials(_ context.Context, job string, trials map[string]fsm.Trial) error {
+	f.fakeCluster.mu.Lock()
+	busy := false
+	for _, n := range f.steps {
+		busy = busy || n < f.delay
+	}
+	f.fakeCluster.mu.Unlock()
 	f.tmu.Lock()
 	defer f.tmu.Unlock()
 	f.calls = append(f.calls, trials)
+	if busy {
+		f.inFlight++
+	}
 	return nil
 }
 
@@ -37,8 +48,9 @@ func (f *trialFake) last() (map[string]fsm.Trial, int) {
 
 // TestTrialsReachTheActuator: a trial PUT on a planner whose actuator runs trials is
 // committed with its trial epoch, handed to the actuator once (not every round), shown in
-// GET /v1/plan, and ended by DELETE; an operator without tunable parameters is refused. A
-// planner whose actuator cannot run trials answers 501.
+// GET /v1/plan, handed again after the next decision is applied (never while it is), and
+// ended by DELETE; an operator without tunable parameters is refused. A planner whose
+// actuator cannot run trials answers 501.
 func TestTrialsReachTheActuator(t *testing.T) {
 	nodes := []fsm.Node{{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000}}
 	p := testPipeline()
@@ -54,7 +66,7 @@ func TestTrialsReachTheActuator(t *testing.T) {
 		t.Errorf("trial on an actuator without trials: HTTP %d %s, want 501", code, body)
 	}
 
-	tf := &trialFake{fakeCluster: &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: nodes}}
+	tf := &trialFake{fakeCluster: &fakeCluster{steps: map[uint64]int{}, delay: 3, nodes: nodes}}
 	c := newTestCluster(t, 1, func(int) *LoopConfig {
 		return &LoopConfig{Interval: 50 * time.Millisecond, Actuator: tf, Invalidator: tf}
 	})
@@ -88,6 +100,28 @@ func TestTrialsReachTheActuator(t *testing.T) {
 	if _, m := tf.last(); m != n {
 		t.Errorf("unchanged trials handed to the actuator %d more times", m-n)
 	}
+
+	// A candidate config: its decision is applied over three rounds; the trials are
+	// handed again once it is done, as its versions may have ended the trial.
+	tf.fakeCluster.mu.Lock()
+	applied := len(tf.applied)
+	tf.fakeCluster.mu.Unlock()
+	if code, body := c.do(http.MethodPut, ld+"/v1/candidates/pdf/embed", client.CandidateRequest{Config: "batch=32", Capacity: 1000}); code != http.StatusOK {
+		t.Fatalf("candidate: HTTP %d %s", code, body)
+	}
+	waitFor(t, "the next decision applied and the trial handed again", 10*time.Second, func() bool {
+		tf.fakeCluster.mu.Lock()
+		done := len(tf.applied) > applied
+		tf.fakeCluster.mu.Unlock()
+		tr, m := tf.last()
+		return done && m > n && tr["embed"].Config == "batch=16"
+	})
+	_, n = tf.last()
+	tf.tmu.Lock()
+	if tf.inFlight > 0 {
+		t.Errorf("trials handed to the actuator %d times while a decision was half applied", tf.inFlight)
+	}
+	tf.tmu.Unlock()
 	if code, body := c.do(http.MethodDelete, ld+"/v1/trials/pdf/embed", nil); code != http.StatusOK {
 		t.Fatalf("end trial: HTTP %d %s", code, body)
 	}

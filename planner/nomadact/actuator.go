@@ -789,10 +789,10 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 		ws := map[string]groupWant{}
 		for node, pl := range t.Nodes {
 			if pl.Current > 0 {
-				ws[GroupName(op.Name, node, t.Epoch)] = groupWant{node, t.Config, t.Epoch, pl.Current, pl.Current, false}
+				ws[GroupName(op.Name, node, t.Epoch)] = groupWant{node: node, config: t.Config, gen: t.Epoch, count: pl.Current, final: pl.Current}
 			}
 			if pl.Candidate > 0 {
-				ws[GroupName(op.Name, node, t.Epoch+1)] = groupWant{node, t.CandidateConfig, t.Epoch + 1, pl.Candidate, pl.Candidate, false}
+				ws[GroupName(op.Name, node, t.Epoch+1)] = groupWant{node: node, config: t.CandidateConfig, gen: t.Epoch + 1, count: pl.Candidate, final: pl.Candidate}
 			}
 		}
 		if o.Canary && op.Params != "" {
@@ -805,7 +805,7 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 				}
 				gen, _ := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
 				if w, ok := ws[*g.Name]; !ok || w.count < *g.Count {
-					ws[*g.Name] = groupWant{g.Meta[MetaNode], g.Meta[opcontract.MetaConfig], gen, *g.Count, w.final, false}
+					ws[*g.Name] = groupWant{node: g.Meta[MetaNode], config: g.Meta[opcontract.MetaConfig], gen: gen, count: *g.Count, final: w.final}
 				}
 			}
 		}
@@ -842,6 +842,11 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 			}
 			if w.slot {
 				g.Meta[MetaCanarySlot] = "true"
+			}
+			if w.trial != nil {
+				if err := startTrial(g, *w.trial); err != nil {
+					return nil, fmt.Errorf("job %q: %w", p.Job, err)
+				}
 			}
 			groups = append(groups, g)
 		}
@@ -930,6 +935,8 @@ type groupWant struct {
 	// slot marks the operator's canary slot (SlotGroupName): one of its instances, in a
 	// group of its own so that a config change is a canary Nomad recognises.
 	slot bool
+	// trial, on a slot, is the tuning trial it keeps running over config and gen.
+	trial *fsm.Trial
 }
 
 // fitSurge lowers, on every node the surge version would overfill in the planner's model

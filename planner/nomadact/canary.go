@@ -48,12 +48,20 @@ func SlotGroupName(op string) string { return op + "@canary" }
 func takeSlot(op string, t fsm.OpTarget, ws map[string]groupWant, existing *api.Job) {
 	if g := slotGroup(existing, op); g != nil {
 		gen, err := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
+		tr, base, trial, terr := slotTrial(g)
+		if trial && terr == nil {
+			gen = base.Epoch // a running trial stays while its production generation does
+		}
 		name := GroupName(op, g.Meta[MetaNode], gen)
-		if w, ok := ws[name]; ok && err == nil && w.count >= 1 && w.final >= 1 {
+		if w, ok := ws[name]; ok && err == nil && terr == nil && w.count >= 1 && w.final >= 1 {
 			w.count--
 			w.final--
 			ws[name] = w
-			ws[SlotGroupName(op)] = groupWant{node: w.node, config: w.config, gen: w.gen, count: 1, final: 1, slot: true}
+			sw := groupWant{node: w.node, config: w.config, gen: w.gen, count: 1, final: 1, slot: true}
+			if trial {
+				sw.trial = &tr
+			}
+			ws[SlotGroupName(op)] = sw
 			return
 		}
 	}
@@ -244,11 +252,18 @@ func makeCanary(g *api.TaskGroup, node, config string, gen uint64) error {
 		g.Constraints = append(g.Constraints, api.NewConstraint("${node.unique.name}", "=", node))
 	}
 	g.Meta[MetaNode] = node
-	g.Meta[opcontract.MetaConfig] = config
-	if err := setParamMeta(g.Meta, config); err != nil {
+	params := map[string]string(nil)
+	if _, base, trial, err := slotTrial(g); err != nil {
+		return err
+	} else if trial {
+		params = base.Params // the canary takes the slot over from a trial
+	} else {
+		params = paramMeta(g.Meta)
+	}
+	delete(g.Meta, MetaTrialBase)
+	if err := setConfig(g, config, gen, params); err != nil {
 		return err
 	}
-	g.Meta[MetaConfigEpoch] = strconv.FormatUint(gen, 10)
 	u := api.UpdateStrategy{}
 	if g.Update != nil {
 		u = *g.Update
