@@ -86,5 +86,11 @@ func appendAttr(args []any, prefix string, a slog.Attr) []any {
 		}
 		return args
 	}
+	switch a.Value.Kind() {
+	case slog.KindInt64, slog.KindUint64:
+		// A plugin's hclog lines reach the host as JSON, whose numbers it reads back as
+		// float64: 1099511627794 (a trial's epoch) would print as 1.099511627794e+12.
+		return append(args, prefix+a.Key, a.Value.String())
+	}
 	return append(args, prefix+a.Key, a.Value.Any())
 }

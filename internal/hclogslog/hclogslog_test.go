@@ -2,6 +2,8 @@ package hclogslog
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -27,5 +29,22 @@ func TestRoutesLevelsAndAttributes(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output %q lacks %q", out, want)
 		}
+	}
+}
+
+// Integers cross a plugin's JSON log transport as strings, so the host prints them
+// exactly (a JSON number would come back as a float64 in exponent form).
+func TestIntegersSurviveTheJSONTransport(t *testing.T) {
+	var buf bytes.Buffer
+	New(hclog.New(&hclog.LoggerOptions{Output: &buf, JSONFormat: true})).Info("trial", "epoch", uint64(1<<40+14), "rounds", -3)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("decode %q: %v", buf.String(), err)
+	}
+	if got := fmt.Sprint(rec["epoch"]); got != "1099511627790" {
+		t.Errorf("epoch read back as %q, want 1099511627790", got)
+	}
+	if got := fmt.Sprint(rec["rounds"]); got != "-3" {
+		t.Errorf("rounds read back as %q, want -3", got)
 	}
 }
