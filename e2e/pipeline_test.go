@@ -110,6 +110,8 @@ type planGroup struct {
 	Config          string                    `json:"config"`
 	ConfigEpoch     uint64                    `json:"config_epoch"`
 	CandidateConfig string                    `json:"candidate_config"`
+	TrialConfig     string                    `json:"trial_config"`
+	TrialEpoch      uint64                    `json:"trial_epoch"`
 }
 
 type plan struct {

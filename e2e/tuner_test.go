@@ -14,17 +14,18 @@ import (
 	"github.com/trident-sched/trident/sim/worker"
 )
 
-// TestLiveTunerFromRealMetrics runs the pipeline with trident-apm's live tuner on: the
-// tuner must record the accelerator operator's running configuration as a BO evaluation
-// from the real workers' metrics (observation-layer capacity and the device memory peak the
-// worker exports) and propose a different configuration to the planner as a candidate.
+// TestLiveTunerFromRealMetrics runs the pipeline with trident-apm's live tuner rolling each
+// evaluation out (tune_trials = "false"): the tuner must record the accelerator operator's
+// running configuration as a BO evaluation from the real workers' metrics
+// (observation-layer capacity and the device memory peak the worker exports) and propose
+// a different configuration to the planner as a candidate.
 func TestLiveTunerFromRealMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	s := startStack(t, ctx, map[string]string{"tune": "true"})
+	s := startStack(t, ctx, map[string]string{"tune": "true", "tune_trials": "false"})
 
 	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
 	if err != nil {
@@ -86,4 +87,85 @@ func TestLiveTunerFromRealMetrics(t *testing.T) {
 		return false, fmt.Sprintf("candidates %v", st.Candidates)
 	})
 	t.Logf("tuner proposed a candidate next to the running config %q", running)
+}
+
+// TestLiveTunerTrials runs the live tuner in its trial mode (tune_trials) against the
+// Nomad actuator: the planner commits a trial of ocr-text, Nomad runs it in ocr-text's
+// canary slot with the trial's config and epoch while the production instances keep
+// theirs, and the tuner records the trial's evaluation from the real workers' metrics at
+// the trial's epoch.
+func TestLiveTunerTrials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	s := startStack(t, ctx, map[string]string{"tune": "true", "tune_trials": "true"})
+
+	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
+	pl, _ := worker.LookupPipeline("pdfocr")
+	spec := worker.Spec{Pipeline: "pdfocr", Docs: 400, Regimes: 3, Seed: 11}
+	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
+		t.Fatalf("publish dataset: %v", err)
+	}
+
+	// 1. A committed trial of ocr-text, running in its slot.
+	var trial planGroup
+	waitFor(t, 5*time.Minute, "a trial of ocr-text running in its canary slot", func() (bool, string) {
+		var p plan
+		plannerCall(t, http.MethodGet, s.leader+"/v1/plan/pdf-curation", nil, &p)
+		trial = p.Groups["ocr-text"]
+		if trial.TrialConfig == "" {
+			return false, fmt.Sprintf("no trial in the plan (ocr-text: %+v)", trial)
+		}
+		for _, a := range runningAllocs(t, s.cl, "pdf-curation") {
+			if a.TaskGroup != "ocr-text@canary" {
+				continue
+			}
+			full, _, err := s.cl.Allocations().Info(a.ID, nil)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, g := range full.Job.TaskGroups {
+				if *g.Name == a.TaskGroup && g.Meta["trident_config"] == trial.TrialConfig &&
+					g.Meta["trident_config_epoch"] == strconv.FormatUint(trial.TrialEpoch, 10) {
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("trial %s at epoch %d committed; the slot does not run it yet", trial.TrialConfig, trial.TrialEpoch)
+	})
+	for _, a := range runningAllocs(t, s.cl, "pdf-curation") {
+		if a.TaskGroup == "ocr-text@canary" || !regexp.MustCompile(`^ocr-text@`).MatchString(a.TaskGroup) {
+			continue
+		}
+		full, _, err := s.cl.Allocations().Info(a.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range full.Job.TaskGroups {
+			if *g.Name == a.TaskGroup && g.Meta["trident_config"] != trial.Config {
+				t.Errorf("production group %s runs %q during the trial, want the running config %q", a.TaskGroup, g.Meta["trident_config"], trial.Config)
+			}
+		}
+	}
+
+	// 2. The tuner measures a trial: an evaluation of ocr-text at a trial epoch.
+	evalRE := regexp.MustCompile(`tune: evaluation recorded:? .*operator=ocr-text\b.*`)
+	epochRE := regexp.MustCompile(`\bepoch=([0-9]+)`)
+	waitFor(t, 6*time.Minute, "the tuner to record a trial evaluation of ocr-text", func() (bool, string) {
+		for _, line := range evalRE.FindAllString(s.as.Log(), -1) {
+			m := epochRE.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			if e, _ := strconv.ParseUint(m[1], 10, 64); e >= 1<<40 {
+				return true, ""
+			}
+		}
+		return false, "no trial evaluation of ocr-text in the autoscaler log yet"
+	})
 }

@@ -62,9 +62,9 @@ type TunerOptions struct {
 	// Trials measures BO evaluations as tuning trials (PUT /v1/trials): one instance of
 	// the configuration beside the production instances, so the pipeline keeps being
 	// rescheduled while it is measured, and only a tuned cluster's recommendation is
-	// rolled out (as trialled: without a canary, in one decision). A planner that answers 501 turns trials off for
-	// the job. Off (the default), every evaluation is a candidate the planner rolls out.
-	// Plugin config key tune_trials.
+	// rolled out (as trialled: without a canary, in one decision). A planner that
+	// answers 501 turns trials off for the job. Off, every evaluation is a candidate the
+	// planner rolls out. Plugin config key tune_trials (the plugin's default: on).
 	Trials bool
 	// WarmStart is how many recommendations of recently tuned workload clusters a new
 	// cluster's session evaluates first (adapt.Options.WarmStart) [2; negative: none].

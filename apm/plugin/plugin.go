@@ -55,7 +55,7 @@ const (
 	ConfigTune          = "tune"           // "true": also propose candidate configs (feed.Tuner)
 	ConfigTuneMarginMB  = "tune_margin_mb" // tuning: memory safety margin below the device memory, MiB (default 1024)
 	ConfigTunePeakK     = "tune_peak_k"    // tuning: sustained-peak allowance, noise deviations of the memory surrogate (default 2)
-	ConfigTuneTrials    = "tune_trials"    // tuning: "true": measure evaluations as trials beside production (planner trials API)
+	ConfigTuneTrials    = "tune_trials"    // tuning: measure evaluations as trials beside production (planner trials API; default true, "false": roll each out)
 )
 
 // minScrapeGap is the shortest interval between two scrapes of one group.
@@ -191,7 +191,7 @@ func (p *Plugin) SetConfig(config map[string]string) error {
 // tuningOptions reads the tune_* keys: non-negative numbers, an explicit 0 meaning none
 // (feed.TunerOptions takes a negative value for that; absent keys keep its defaults).
 func tuningOptions(config map[string]string) (feed.TunerOptions, error) {
-	var o feed.TunerOptions
+	o := feed.TunerOptions{Trials: true} // a planner without trials answers 501: the tuner rolls configs out
 	if v := config[ConfigTuneTrials]; v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -209,17 +209,20 @@ func TestSetConfigTokenKeys(t *testing.T) {
 
 // The tuning margin and sustained-peak allowance are configurable: absent keys keep the
 // tuner's defaults (0 in feed.TunerOptions), an explicit 0 means none (negative there),
-// anything else must be a finite number >= 0.
+// anything else must be a finite number >= 0. Trials are on unless tune_trials = "false".
 func TestTuningConfigKeys(t *testing.T) {
 	o, err := tuningOptions(map[string]string{})
-	if err != nil || o.MarginMB != 0 || o.PeakK != 0 {
-		t.Errorf("no keys: %+v, %v; want the defaults", o, err)
+	if err != nil || o.MarginMB != 0 || o.PeakK != 0 || !o.Trials {
+		t.Errorf("no keys: %+v, %v; want the defaults, with trials", o, err)
+	}
+	if o, err := tuningOptions(map[string]string{ConfigTuneTrials: "false"}); err != nil || o.Trials {
+		t.Errorf("tune_trials false: %+v, %v; want no trials", o, err)
 	}
 	o, err = tuningOptions(map[string]string{ConfigTuneMarginMB: "2048", ConfigTunePeakK: "0"})
 	if err != nil || o.MarginMB != 2048 || o.PeakK != -1 {
 		t.Errorf("margin 2048, k 0: %+v, %v; want 2048 and none (-1)", o, err)
 	}
-	for _, bad := range []map[string]string{{ConfigTuneMarginMB: "-1"}, {ConfigTunePeakK: "NaN"}, {ConfigTunePeakK: "two"}, {ConfigTuneMarginMB: "Inf"}} {
+	for _, bad := range []map[string]string{{ConfigTuneMarginMB: "-1"}, {ConfigTunePeakK: "NaN"}, {ConfigTunePeakK: "two"}, {ConfigTuneMarginMB: "Inf"}, {ConfigTuneTrials: "maybe"}} {
 		if _, err := tuningOptions(bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
