@@ -253,21 +253,23 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 	if pp.Detail != "" && (pp.Status == "failed" || len(pp.Canaries) > 0) {
 		fmt.Fprintf(c.out, "Detail         = %s\n", pp.Detail)
 	}
-	fmt.Fprintln(c.out, "\nOperators")
-	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "Name\tCount\tConfig\tCandidate\tPlacement")
-	for _, o := range p.Operators {
-		g := pp.Groups[o.Name]
-		cand := g.CandidateConfig
-		if cand == "" {
-			cand = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", o.Name, g.Count, orDash(g.Config), cand, placement(g))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := c.planTable(p.Operators, pp.Groups); err != nil {
 		return err
 	}
 	return c.canaryTable(pp.Canaries)
+}
+
+// planTable prints each operator's planned count, config, candidate config, tuning trial
+// and placement.
+func (c *pipelineCmd) planTable(ops []client.Operator, groups map[string]client.PlanGroup) error {
+	fmt.Fprintln(c.out, "\nOperators")
+	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "Name\tCount\tConfig\tCandidate\tTrial\tPlacement")
+	for _, o := range ops {
+		g := groups[o.Name]
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", o.Name, g.Count, orDash(g.Config), orDash(g.CandidateConfig), orDash(g.TrialConfig), placement(g))
+	}
+	return tw.Flush()
 }
 
 // canaryTable prints the newest decision's canaries, if any.
