@@ -201,6 +201,21 @@ func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *
 	return &stack{n: n, cl: cl, nomadBin: nomadBin, natsURL: natsURL, tridentBin: tridentBin, leader: leader, as: as, job: job}
 }
 
+// publishPDF publishes the PDF dataset the stack tests run on (400 documents in 3
+// regimes, from seed), enough to keep every stage busy during a test.
+func (s *stack) publishPDF(t *testing.T, ctx context.Context, seed uint64) {
+	t.Helper()
+	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
+	pl, _ := worker.LookupPipeline("pdfocr")
+	spec := worker.Spec{Pipeline: "pdfocr", Docs: 400, Regimes: 3, Seed: seed}
+	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
+		t.Fatalf("publish dataset: %v", err)
+	}
+}
+
 // TestPipelineUnderTrident runs a 4-operator pipeline on a 3-client cluster with the real
 // autoscaler loading all three Trident plugins and a 3-server planner cluster, and checks
 // that the planner's plan (counts, per-node placement, one config transition) is what
@@ -212,18 +227,10 @@ func TestPipelineUnderTrident(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	s := startStack(t, ctx, nil)
-	n, cl, nomadBin, natsURL, leader, as, job := s.n, s.cl, s.nomadBin, s.natsURL, s.leader, s.as, s.job
+	n, cl, nomadBin, leader, as, job := s.n, s.cl, s.nomadBin, s.leader, s.as, s.job
 
 	// Load: a dataset large enough to keep every stage busy during the test.
-	_, js, err := worker.Connect(ctx, natsURL, "e2e", nil)
-	if err != nil {
-		t.Fatalf("connect to NATS: %v", err)
-	}
-	pl, _ := worker.LookupPipeline("pdfocr")
-	spec := worker.Spec{Pipeline: "pdfocr", Docs: 400, Regimes: 3, Seed: 7}
-	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
-		t.Fatalf("publish dataset: %v", err)
-	}
+	s.publishPDF(t, ctx, 7)
 
 	// 1. The observation layer (trident-apm's feeder) publishes capacities to the planner.
 	// Only saturated operators get estimates (starved ones are filtered out, by design):

@@ -8,11 +8,21 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/trident-sched/trident/sim/worker"
 )
+
+// startTuned starts the stack with trident-apm's live tuner on, measuring on trials or
+// rolling evaluations out, and publishes the PDF dataset.
+func startTuned(t *testing.T, trials bool) *stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
+	s := startStack(t, ctx, map[string]string{"tune": "true", "tune_trials": strconv.FormatBool(trials)})
+	s.publishPDF(t, ctx, 11)
+	return s
+}
 
 // TestLiveTunerFromRealMetrics runs the pipeline with trident-apm's live tuner rolling each
 // evaluation out (tune_trials = "false"): the tuner must record the accelerator operator's
@@ -20,22 +30,7 @@ import (
 // (observation-layer capacity and the device memory peak the worker exports) and propose
 // a different configuration to the planner as a candidate.
 func TestLiveTunerFromRealMetrics(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	s := startStack(t, ctx, map[string]string{"tune": "true", "tune_trials": "false"})
-
-	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
-	if err != nil {
-		t.Fatalf("connect to NATS: %v", err)
-	}
-	pl, _ := worker.LookupPipeline("pdfocr")
-	spec := worker.Spec{Pipeline: "pdfocr", Docs: 400, Regimes: 3, Seed: 11}
-	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
-		t.Fatalf("publish dataset: %v", err)
-	}
+	s := startTuned(t, false)
 
 	evalRE := regexp.MustCompile(`tune: evaluation recorded:.*`)
 	peakRE := regexp.MustCompile(`peak_mib=([0-9.]+)`)
@@ -95,22 +90,7 @@ func TestLiveTunerFromRealMetrics(t *testing.T) {
 // theirs, and the tuner records the trial's evaluation from the real workers' metrics at
 // the trial's epoch.
 func TestLiveTunerTrials(t *testing.T) {
-	if testing.Short() {
-		t.Skip("e2e: starts Nomad, NATS, the autoscaler and three planners")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	s := startStack(t, ctx, map[string]string{"tune": "true", "tune_trials": "true"})
-
-	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
-	if err != nil {
-		t.Fatalf("connect to NATS: %v", err)
-	}
-	pl, _ := worker.LookupPipeline("pdfocr")
-	spec := worker.Spec{Pipeline: "pdfocr", Docs: 400, Regimes: 3, Seed: 11}
-	if err := worker.Publish(ctx, js, pl, spec, worker.PublishOptions{Storage: jetstream.FileStorage}); err != nil {
-		t.Fatalf("publish dataset: %v", err)
-	}
+	s := startTuned(t, true)
 
 	// 1. A committed trial of ocr-text, running in its slot.
 	var trial planGroup

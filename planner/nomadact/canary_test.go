@@ -69,11 +69,27 @@ func nomadCLI(t *testing.T, n *harness.Nomad, args ...string) string {
 // slotConfig returns the config the running allocation of op's canary slot runs.
 func slotConfig(t *testing.T, c *api.Client, job, op string) string {
 	t.Helper()
+	var cfgs []string
+	for _, r := range slotRuns(t, c, job, op) {
+		cfgs = append(cfgs, r.meta["trident_config"])
+	}
+	return strings.Join(cfgs, " ")
+}
+
+// slotRun is a running allocation of a canary slot and its group's meta.
+type slotRun struct {
+	id   string
+	meta map[string]string
+}
+
+// slotRuns returns the running allocations of op's canary slot.
+func slotRuns(t *testing.T, c *api.Client, job, op string) []slotRun {
+	t.Helper()
 	allocs, _, err := c.Jobs().Allocations(job, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfgs []string
+	var out []slotRun
 	for _, al := range allocs {
 		if al.TaskGroup != SlotGroupName(op) || al.DesiredStatus != "run" || al.ClientStatus != "running" {
 			continue
@@ -84,11 +100,11 @@ func slotConfig(t *testing.T, c *api.Client, job, op string) string {
 		}
 		for _, g := range full.Job.TaskGroups {
 			if *g.Name == al.TaskGroup {
-				cfgs = append(cfgs, g.Meta["trident_config"])
+				out = append(out, slotRun{id: al.ID, meta: g.Meta})
 			}
 		}
 	}
-	return strings.Join(cfgs, " ")
+	return out
 }
 
 // TestCanaryAgainstNomad: a candidate config's first instance is a Nomad canary of the

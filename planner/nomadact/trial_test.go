@@ -117,24 +117,12 @@ func TestTrialRunsInTheCanarySlot(t *testing.T) {
 	}
 }
 
-// slotAlloc returns the ID and group meta of the running allocation of op's canary slot.
+// slotAlloc returns the ID and group meta of the running allocation of op's canary slot
+// ("" and nil: none).
 func slotAlloc(t *testing.T, c *api.Client, job, op string) (string, map[string]string) {
 	t.Helper()
-	allocs, _, err := c.Jobs().Allocations(job, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, al := range allocs {
-		if al.TaskGroup != SlotGroupName(op) || al.DesiredStatus != "run" || al.ClientStatus != "running" {
-			continue
-		}
-		full, _, err := c.Allocations().Info(al.ID, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g := group(full.Job, al.TaskGroup); g != nil {
-			return al.ID, g.Meta
-		}
+	if rs := slotRuns(t, c, job, op); len(rs) > 0 {
+		return rs[0].id, rs[0].meta
 	}
 	return "", nil
 }
