@@ -67,10 +67,12 @@ type Config struct {
 	// features did not (a hidden workload change) produces one at once.
 	ShiftRun int
 	// DriftLimit is the decision limit h of a two-sided CUSUM test on the standardised
-	// residuals z of the samples the residual filter judges (clipped to ±2, slack
-	// DriftSlack): S⁺ ← max(0, S⁺ + z − k), and S⁻ likewise on −z; once one exceeds h the
-	// samples on its side since it last stood at zero are a regime shift, handled as a
-	// ShiftRun run is (default 8; negative: off). The run rule needs ShiftRun consecutive
+	// residuals z of the samples the residual filter judges (divided by their own robust
+	// scale, see GPEstimator.residualScale, and clipped to ±2; slack DriftSlack):
+	// S⁺ ← max(0, S⁺ + z − k), and S⁻ likewise on −z. Once one exceeds h, the samples since
+	// it last stood at zero that lie within ShiftRadius of the newest one's features are a
+	// regime shift, handled as a ShiftRun run is, provided the shift is large enough (see
+	// DriftMinShift) (default 8; negative: off). The run rule needs ShiftRun consecutive
 	// rejections, so a shift smaller than about ResidualK noise deviations never forms
 	// one: its samples fall on both sides of the threshold, the accepted half is averaged
 	// with the old regime's samples at the same features and the rejected half is lost. On
@@ -525,8 +527,9 @@ const driftClip = 2
 const driftHistory = 64
 
 // drift updates the CUSUM test of Config.DriftLimit with a judged sample's standardised
-// residual z and reports a regime shift; e.run then holds the samples on the shifted side
-// since its statistic last stood at zero (see GPEstimator.shift).
+// residual z and reports a regime shift; e.run then holds the samples since the crossing
+// side's statistic last stood at zero that lie within ShiftRadius of the newest sample's
+// features (see GPEstimator.shift).
 func (e *GPEstimator) drift(x []float64, y, rate, z float64) bool {
 	if e.cfg.DriftLimit < 0 {
 		return false
@@ -584,13 +587,14 @@ func (e *GPEstimator) drift(x []float64, y, rate, z float64) bool {
 
 // residualScale returns the robust scale of the latest standardised residuals, 1.4826
 // times their median absolute deviation from their median, and at least 1 (1 with fewer
-// than 16). The drift test divides residuals by it: the GP's noise variance is fitted to
-// the samples the residual filter accepted, which that filter truncated, so it runs below
-// the rates' real scatter. On backpressure seed 14 the fitted noise was 3.5-5 % against a
-// scatter of about 10 % (about 32 completions per interval); standardised by the fitted
-// noise, the residuals of one stationary workload crossed the CUSUM limit every 20-100
-// intervals (40 false shifts in 2000 intervals, MAPE 4.8 -> 7.9 %). A shift moves the
-// residuals' median, not their spread about it, so the scale does not hide one.
+// than minScaleResiduals; the drift test waits for that many). The drift test divides
+// residuals by it: the GP's noise variance is fitted to the samples the residual filter
+// accepted, which that filter truncated, so it runs below the rates' real scatter. On
+// backpressure seed 14 the fitted noise was 3.5-5 % against a scatter of about 10 % (about
+// 32 completions per interval); standardised by the fitted noise, the residuals of one
+// stationary workload crossed the CUSUM limit every 20-100 intervals (40 false shifts in
+// 2000 intervals, MAPE 4.8 -> 7.9 %). A shift moves the residuals' median, not their
+// spread about it, so the scale does not hide one.
 func (e *GPEstimator) residualScale() float64 {
 	if len(e.zs) < minScaleResiduals {
 		return 1
