@@ -22,7 +22,8 @@ import (
 //	SignalVar   [1e-4, 1e3]·s_y²
 //	NoiseVar    [1e-6, 1e1]·s_y²   (lower bound raised to MinNoiseVar if set)
 //	LengthScale [1e-2, 1e2]·(range of feature d)   (range 1 if the feature is constant; upper
-//	            bound lowered to MaxLengthScales[d] if set)
+//	            bound lowered to MaxLengthScales[d] if set, lower bound raised to
+//	            MinLengthScales[d] if set; the lower bound wins where they cross)
 //
 // The first start is the current hyperparameters (clamped), the second a data-derived default
 // (ȳ, s_y², 0.05·s_y², half the feature range), then Restarts random starts perturbing the
@@ -52,6 +53,10 @@ type FitOptions struct {
 	// length scale (input units; 0 or less: none), lowering the default bound of 1e2 times
 	// the feature's range. The lower bound is lowered to it where it would exceed it.
 	MaxLengthScales []float64
+	// MinLengthScales, if set, holds one lower bound per input dimension on the fitted
+	// length scale (input units; 0 or less: none), raising the default bound of 1e-2 times
+	// the feature's range. It wins over MaxLengthScales where the two cross.
+	MinLengthScales []float64
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -126,7 +131,10 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 	if o.MaxLengthScales != nil && len(o.MaxLengthScales) != g.dim {
 		return g.Hyper(), fmt.Errorf("gp: %d length-scale bounds for %d inputs", len(o.MaxLengthScales), g.dim)
 	}
-	sp := g.space(o.FixMean, o.MinNoiseVar, o.MaxLengthScales)
+	if o.MinLengthScales != nil && len(o.MinLengthScales) != g.dim {
+		return g.Hyper(), fmt.Errorf("gp: %d length-scale floors for %d inputs", len(o.MinLengthScales), g.dim)
+	}
+	sp := g.space(o.FixMean, o.MinNoiseVar, o.MaxLengthScales, o.MinLengthScales)
 	rng := rand.New(rand.NewPCG(o.Seed, 0x74726964656e74))
 
 	starts := [][]float64{sp.clamp(sp.theta(g.h))}
@@ -231,7 +239,7 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 }
 
 // space derives the parameterisation and bounds from the data held.
-func (g *GP) space(fixMean bool, minNoise float64, maxLS []float64) *fitSpace {
+func (g *GP) space(fixMean bool, minNoise float64, maxLS, minLS []float64) *fitSpace {
 	n := float64(len(g.ys))
 	var mean, ss float64
 	for _, y := range g.ys {
@@ -268,6 +276,10 @@ func (g *GP) space(fixMean bool, minNoise float64, maxLS []float64) *fitSpace {
 		if maxLS != nil && maxLS[d] > 0 {
 			hi = math.Min(hi, math.Log(maxLS[d]))
 			lo = math.Min(lo, hi)
+		}
+		if minLS != nil && minLS[d] > 0 {
+			lo = math.Max(lo, math.Log(minLS[d]))
+			hi = math.Max(hi, lo)
 		}
 		sp.lo = append(sp.lo, lo)
 		sp.hi = append(sp.hi, hi)

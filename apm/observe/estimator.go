@@ -66,6 +66,37 @@ type Config struct {
 	// such a run with probability below 1e-11 per sample; a capacity that moved while the
 	// features did not (a hidden workload change) produces one at once.
 	ShiftRun int
+	// DriftLimit is the decision limit h of a two-sided CUSUM test on the standardised
+	// residuals z of the samples the residual filter judges (divided by their own robust
+	// scale, see GPEstimator.residualScale, and clipped to ±2; slack DriftSlack):
+	// S⁺ ← max(0, S⁺ + z − k), and S⁻ likewise on −z. Once one exceeds h, the samples since
+	// it last stood at zero that lie within ShiftRadius of the newest one's features are a
+	// regime shift, handled as a ShiftRun run is, provided the shift is large enough (see
+	// DriftMinShift) (default 8; negative: off). The run rule needs ShiftRun consecutive
+	// rejections, so a shift smaller than about ResidualK noise deviations never forms
+	// one: its samples fall on both sides of the threshold, the accepted half is averaged
+	// with the old regime's samples at the same features and the rejected half is lost. On
+	// workload shift seed 14 a hidden drop of capacity from 6.07 to 4.93 (2.2 deviations
+	// of a model with 8.6 % noise) went undetected for 300 intervals, and the estimate
+	// stayed 15-25 % high. With the clip, at least ceil(h/(2−k)) = 6 samples are needed,
+	// more than the run rule's four (a cluster of outliers is no shift); a shift of 2
+	// deviations is found after about 8 samples, one of 1 deviation after about 17; in a
+	// well-specified model each side raises a false alarm about once in 10⁴ samples.
+	DriftLimit float64
+	// DriftSlack is the CUSUM's slack k in noise deviations (default 0.5: tuned to shifts
+	// of one deviation and more).
+	DriftSlack float64
+	// DriftMinShift is the smallest shift, in log rate (about relative), that a CUSUM
+	// alarm acts on (default 0.05): the run's mean log rate must differ from that of the
+	// older samples around it by at least this much and by three standard errors, or the
+	// alarm is cleared and the samples stay where the residual filter put them (see
+	// GPEstimator.driftSignificant). Rates drift a little for tens of intervals with the
+	// batch's composition, which the residuals see as a small persistent bias: on bursty
+	// starvation seed 20, rates 3.5 % below a correct estimate for 16 intervals of one
+	// workload set off an alarm; the shift dropped that workload's 150 samples, and the
+	// refit on the run alone extrapolated badly to the next workload (MAPE 3.9 -> 5.3 %,
+	// 1.7 points above the clean floor).
+	DriftMinShift float64
 	// ShiftRadius is the neighbourhood, relative to each feature's magnitude, that counts as
 	// one workload region, whatever the fitted length scales (default 0.25). A regime shift
 	// drops the old samples within it of the run's samples; the GP's full window evicts the
@@ -119,6 +150,18 @@ type Config struct {
 	// around hidden workload shifts at features that differ by a few percent (workload
 	// shift seed 8: 8.1 -> 8.9 %).
 	MaxLengthScale float64
+	// JitterLengthScale floors every length scale, in fits and after them, at this multiple
+	// of its feature's measurement noise: the standard deviation of the feature's change
+	// between consecutive samples that are not a workload change, estimated robustly as the
+	// median absolute change divided by 0.6745·√2 (default 3; negative: off). A sample's
+	// features are means over the requests of one interval, so they scatter around the
+	// workload's values by this much while its capacity does not move. A GP allowed length
+	// scales at that scatter reads the rate noise of single intervals as a steep feature
+	// effect: on workload shift seed 14 (prompt means jittering by about 100 tokens around
+	// 2200, fitted prompt length scale 110 tokens) the estimate of one stationary workload
+	// swung between 4.0 and 6.3 against a truth of 4.9 from interval to interval. Effects on
+	// scales below the features' own noise cannot be learnt from these samples anyway.
+	JitterLengthScale float64
 	// Synchronous declares an operator that serves one record at a time per instance (no
 	// overlapping execution or dynamic batching). For such an operator records per useful
 	// second is its capacity whatever its load (paper §4.1; DS2's premise holds), so the
@@ -173,6 +216,9 @@ func (c Config) withDefaults(dim int) Config {
 	if c.MaxLengthScale == 0 {
 		c.MaxLengthScale = 3
 	}
+	if c.JitterLengthScale == 0 {
+		c.JitterLengthScale = 3
+	}
 	if c.ResidualK == 0 {
 		c.ResidualK = 3
 	}
@@ -181,6 +227,15 @@ func (c Config) withDefaults(dim int) Config {
 	}
 	if c.ShiftRun == 0 {
 		c.ShiftRun = 4
+	}
+	if c.DriftLimit == 0 {
+		c.DriftLimit = 8
+	}
+	if c.DriftSlack == 0 {
+		c.DriftSlack = 0.5
+	}
+	if c.DriftMinShift == 0 {
+		c.DriftMinShift = 0.05
 	}
 	if c.ShiftRadius == 0 {
 		c.ShiftRadius = 0.25
@@ -211,10 +266,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe: signal floor %v and length-scale floor %v must not be negative", c.MinSignalSD, c.MinLengthScale)
 	case math.IsNaN(c.MaxLengthScale):
 		return fmt.Errorf("observe: length-scale cap %v is not a number", c.MaxLengthScale)
+	case math.IsNaN(c.JitterLengthScale) || math.IsInf(c.JitterLengthScale, 0):
+		return fmt.Errorf("observe: jitter length-scale multiple %v must be finite", c.JitterLengthScale)
 	case !(c.ResidualK > 0):
 		return fmt.Errorf("observe: residual threshold %v must be positive", c.ResidualK)
 	case c.ShiftRun < 2:
 		return fmt.Errorf("observe: shift run %d must be at least 2", c.ShiftRun)
+	case math.IsNaN(c.DriftLimit) || math.IsInf(c.DriftLimit, 0) || !(c.DriftSlack > 0) || math.IsInf(c.DriftSlack, 1):
+		return fmt.Errorf("observe: drift limit %v must be finite and drift slack %v positive and finite", c.DriftLimit, c.DriftSlack)
+	case !(c.DriftMinShift >= 0) || math.IsInf(c.DriftMinShift, 1):
+		return fmt.Errorf("observe: drift minimum shift %v must be finite and non-negative", c.DriftMinShift)
 	case !(c.ShiftRadius >= 0):
 		return fmt.Errorf("observe: shift radius %v must not be negative", c.ShiftRadius)
 	case !(c.ResidualCoverage > 0 && c.ResidualCoverage <= 1):
@@ -283,6 +344,14 @@ type GPEstimator struct {
 	run     []heldSample
 	runSign float64
 	shifts  int
+	// driftUp and driftDown are the CUSUM statistics of Config.DriftLimit; upRun and
+	// downRun the samples on each side since the statistic last stood at zero (at most
+	// driftHistory, newest last).
+	driftUp, driftDown float64
+	upRun, downRun     []heldSample
+	// zs holds the standardised residuals of the latest judged samples (at most
+	// driftHistory, newest last), for residualScale.
+	zs []float64
 	// uncovered counts the samples accepted since the last fit where the GP's posterior
 	// variance was at least ResidualCoverage of its prior variance.
 	uncovered int
@@ -292,6 +361,12 @@ type GPEstimator struct {
 	// feats holds the features of the latest samples (at most transitHistory), newest
 	// last, for the in-transit rule.
 	feats [][]float64
+	// prevX is the previous valid sample's features and steps the absolute changes of each
+	// feature between consecutive valid samples (at most jitterHistory, newest last), for
+	// the JitterLengthScale floor. They survive Reset: the scatter of per-interval feature
+	// means is the operator's, not the configuration's.
+	prevX []float64
+	steps [][]float64
 	// warm reports hyperparameters fitted before the last Reset: the first fit of the new
 	// epoch starts from them (level re-derived from the data) instead of a cold search.
 	warm bool
@@ -347,6 +422,7 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 	if err := s.validate(e.dim); err != nil {
 		return false, ReasonInvalid + ": " + err.Error()
 	}
+	e.recordStep(s.Features)
 	rate, transit := s.Rate(), false
 	if b := s.OutputBlockedSeconds; b > 0 && b < s.Interval.Seconds() {
 		// Records were completed in the unblocked part of the interval only (the signal
@@ -382,6 +458,10 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		m, v := e.model.Predict(s.Features)
 		uncovered = v >= e.cfg.ResidualCoverage*h.SignalVar
 		z := (y - m) / math.Sqrt(v+h.NoiseVar)
+		if e.mode == FilterTwoStage && !uncovered && !transit && e.drift(s.Features, y, rate, z) {
+			e.shift(ctx)
+			return true, ""
+		}
 		if e.mode == FilterTwoStage && math.Abs(z) > e.cfg.ResidualK && !uncovered {
 			sign := math.Copysign(1, z)
 			if sign != e.runSign || transit {
@@ -433,6 +513,161 @@ func (e *GPEstimator) admit(ctx context.Context, x []float64, y, rate float64, u
 		e.nextFit += min(max(e.nextFit-e.fitBase, 1), e.cfg.RefitEvery)
 	}
 	return nil
+}
+
+// driftClip bounds the standardised residual one sample adds to a CUSUM statistic: with
+// the default slack and limit a shift needs at least six samples, so that a cluster of
+// transient outliers is no shift. Clipped at ResidualK (3) instead, four rejected samples
+// within a few intervals sufficed: on the project's PDF trace (contention intervals, each
+// alone at 35-70 % of capacity) two false shifts in the first 500 intervals raised its
+// MAPE from 3.0 to 4.0 %, with no gain on the enginesim traces.
+const driftClip = 2
+
+// driftHistory bounds the samples a CUSUM side keeps for the shift it may signal.
+const driftHistory = 64
+
+// drift updates the CUSUM test of Config.DriftLimit with a judged sample's standardised
+// residual z and reports a regime shift; e.run then holds the samples since the crossing
+// side's statistic last stood at zero that lie within ShiftRadius of the newest sample's
+// features (see GPEstimator.shift).
+func (e *GPEstimator) drift(x []float64, y, rate, z float64) bool {
+	if e.cfg.DriftLimit < 0 {
+		return false
+	}
+	if len(e.zs) == driftHistory {
+		e.zs = append(e.zs[:0], e.zs[1:]...)
+	}
+	e.zs = append(e.zs, z)
+	if len(e.zs) < minScaleResiduals {
+		// The residuals' scale is not known yet, nor is the model's calibration.
+		return false
+	}
+	z /= e.residualScale()
+	zc := math.Max(-driftClip, math.Min(driftClip, z))
+	hs := heldSample{x: append([]float64(nil), x...), y: y, rate: rate}
+	side := func(stat *float64, run *[]heldSample, v float64) bool {
+		*stat = math.Max(0, *stat+v-e.cfg.DriftSlack)
+		if *stat == 0 {
+			*run = (*run)[:0]
+			return false
+		}
+		if len(*run) == driftHistory {
+			*run = append((*run)[:0], (*run)[1:]...)
+		}
+		*run = append(*run, hs)
+		return *stat > e.cfg.DriftLimit
+	}
+	up := side(&e.driftUp, &e.upRun, zc)
+	down := side(&e.driftDown, &e.downRun, -zc)
+	if !up && !down {
+		return false
+	}
+	src := e.upRun
+	if down {
+		src = e.downRun
+	}
+	// The shift is at the features where the run ends: samples of another workload that
+	// opened the run are no part of it (they would take that workload's samples with them).
+	newest := src[len(src)-1].x
+	var kept []heldSample
+	for _, r := range src {
+		if relativeDistance(r.x, newest) < e.cfg.ShiftRadius {
+			kept = append(kept, r)
+		}
+	}
+	src = kept
+	if !e.driftSignificant(src) {
+		e.resetDrift()
+		return false
+	}
+	e.run = append(e.run[:0], src...)
+	e.cfg.Logger.Debug("observe: CUSUM of residuals crossed its limit; regime shift", "estimator", e.Name(), "run", len(e.run))
+	return true
+}
+
+// residualScale returns the robust scale of the latest standardised residuals, 1.4826
+// times their median absolute deviation from their median, and at least 1 (1 with fewer
+// than minScaleResiduals; the drift test waits for that many). The drift test divides
+// residuals by it: the GP's noise variance is fitted to the samples the residual filter
+// accepted, which that filter truncated, so it runs below the rates' real scatter. On
+// backpressure seed 14 the fitted noise was 3.5-5 % against a scatter of about 10 % (about
+// 32 completions per interval); standardised by the fitted noise, the residuals of one
+// stationary workload crossed the CUSUM limit every 20-100 intervals (40 false shifts in
+// 2000 intervals, MAPE 4.8 -> 7.9 %). A shift moves the residuals' median, not their
+// spread about it, so the scale does not hide one.
+func (e *GPEstimator) residualScale() float64 {
+	if len(e.zs) < minScaleResiduals {
+		return 1
+	}
+	v := slices.Clone(e.zs)
+	slices.Sort(v)
+	med := v[len(v)/2]
+	for i := range v {
+		v[i] = math.Abs(v[i] - med)
+	}
+	slices.Sort(v)
+	return math.Max(1, 1.4826*v[len(v)/2])
+}
+
+// driftSignificant reports whether the CUSUM run differs from the older samples the GP
+// holds around it (within ShiftRadius of one of its samples) by at least DriftMinShift in
+// mean log rate, and by at least three standard errors of that difference (the samples'
+// pooled standard deviation over √(1/n_run + 1/n_old)). The run is compared with the data
+// it would replace, not with the model: a model fitted with too little noise follows its
+// latest samples, and its residuals then drift both ways. Rates wander for tens of
+// intervals with the batch's composition, so a run of 10-15 samples differs from the
+// level it replaces by a few percent more often than its CUSUM crossing suggests: on
+// bursty starvation seed 20 a run 3.5 % below the truth (16 samples), on long starvation
+// seed 1 one 8 % below it (11 samples, rates scattering by 10 %), each dropped a
+// stationary workload's samples.
+func (e *GPEstimator) driftSignificant(run []heldSample) bool {
+	xs, ys := e.model.Data()
+	var old []float64
+	for i, x := range xs {
+		near, member := false, false
+		for _, r := range run {
+			near = near || relativeDistance(x, r.x) < e.cfg.ShiftRadius
+			member = member || ys[i] == r.y && slices.Equal(x, r.x)
+		}
+		if near && !member {
+			old = append(old, ys[i])
+		}
+	}
+	if len(old) < 2 {
+		return true // nothing to replace, or too little to compare with: admit the run
+	}
+	mean := func(v []float64) float64 {
+		m := 0.0
+		for _, x := range v {
+			m += x / float64(len(v))
+		}
+		return m
+	}
+	ry := make([]float64, len(run))
+	for i, r := range run {
+		ry[i] = r.y
+	}
+	mr, mo := mean(ry), mean(old)
+	ss := 0.0
+	for _, y := range ry {
+		ss += (y - mr) * (y - mr)
+	}
+	for _, y := range old {
+		ss += (y - mo) * (y - mo)
+	}
+	sd := math.Sqrt(ss / float64(len(ry)+len(old)-2))
+	se := sd * math.Sqrt(1/float64(len(ry))+1/float64(len(old)))
+	gap := math.Abs(mr - mo)
+	return gap >= e.cfg.DriftMinShift && gap >= 3*se
+}
+
+// minScaleResiduals is the number of judged residuals residualScale needs.
+const minScaleResiduals = 16
+
+// resetDrift clears the CUSUM test.
+func (e *GPEstimator) resetDrift() {
+	e.driftUp, e.driftDown = 0, 0
+	e.upRun, e.downRun = e.upRun[:0], e.downRun[:0]
 }
 
 // warmHistory bounds the warm-up samples held for release.
@@ -623,6 +858,7 @@ func (e *GPEstimator) shift(ctx context.Context) {
 	e.cfg.Logger.Debug("observe: regime shift: old samples near the run dropped, run admitted",
 		"estimator", e.Name(), "run", len(e.run), "dropped", dropped, "kept", kept)
 	e.run, e.rejects = e.run[:0], 0
+	e.resetDrift()
 	if kept == 0 {
 		e.nextFit, e.fitBase = max(e.cfg.NMin, e.accepted+1), 0
 		return
@@ -678,6 +914,7 @@ func (e *GPEstimator) fit(ctx context.Context, o gp.FitOptions) {
 	}
 	e.uncovered = 0
 	o.MaxLengthScales = e.lengthScaleCaps()
+	o.MinLengthScales = e.jitterFloors()
 	if _, err := e.model.Fit(ctx, o); err != nil {
 		e.cfg.Logger.Warn("observe: GP fit failed; keeping previous hyperparameters", "estimator", e.Name(), "err", err)
 		return
@@ -722,6 +959,45 @@ func (e *GPEstimator) lengthScaleCaps() []float64 {
 	return caps
 }
 
+// jitterHistory bounds the consecutive-sample feature changes kept for the
+// JitterLengthScale floor.
+const jitterHistory = 64
+
+// recordStep records the change of each feature since the previous valid sample.
+func (e *GPEstimator) recordStep(x []float64) {
+	if e.prevX != nil {
+		d := make([]float64, e.dim)
+		for i := range d {
+			d[i] = math.Abs(x[i] - e.prevX[i])
+		}
+		if len(e.steps) == jitterHistory {
+			e.steps = append(e.steps[:0], e.steps[1:]...)
+		}
+		e.steps = append(e.steps, d)
+	}
+	e.prevX = append(e.prevX[:0], x...)
+}
+
+// jitterFloors returns the per-feature length-scale floors of Config.JitterLengthScale:
+// the multiple of each feature's measurement noise, estimated from the median absolute
+// change between consecutive samples (robust to the rare workload changes among them).
+// It returns nil when the floor is off or fewer than 8 changes were seen.
+func (e *GPEstimator) jitterFloors() []float64 {
+	if e.cfg.JitterLengthScale <= 0 || len(e.steps) < 8 {
+		return nil
+	}
+	out := make([]float64, e.dim)
+	col := make([]float64, len(e.steps))
+	for d := range out {
+		for i, st := range e.steps {
+			col[i] = st[d]
+		}
+		slices.Sort(col)
+		out[d] = e.cfg.JitterLengthScale * col[len(col)/2] / (0.6745 * math.Sqrt2)
+	}
+	return out
+}
+
 // ranges returns each feature's range over the samples held.
 func (e *GPEstimator) ranges() []float64 {
 	xs, _ := e.model.Data()
@@ -749,11 +1025,16 @@ func (e *GPEstimator) guard() {
 	}
 	mag := e.meanMagnitudes()
 	caps := e.lengthScaleCaps()
+	jit := e.jitterFloors()
 	for d := range h.LengthScales {
 		if caps != nil && caps[d] > 0 && h.LengthScales[d] > caps[d] {
 			h.LengthScales[d], changed = caps[d], true
 		}
-		if floor := e.cfg.MinLengthScale * mag[d]; h.LengthScales[d] < floor {
+		floor := e.cfg.MinLengthScale * mag[d]
+		if jit != nil {
+			floor = math.Max(floor, jit[d])
+		}
+		if h.LengthScales[d] < floor {
 			h.LengthScales[d], changed = floor, true
 		}
 	}
@@ -837,4 +1118,5 @@ func (e *GPEstimator) Reset() {
 	e.warm = e.warm || e.fitted
 	e.fitted, e.accepted, e.rejects, e.nextFit, e.fitBase = false, 0, 0, e.cfg.NMin, 0
 	e.run, e.uncovered, e.feats, e.warmHeld = e.run[:0], 0, e.feats[:0], e.warmHeld[:0]
+	e.resetDrift()
 }

@@ -31,6 +31,7 @@ func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.DurationVar(&boCfg.EvalDuration, "eval", boCfg.EvalDuration, "length of one simulated tuning evaluation")
 	fs.DurationVar(&boCfg.SustainedDuration, "sustained", boCfg.SustainedDuration, "run length over which a recommendation's OOM risk is judged")
 	fs.Uint64Var(&clCfg.Seed, "cluster-seed", clCfg.Seed, "seed of the clustering streams")
+	surface := fs.String("surface", "own", "response surfaces the BO is measured on: own (strategy/opmodel: TextOCR, Captioning), independent (strategy/kvserve, written apart from opmodel: Chat-13B, RAG-8B) or both")
 	fs.StringVar(&clCfg.Python, "python", clCfg.Python, "python3 with scikit-learn for the offline baselines (empty, or without scikit-learn: skip them)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -41,10 +42,21 @@ func runBenchAdapt(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if !(boCfg.MarginGB >= 0) || !(boCfg.PeakK >= 0) {
 		return fmt.Errorf("adapt: -margin-gb and -peak-k must not be negative")
 	}
+	var boCases []adaptbench.BOCase
+	switch *surface {
+	case "own":
+		boCases = adaptbench.DefaultBOCases()
+	case "independent":
+		boCases = adaptbench.IndependentBOCases()
+	case "both":
+		boCases = append(adaptbench.DefaultBOCases(), adaptbench.IndependentBOCases()...)
+	default:
+		return fmt.Errorf("adapt: -surface %q: want own, independent or both", *surface)
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
 	start := time.Now()
-	cases, err := adaptbench.RunBO(ctx, boCfg, adaptbench.DefaultBOCases())
+	cases, err := adaptbench.RunBO(ctx, boCfg, boCases)
 	if err != nil {
 		return fmt.Errorf("adapt: %w", err)
 	}

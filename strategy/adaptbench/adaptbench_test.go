@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
-	"github.com/trident-sched/trident/strategy/opmodel"
 )
 
 // TestConstrainedBOCutsOOMs checks the constrained BO against the honest baseline — EI
@@ -68,7 +67,7 @@ func TestLiveRecommendationSurvivesSustainedRun(t *testing.T) {
 		}
 	}
 	cs := DefaultBOCases()[1]
-	space := opmodel.Space()
+	space := cs.Surface.Space()
 	for _, run := range []struct {
 		budget int
 		seed   uint64
@@ -79,7 +78,7 @@ func TestLiveRecommendationSurvivesSustainedRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := cs.Engine.OOMProbability(r.Recommendation.Config, cs.Workload, cfg.SustainedDuration)
+		p, err := cs.Surface.OOMProbability(r.Recommendation.Config, cfg.SustainedDuration)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,5 +206,25 @@ func TestProbeOfflineUnavailable(t *testing.T) {
 	}
 	if err := ProbeOffline(context.Background(), ""); err == nil {
 		t.Error("empty interpreter: no error")
+	}
+}
+
+// TestIndependentSurfaceRuns runs every variant once with a short budget on the
+// independent surface (strategy/kvserve): the default configuration must fit, the oracle
+// must beat it, and every recommendation must be scored.
+func TestIndependentSurfaceRuns(t *testing.T) {
+	cfg := DefaultBOConfig()
+	cfg.Seeds, cfg.Budget = 1, 6
+	res, err := RunBO(context.Background(), cfg, IndependentBOCases())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res {
+		if !(c.Default > 0) || c.DefaultOOM > 1e-6 || !(c.Oracle > c.Default) {
+			t.Errorf("%s: default %.3f (P(OOM) %.2g), oracle %.3f", c.Case.Name, c.Default, c.DefaultOOM, c.Oracle)
+		}
+		if len(c.Methods) != len(DefaultVariants(cfg)) {
+			t.Errorf("%s: %d variants scored, want %d", c.Case.Name, len(c.Methods), len(DefaultVariants(cfg)))
+		}
 	}
 }

@@ -14,22 +14,103 @@ import (
 	"github.com/trident-sched/trident/strategy/adapt"
 	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/configspace"
+	"github.com/trident-sched/trident/strategy/kvserve"
 	"github.com/trident-sched/trident/strategy/opmodel"
 )
 
+// Surface is a tunable operator's response to its configurations: what a tuning run
+// measures, and the truth its recommendation is scored against. The project's own model
+// (strategy/opmodel, OpmodelSurface) and an independent one (strategy/kvserve,
+// KVServeSurface) implement it.
+type Surface interface {
+	// Space is the configuration space; its default is the configuration a deployment
+	// runs (known to fit).
+	Space() *configspace.Space
+	// DeviceMemGB is the device memory a peak must stay below.
+	DeviceMemGB() float64
+	// Evaluate runs c for d: the measured throughput, the peak memory (GB) and whether
+	// the run failed with OOM.
+	Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (thr, peakGB float64, oom bool, err error)
+	// TrueRate is the noise-free throughput of c.
+	TrueRate(c configspace.Config) (float64, error)
+	// OOMProbability is the probability that a run of c for d fails with OOM.
+	OOMProbability(c configspace.Config, d time.Duration) (float64, error)
+}
+
 // BOCase is one tunable operator under one workload cluster.
 type BOCase struct {
-	Name     string
-	Engine   opmodel.Engine
-	Workload opmodel.Workload
+	Name    string
+	Surface Surface
+}
+
+// opmodelSurface is an opmodel engine under one workload.
+type opmodelSurface struct {
+	e     opmodel.Engine
+	w     opmodel.Workload
+	space *configspace.Space
+}
+
+// OpmodelSurface returns the project's own response surface (strategy/opmodel) of engine
+// e under workload w.
+func OpmodelSurface(e opmodel.Engine, w opmodel.Workload) Surface {
+	return opmodelSurface{e: e, w: w, space: opmodel.Space()}
+}
+
+func (s opmodelSurface) Space() *configspace.Space { return s.space }
+func (s opmodelSurface) DeviceMemGB() float64      { return s.e.DeviceMemGB }
+func (s opmodelSurface) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (float64, float64, bool, error) {
+	r, err := s.e.Evaluate(c, s.w, d, rng)
+	return r.Throughput, r.PeakMemGB, r.OOM, err
+}
+func (s opmodelSurface) TrueRate(c configspace.Config) (float64, error) {
+	x, err := s.e.Model(c, s.w)
+	return x.Throughput, err
+}
+func (s opmodelSurface) OOMProbability(c configspace.Config, d time.Duration) (float64, error) {
+	return s.e.OOMProbability(c, s.w, d)
+}
+
+// kvserveSurface is a kvserve model.
+type kvserveSurface struct {
+	m     kvserve.Model
+	space *configspace.Space
+}
+
+// KVServeSurface returns the independent response surface of strategy/kvserve (a
+// vLLM-style engine with a preallocated paged KV cache and a heavy-tailed peak law),
+// written apart from opmodel so that the tuner is measured on data it was not tuned on.
+func KVServeSurface(m kvserve.Model) Surface { return kvserveSurface{m: m, space: kvserve.Space()} }
+
+func (s kvserveSurface) Space() *configspace.Space { return s.space }
+func (s kvserveSurface) DeviceMemGB() float64      { return s.m.DeviceGB }
+func (s kvserveSurface) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (float64, float64, bool, error) {
+	r, err := s.m.Evaluate(c, d, rng)
+	return r.Throughput, r.PeakGB, r.OOM, err
+}
+func (s kvserveSurface) TrueRate(c configspace.Config) (float64, error) {
+	x, err := s.m.Model(c)
+	return x.Throughput, err
+}
+func (s kvserveSurface) OOMProbability(c configspace.Config, d time.Duration) (float64, error) {
+	return s.m.OOMProbability(c, d)
 }
 
 // DefaultBOCases returns the paper's two tunable operators: TextOCR on academic papers
 // (long pages, long transcriptions) and Captioning on long-form videos (10 min).
 func DefaultBOCases() []BOCase {
 	return []BOCase{
-		{Name: "TextOCR (PDF)", Engine: opmodel.TextOCR(), Workload: opmodel.DocumentWorkload(1900, 900)},
-		{Name: "Captioning (Video)", Engine: opmodel.Captioning(), Workload: opmodel.VideoWorkload(600)},
+		{Name: "TextOCR (PDF)", Surface: OpmodelSurface(opmodel.TextOCR(), opmodel.DocumentWorkload(1900, 900))},
+		{Name: "Captioning (Video)", Surface: OpmodelSurface(opmodel.Captioning(), opmodel.VideoWorkload(600))},
+	}
+}
+
+// IndependentBOCases returns the two cases of the independent surface (strategy/kvserve):
+// a KV-bound 13B chat model on a 40 GB device and a prefill-heavy 8B retrieval-augmented
+// model on a 24 GB device, whose peak is set by the longest prompt of the run.
+func IndependentBOCases() []BOCase {
+	return []BOCase{
+		{Name: "Chat-13B (kvserve, A100-40GB)", Surface: KVServeSurface(kvserve.Chat13B())},
+		{Name: "RAG-8B (kvserve, L4-24GB)", Surface: KVServeSurface(kvserve.RAG8B())},
 	}
 }
 
@@ -183,7 +264,6 @@ func (c CaseOutcome) Method(name string) (MethodOutcome, bool) {
 
 // RunBO runs every variant cfg.Seeds times on every case.
 func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, error) {
-	space := opmodel.Space()
 	variants := cfg.Variants
 	if len(variants) == 0 {
 		variants = DefaultVariants(cfg)
@@ -191,13 +271,14 @@ func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, er
 	var out []CaseOutcome
 	for ci, cs := range cases {
 		co := CaseOutcome{Case: cs}
-		def, err := cs.Engine.Model(space.Default(), cs.Workload)
+		space := cs.Surface.Space()
+		def, err := cs.Surface.TrueRate(space.Default())
 		if err != nil {
 			return nil, fmt.Errorf("adaptbench: %s default: %w", cs.Name, err)
 		}
-		co.Default = def.Throughput
-		if co.DefaultOOM, err = cs.Engine.OOMProbability(space.Default(), cs.Workload, cfg.SustainedDuration); err != nil {
-			return nil, err
+		co.Default = def
+		if co.DefaultOOM, err = cs.Surface.OOMProbability(space.Default(), cfg.SustainedDuration); err != nil {
+			return nil, fmt.Errorf("adaptbench: %s default: %w", cs.Name, err)
 		}
 		if co.Oracle, err = oracle(space, cs, cfg.SustainedDuration, rand.New(rand.NewPCG(uint64(ci), 99))); err != nil {
 			return nil, err
@@ -222,17 +303,17 @@ func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, er
 					}
 				}
 				if r.Recommendation.Config != nil {
-					x, err := cs.Engine.Model(r.Recommendation.Config, cs.Workload)
+					x, err := cs.Surface.TrueRate(r.Recommendation.Config)
 					if err != nil {
-						return nil, err
+						return nil, fmt.Errorf("adaptbench: %s %s seed %d: %w", cs.Name, v.Name, seed, err)
 					}
-					p, err := cs.Engine.OOMProbability(r.Recommendation.Config, cs.Workload, cfg.SustainedDuration)
+					p, err := cs.Surface.OOMProbability(r.Recommendation.Config, cfg.SustainedDuration)
 					if err != nil {
-						return nil, err
+						return nil, fmt.Errorf("adaptbench: %s %s seed %d: %w", cs.Name, v.Name, seed, err)
 					}
-					mo.RecTrue += x.Throughput
+					mo.RecTrue += x
 					mo.RecSustainedOOM += p
-					mo.RecEffective += x.Throughput * (1 - p)
+					mo.RecEffective += x * (1 - p)
 				}
 				mo.Runs++
 			}
@@ -255,7 +336,7 @@ func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOC
 	m := v.Method
 	optRng := rand.New(rand.NewPCG(seed, uint64(m)+1))
 	envRng := rand.New(rand.NewPCG(seed, 1000+uint64(m)))
-	opts := bo.Options{Method: m, InitPoints: v.InitPoints, MemLimit: cs.Engine.DeviceMemGB,
+	opts := bo.Options{Method: m, InitPoints: v.InitPoints, MemLimit: cs.Surface.DeviceMemGB(),
 		Margin: v.MarginGB, PeakK: v.PeakK, Delta: v.Delta}
 	if opts.InitPoints == 0 {
 		opts.InitPoints = cfg.InitPoints
@@ -268,8 +349,7 @@ func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOC
 		budget = cfg.Budget
 	}
 	obj := func(ctx context.Context, c configspace.Config) (float64, float64, bool, error) {
-		r, err := cs.Engine.Evaluate(c, cs.Workload, cfg.EvalDuration, envRng)
-		return r.Throughput, r.PeakMemGB, r.OOM, err
+		return cs.Surface.Evaluate(c, cfg.EvalDuration, envRng)
 	}
 	return bo.Run(ctx, space, opts, optRng, obj, budget)
 }
@@ -290,16 +370,16 @@ func oracle(space *configspace.Space, cs BOCase, sustained time.Duration, rng *r
 		if !space.Satisfies(c) {
 			continue
 		}
-		x, err := cs.Engine.Model(c, cs.Workload)
+		x, err := cs.Surface.TrueRate(c)
 		if err != nil {
 			return 0, err
 		}
-		p, err := cs.Engine.OOMProbability(c, cs.Workload, sustained)
+		p, err := cs.Surface.OOMProbability(c, sustained)
 		if err != nil {
 			return 0, err
 		}
 		if p < 0.01 {
-			best = math.Max(best, x.Throughput)
+			best = math.Max(best, x)
 		}
 	}
 	return best, nil

@@ -61,7 +61,7 @@ func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn 
 	for _, c := range cases {
 		t := benchfmt.Table{
 			Title: fmt.Sprintf("Configuration optimisation, %s: %d evaluations, %d seeds, device %.0f GB, evaluations of %v, OOM risk over %v (cf. paper Table 5)",
-				c.Case.Name, cfg.Budget, cfg.Seeds, c.Case.Engine.DeviceMemGB, cfg.EvalDuration, cfg.SustainedDuration),
+				c.Case.Name, cfg.Budget, cfg.Seeds, c.Case.Surface.DeviceMemGB(), cfg.EvalDuration, cfg.SustainedDuration),
 			Header: []string{"variant", "settings", "OOM evals/run", "best measured (req/s)", "rec. true (req/s)", "rec. P(OOM) sustained", "rec. true × P(no OOM)", "vs oracle"},
 		}
 		t.AddRow("default config", "-", "-", "-", c.Default, c.DefaultOOM, c.Default*(1-c.DefaultOOM), fmt.Sprintf("%.1f%%", 100*c.Default*(1-c.DefaultOOM)/c.Oracle))
