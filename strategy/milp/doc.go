@@ -125,7 +125,7 @@
 //     vertex would pin most x_in at 0; a simplex LP cut short by its share leaves the
 //     interior point as the only guide), at most 40 % of the remaining time, its plan
 //     filled as in (2); (6) the move search (move.go), at most 50 % of the remaining
-//     time (20 % where (7) follows): the routing LP of the best plan, solved as an LP, values one more instance of
+//     time: the routing LP of the best plan, solved as an LP, values one more instance of
 //     operator i on node n by the dual of its capacity row cap_i_n times one instance's
 //     rate; instances are added at the most valuable pairs, room made by removing
 //     instances the routing leaves (partly) unused, and an operator at its parallelism

@@ -9,13 +9,12 @@ import (
 
 // Shares of the remaining time the phases of a search may use at most.
 const (
-	lpShare      = 0.25 // LP relaxation
-	routeShare   = 0.10 // each routing LP
-	rensShare    = 0.40 // RENS
-	moveShare    = 0.50 // the move search
-	moveShareLNS = 0.20 // the move search when the node-neighbourhood search follows
-	lnsShare     = 0.70 // the node-neighbourhood search
-	polishShare  = 0.20 // HiGHS from a move plan just inside the gap
+	lpShare     = 0.25 // LP relaxation
+	routeShare  = 0.10 // each routing LP
+	rensShare   = 0.40 // RENS
+	moveShare   = 0.50 // the move search
+	lnsShare    = 0.70 // the node-neighbourhood search
+	polishShare = 0.20 // HiGHS from a move plan just inside the gap
 )
 
 // search is one Solve: the best checked plan so far, the best proven bound on the
@@ -47,16 +46,8 @@ func (s *search) run() {
 		if s.done() {
 			return
 		}
-		// with the neighbourhood search to follow, the moves get a smaller share: on
-		// het/128/s9 they took 2.7 s for 552.7 -> 560.2, which the neighbourhoods then
-		// reach in a fraction of that
-		withLNS := q.M >= lnsMinCluster
-		share := moveShare
-		if withLNS {
-			share = moveShareLNS
-		}
-		s.consider(s.m.move(s.ctx, s.best, s.bound, opts, s.share(share)), "move")
-		if !s.done() && withLNS {
+		s.consider(s.m.move(s.ctx, s.best, s.bound, opts, s.share(moveShare)), "move")
+		if !s.done() && q.M >= lnsMinCluster {
 			s.consider(s.m.lns(s.ctx, s.best, s.bound, opts, s.share(lnsShare), s.logPhase), "lns")
 		}
 		if s.done() {
