@@ -91,7 +91,9 @@ func RunHetero(ctx context.Context, cfg HeteroConfig, w io.Writer) (benchfmt.Res
 	if err != nil {
 		return res, err
 	}
+	which := "instances " + strings.Join(cfg.Only, ",")
 	if len(sizes) == 0 {
+		which = fmt.Sprintf("%d instances per size", cfg.Seeds)
 		sizes = cfg.Sizes
 		for _, size := range sizes {
 			for seed := 1; seed <= cfg.Seeds; seed++ {
@@ -190,8 +192,8 @@ func RunHetero(ctx context.Context, cfg HeteroConfig, w io.Writer) (benchfmt.Res
 		}
 	}
 	tab := benchfmt.Table{
-		Title: fmt.Sprintf("MILP on heterogeneous clusters (hetgen, %d instances per size; %d cores, load avg %.2f at start, time limit %v, gap %.3g)",
-			len(onlySeeds[sizes[0]]), runtime.NumCPU(), load, cfg.TimeLimit, cfg.RelGap),
+		Title: fmt.Sprintf("MILP on heterogeneous clusters (hetgen, %s; %d cores, load avg %.2f at start, time limit %v, gap %.3g)",
+			which, runtime.NumCPU(), load, cfg.TimeLimit, cfg.RelGap),
 		Header: []string{"nodes", "mode", "n", "median ms", "p95 ms", "max ms", "within 1%", "worst loss", "median loss",
 			"plain ahead >0.5%", "worst vs plain"},
 	}
