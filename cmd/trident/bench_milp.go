@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
+	"github.com/trident-sched/trident/strategy/milp"
 	"github.com/trident-sched/trident/strategy/milp/contendbench"
 	"github.com/trident-sched/trident/strategy/milp/milpbench"
 )
@@ -30,6 +33,8 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.IntVar(&cfg.PlainMax, "plain-max-nodes", cfg.PlainMax, "run the bare and nostart ablations (with -hetero: the plain peer) only up to this many nodes")
 	verbose := fs.Bool("v", false, "print one line per solve on stderr")
 	contention := fs.Bool("contention", false, "the contention term (trident_contention): plans made with and without it on clusters where co-located network/IO-heavy operators slow down, both evaluated under simulated contention (contendbench; default sizes 4,8, 10 seeds, 3 s per solve)")
+	only := fs.String("instances", "", "with -hetero: comma-separated instances to run instead of every size and seed, e.g. 64/5,128/1 (nodes/seed)")
+	debug := fs.Bool("debug", false, "with -hetero: the solver's debug log (phases, plans, bounds) on stderr")
 	hetero := fs.Bool("hetero", false, "heterogeneous clusters (hetgen; default sizes 8,16,32,64,128, modes trident, 10 seeds) against the plain-formulation peer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -40,7 +45,7 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return runBenchMILPContention(ctx, set, *sizes, cfg, *verbose, stdout, stderr)
 	}
 	if *hetero {
-		return runBenchMILPHetero(ctx, set, *sizes, *modes, cfg, *verbose, stdout, stderr)
+		return runBenchMILPHetero(ctx, set, *sizes, *modes, *only, *debug, cfg, *verbose, stdout, stderr)
 	}
 	var err error
 	if cfg.Sizes, err = milpbench.ParseInts(*sizes); err != nil {
@@ -78,8 +83,14 @@ func runBenchMILP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // runBenchMILPHetero is `bench milp -hetero`: the flags the caller set override
 // milpbench.DefaultHeteroConfig.
-func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes string, flags milpbench.Config, verbose bool, stdout, stderr io.Writer) error {
+func runBenchMILPHetero(ctx context.Context, set map[string]bool, sizes, modes, only string, debug bool, flags milpbench.Config, verbose bool, stdout, stderr io.Writer) error {
 	cfg := milpbench.DefaultHeteroConfig()
+	if only != "" {
+		cfg.Only = strings.Split(only, ",")
+	}
+	if debug {
+		cfg.Solver = milp.HiGHS{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	}
 	if err := overrideRun(set, sizes, flags, &cfg.Sizes, &cfg.Seeds, &cfg.TimeLimit, &cfg.RelGap); err != nil {
 		return err
 	}

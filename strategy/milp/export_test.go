@@ -69,3 +69,16 @@ func LPRelaxation(p *Problem, opts Options) (float64, error) {
 	}
 	return res.objective, res.err
 }
+
+// LNSFrom returns the plan s improved by the node-neighbourhood search (nil when no
+// sub-MIP paid), with up to limit of time; the bound is +Inf, so the search stops only
+// by its own rule (lnsFails sub-MIPs in a row without gain) or the limit.
+func LNSFrom(p *Problem, s *Solution, limit time.Duration) (*Solution, error) {
+	q, err := newPrep(p)
+	if err != nil {
+		return nil, err
+	}
+	opts := Options{}.withDefaults()
+	m := buildModel(q, opts)
+	return m.lns(context.Background(), s, math.Inf(1), opts, time.Now().Add(limit), func(string, highsResult) {}), nil
+}

@@ -123,7 +123,9 @@ const (
 // whose optimum is a proven bound and which guides the next starts; the greedy placement
 // re-routed by an LP and topped up into local pipelines (fill.go), LP rounding and RENS
 // (HiGHS on the model with every integer column restricted to the floor or ceiling of its
-// LP value); then HiGHS on the full model from the best start. Whenever the best plan is
+// LP value); the move search (move.go) and, on clusters of 64 nodes or more, the
+// node-neighbourhood search (lns.go: HiGHS on the placement of a few nodes at a time);
+// then HiGHS on the full model from the best start. Whenever the best plan is
 // proven within Options.RelGap of the best bound, the solve stops. Every HiGHS run has the
 // relative gap and a time limit set, runs on a locked OS thread and is interrupted by a
 // watchdog at its deadline or when ctx ends.

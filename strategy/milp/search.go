@@ -13,6 +13,7 @@ const (
 	routeShare  = 0.10 // each routing LP
 	rensShare   = 0.40 // RENS
 	moveShare   = 0.50 // the move search
+	lnsShare    = 0.70 // the node-neighbourhood search
 	polishShare = 0.20 // HiGHS from a move plan just inside the gap
 )
 
@@ -46,11 +47,14 @@ func (s *search) run() {
 			return
 		}
 		s.consider(s.m.move(s.ctx, s.best, s.bound, opts, s.share(moveShare)), "move")
+		if !s.done() && q.M >= lnsMinCluster {
+			s.consider(s.m.lns(s.ctx, s.best, s.bound, opts, s.share(lnsShare), s.logPhase), "lns")
+		}
 		if s.done() {
 			// a move plan just inside the gap: HiGHS from it, for a tighter gap and a
 			// short share, gets what a peer that overshoots the gap would (het/16/s9: the
 			// moves stall 0.7 % below the optimum HiGHS proves in 0.1 s)
-			if s.best.Source == "move" && s.ctx.Err() == nil && time.Now().Before(s.deadline) &&
+			if (s.best.Source == "move" || s.best.Source == "lns") && s.ctx.Err() == nil && time.Now().Before(s.deadline) &&
 				!provenWithin(relGap(s.bound, s.best.Objective), opts.RelGap*moveGap) {
 				polish := opts
 				polish.RelGap *= moveGap

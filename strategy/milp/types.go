@@ -215,7 +215,8 @@ type Solution struct {
 	// Source is the phase that produced the plan: "greedy" (the greedy plan, possibly
 	// re-routed by the routing LP, topped up by fill or replaced by LP rounding), "rens" (HiGHS on the model
 	// restricted around the LP relaxation), "move" (the move search: instances moved to
-	// where the routing LP values them) or "highs" (HiGHS on the full model).
+	// where the routing LP values them), "lns" (the node-neighbourhood search: HiGHS on
+	// the placement of a few nodes at a time) or "highs" (HiGHS on the full model).
 	Source string
 }
 
@@ -227,8 +228,8 @@ type Options struct {
 	TimeLimit time.Duration
 	// Threads for HiGHS. Default 1.
 	Threads int
-	// NoWarmStart disables every start (greedy, routing LP, LP rounding, RENS, moves): HiGHS runs
-	// alone on the model (ablation).
+	// NoWarmStart disables every start (greedy, routing LP, LP rounding, RENS, moves,
+	// neighbourhoods): HiGHS runs alone on the model (ablation).
 	NoWarmStart bool
 	// SymmetryRows adds rows ordering the nodes of every identical class by load. Off by
 	// default: HiGHS detects the symmetry of identical nodes itself, and on the paper's

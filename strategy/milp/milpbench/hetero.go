@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
@@ -24,6 +25,31 @@ type HeteroConfig struct {
 	PlainMax  int           // the plain peer only up to this many nodes
 	Progress  io.Writer     // optional: one line per instance
 	Solver    milp.Solver   // defaults to milp.HiGHS{}
+	// Only, when not empty, restricts the run to these instances ("64/5": 64 nodes, seed
+	// 5); Sizes and Seeds are then ignored. For re-running the misses while iterating.
+	Only []string
+}
+
+// only parses cfg.Only into the sizes to run and, per size, the seeds.
+func (cfg HeteroConfig) only() ([]int, map[int][]int, error) {
+	var sizes []int
+	seeds := map[int][]int{}
+	for _, o := range cfg.Only {
+		var n, s int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(o), "het/"), "%d/s%d", &n, &s); err != nil {
+			if _, err := fmt.Sscanf(strings.TrimPrefix(strings.TrimSpace(o), "het/"), "%d/%d", &n, &s); err != nil {
+				return nil, nil, fmt.Errorf("milpbench: instance %q: want nodes/seed, e.g. 64/5", o)
+			}
+		}
+		if n <= 0 || s <= 0 {
+			return nil, nil, fmt.Errorf("milpbench: instance %q: nodes and seed must be > 0", o)
+		}
+		if _, ok := seeds[n]; !ok {
+			sizes = append(sizes, n)
+		}
+		seeds[n] = append(seeds[n], s)
+	}
+	return sizes, seeds, nil
 }
 
 // DefaultHeteroConfig is the configuration `trident bench milp -hetero` starts from.
@@ -61,6 +87,20 @@ func RunHetero(ctx context.Context, cfg HeteroConfig, w io.Writer) (benchfmt.Res
 	if cfg.Seeds <= 0 || len(cfg.Sizes) == 0 || len(cfg.Modes) == 0 {
 		return res, fmt.Errorf("milpbench: -hetero needs at least one size, seed and mode")
 	}
+	sizes, onlySeeds, err := cfg.only()
+	if err != nil {
+		return res, err
+	}
+	which := "instances " + strings.Join(cfg.Only, ",")
+	if len(sizes) == 0 {
+		which = fmt.Sprintf("%d instances per size", cfg.Seeds)
+		sizes = cfg.Sizes
+		for _, size := range sizes {
+			for seed := 1; seed <= cfg.Seeds; seed++ {
+				onlySeeds[size] = append(onlySeeds[size], seed)
+			}
+		}
+	}
 	solver := cfg.Solver
 	if solver == nil {
 		solver = milp.HiGHS{}
@@ -76,7 +116,7 @@ func RunHetero(ctx context.Context, cfg HeteroConfig, w io.Writer) (benchfmt.Res
 	vsPlain := map[row][]float64{}
 	var rows []row
 	inconsistent := 0
-	for _, size := range cfg.Sizes {
+	for _, size := range sizes {
 		for _, m := range cfg.Modes {
 			rows = append(rows, row{size, m})
 		}
@@ -84,7 +124,7 @@ func RunHetero(ctx context.Context, cfg HeteroConfig, w io.Writer) (benchfmt.Res
 		if withPlain {
 			rows = append(rows, row{size, ModePlain})
 		}
-		for seed := 1; seed <= cfg.Seeds; seed++ {
+		for _, seed := range onlySeeds[size] {
 			spec := hetgen.Spec{Nodes: size, Seed: uint64(seed)}
 			in, err := hetgen.Generate(spec)
 			if err != nil {
@@ -152,8 +192,8 @@ func RunHetero(ctx context.Context, cfg HeteroConfig, w io.Writer) (benchfmt.Res
 		}
 	}
 	tab := benchfmt.Table{
-		Title: fmt.Sprintf("MILP on heterogeneous clusters (hetgen, %d instances per size; %d cores, load avg %.2f at start, time limit %v, gap %.3g)",
-			cfg.Seeds, runtime.NumCPU(), load, cfg.TimeLimit, cfg.RelGap),
+		Title: fmt.Sprintf("MILP on heterogeneous clusters (hetgen, %s; %d cores, load avg %.2f at start, time limit %v, gap %.3g)",
+			which, runtime.NumCPU(), load, cfg.TimeLimit, cfg.RelGap),
 		Header: []string{"nodes", "mode", "n", "median ms", "p95 ms", "max ms", "within 1%", "worst loss", "median loss",
 			"plain ahead >0.5%", "worst vs plain"},
 	}

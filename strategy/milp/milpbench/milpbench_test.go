@@ -78,3 +78,23 @@ func TestRunHeteroSmall(t *testing.T) {
 		t.Errorf("table missing:\n%s", out.String())
 	}
 }
+
+// -instances: only the named instances run (both spellings), and a malformed name is an
+// error naming it.
+func TestRunHeteroOnly(t *testing.T) {
+	cfg := milpbench.DefaultHeteroConfig()
+	cfg.Only, cfg.TimeLimit = []string{"4/2", "het/5/s1"}, 20*time.Second
+	var out, progress bytes.Buffer
+	cfg.Progress = &progress
+	if _, err := milpbench.RunHetero(context.Background(), cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "het/4/s2 ") || !strings.HasPrefix(lines[1], "het/5/s1 ") {
+		t.Errorf("progress lines, want het/4/s2 and het/5/s1 only:\n%s", progress.String())
+	}
+	cfg.Only = []string{"4/x"}
+	if _, err := milpbench.RunHetero(context.Background(), cfg, &out); err == nil || !strings.Contains(err.Error(), `"4/x"`) {
+		t.Errorf("malformed instance: err = %v", err)
+	}
+}
