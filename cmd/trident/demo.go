@@ -32,7 +32,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	asEval := fs.Duration("as-evaluation-interval", 10*time.Second, "autoscaler phases: policy evaluation_interval")
 	asCooldown := fs.Duration("as-cooldown", 20*time.Second, "autoscaler phases: policy cooldown")
 	verbose := fs.Bool("v", false, "log diagnostics to stderr")
-	tune := fs.Bool("tune", false, "Trident phase: also tune operator configs live (trident-apm tune = \"true\")")
+	tune := fs.Bool("tune", false, "Trident phase: also tune operator configs live (trident-apm tune = \"true\"; each config is measured on a trial beside production)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: trident demo [flags]\n\nStarts a loopback Nomad cluster (fake GPUs), NATS, runs the pipeline in each phase: its\nstatic allocation, the real nomad-autoscaler with its built-in target-value and threshold\nstrategies on each group's backlog per instance (targets from a pilot run), and Trident;\nwrites a report and ends with a RESULT line. Ctrl-C stops everything.\n\nflags:")
 		fs.PrintDefaults()
