@@ -1,6 +1,6 @@
 // Package sim is a deterministic, fixed-time-step simulator of a linear multimodal data
 // pipeline on a fixed heterogeneous cluster, used to compare Trident with baseline
-// schedulers (see sim/baseline, sim/tridentsched and sim/experiment).
+// schedulers (see sim/baseline, sim/shipped and sim/experiment).
 //
 // Time step. The simulator advances in ticks of RunConfig.Tick seconds (1 s by default). Work
 // is fluid within a tick: each operator consumes a FIFO of record cohorts (amount, workload

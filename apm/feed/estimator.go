@@ -73,6 +73,20 @@ type Estimator struct {
 	// conservative bound). Instances present in the first scrape have no entry (uptime
 	// unknown).
 	starts map[string]map[string]time.Time
+	// ratesOnly makes every estimate the useful-time rate (SetRatesOnly).
+	ratesOnly bool
+}
+
+// SetRatesOnly makes the estimator answer every estimate from the operator's observed
+// rates instead of the two-stage filtered GP model: its useful-time rate (DS2's "true
+// processing rate"), or for a batched operator its rate scaled by its batch fill where
+// that is higher (the model's fallback, see rateEstimate), marked SourceRate. It is the
+// "w/o observation layer" ablation of the paper (§8.6), which `trident bench e2e` runs on
+// the shipped loop. Call it before the first Observe.
+func (e *Estimator) SetRatesOnly(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ratesOnly = on
 }
 
 // Counters counts the samples an operator's filter accepted and rejected (by reason).
@@ -155,6 +169,10 @@ func splitTrials(s Snapshot) (trial, prod Snapshot) {
 // SourceUsefulTime marks an estimate taken from the useful-time rate because the
 // observation layer has no accepted sample yet.
 const SourceUsefulTime = "useful-time"
+
+// SourceRate marks an estimate of an estimator set to rates only (SetRatesOnly): the
+// observed rates stand for the capacity model, and are not a fallback.
+const SourceRate = "rate"
 
 // SourceBatchFill marks the estimate of a batched operator with no accepted sample yet:
 // its rate per instance scaled up by its batch fill (see Estimator.Estimate).
@@ -473,33 +491,25 @@ func (e *Estimator) TrialEstimate(job, group string) (observe.Estimate, error) {
 func (e *Estimator) estimate(k string) (observe.Estimate, error) {
 	e.mu.Lock()
 	fv, ok := e.latest[k]
+	ratesOnly := e.ratesOnly
 	e.mu.Unlock()
 	if !ok {
 		return observe.Estimate{}, errors.New("no capacity estimate yet: the operator has not been scraped twice")
 	}
+	if ratesOnly {
+		est, ok := e.rateEstimate(k, false)
+		if !ok {
+			return observe.Estimate{}, errors.New("no rate yet: the operator processed nothing between two scrapes of its newest epoch")
+		}
+		est.Source = SourceRate
+		return est, nil
+	}
 	est, err := e.layer.Capacity(k, fv)
 	if errors.Is(err, observe.ErrNoData) {
 		// No sample passed the filter: typically an operator that is not the bottleneck
-		// (starved, empty queue). Its useful-time rate (records per second of processing,
-		// DS2's "true processing rate") is then the best available estimate of a
-		// synchronous operator, where it is exact.
-		//
-		// For a batched one it is a lower bound, and a lower bound locks the pipeline in:
-		// the planner, believing the operator slow, sizes everything upstream to it, and it
-		// stays starved. Its rate per instance scaled up by its batch fill (at most
-		// maxFillScale times, as a slowly decaying maximum) is used instead when it is
-		// higher: an estimate that errs high makes the operator the bottleneck, it then
-		// runs saturated, and its first accepted samples replace the fallback.
-		e.mu.Lock()
-		r, ok := e.rate[k]
-		f, fok := e.fill[k]
-		e.mu.Unlock()
-		epoch, _ := e.layer.Epoch(k)
-		if fok && f.rate > 0 && uint64(math.Max(0, f.epoch)) == epoch && (!ok || uint64(math.Max(0, r.epoch)) != epoch || f.rate > r.rate) {
-			return observe.Estimate{Capacity: f.rate, Source: SourceBatchFill, Epoch: epoch}, nil
-		}
-		if ok && r.rate > 0 && uint64(math.Max(0, r.epoch)) == epoch {
-			return observe.Estimate{Capacity: r.rate, Source: SourceUsefulTime, Epoch: epoch}, nil
+		// (starved, empty queue).
+		if fb, ok := e.rateEstimate(k, true); ok {
+			return fb, nil
 		}
 	}
 	if err != nil {
@@ -512,6 +522,42 @@ func (e *Estimator) estimate(k string) (observe.Estimate, error) {
 		est.StdDev = 0
 	}
 	return est, nil
+}
+
+// rateEstimate is the estimate of operator k from its observed rates rather than the
+// model: its useful-time rate (records per second of processing, DS2's "true processing
+// rate"), exact for a synchronous operator.
+//
+// For a batched one that is a lower bound, and a lower bound locks the pipeline in: the
+// planner, believing the operator slow, sizes everything upstream to it, and it stays
+// starved. Its rate per instance scaled up by its batch fill (at most maxFillScale times,
+// as a slowly decaying maximum) is used instead when it is higher: an estimate that errs
+// high makes the operator the bottleneck, it then runs saturated, and (with the model)
+// its first accepted samples replace the estimate.
+//
+// With modelEpoch the rates must be of the model's epoch (the fallback of the model);
+// without, the rates of the newest epoch seen count.
+func (e *Estimator) rateEstimate(k string, modelEpoch bool) (observe.Estimate, bool) {
+	e.mu.Lock()
+	r, ok := e.rate[k]
+	f, fok := e.fill[k]
+	e.mu.Unlock()
+	var epoch uint64
+	switch {
+	case modelEpoch:
+		epoch, _ = e.layer.Epoch(k)
+	case ok:
+		epoch = uint64(math.Max(0, r.epoch))
+	case fok:
+		epoch = uint64(math.Max(0, f.epoch))
+	}
+	if fok && f.rate > 0 && uint64(math.Max(0, f.epoch)) == epoch && (!ok || uint64(math.Max(0, r.epoch)) != epoch || f.rate > r.rate) {
+		return observe.Estimate{Capacity: f.rate, Source: SourceBatchFill, Epoch: epoch}, true
+	}
+	if ok && r.rate > 0 && uint64(math.Max(0, r.epoch)) == epoch {
+		return observe.Estimate{Capacity: r.rate, Source: SourceUsefulTime, Epoch: epoch}, true
+	}
+	return observe.Estimate{}, false
 }
 
 // selAlpha is the weight of a new interval in the selectivity EMA.

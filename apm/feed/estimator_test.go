@@ -412,3 +412,37 @@ func TestSaturatedWithin(t *testing.T) {
 		t.Error("100 s of an empty queue: still saturated within a minute")
 	}
 }
+
+// An estimator set to rates only answers with the useful-time rate even where the model
+// has accepted samples: 12 records/s saturated, of which every 5 s interval is 5 useful
+// seconds, is a useful-time rate of 12 (EMA of noisy intervals: 2 % noise, 5 % slack),
+// marked SourceRate (not a fallback), at the samples' epoch.
+func TestRatesOnlySkipsTheModel(t *testing.T) {
+	e := NewEstimator(nil)
+	e.SetRatesOnly(true)
+	if err := e.Declare("pdf", "ocr", Declaration{Features: []string{"tokens"}}); err != nil {
+		t.Fatal(err)
+	}
+	snaps := steady(20, 12, 3, rand.New(rand.NewPCG(1, 2)))
+	for i := 1; i < len(snaps); i++ {
+		e.Observe("pdf", "ocr", snaps[i-1], snaps[i])
+	}
+	est, err := e.Estimate("pdf", "ocr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est.Source != SourceRate || Fallback(est.Source) || est.Epoch != 3 || math.Abs(est.Capacity-12)/12 > 0.05 {
+		t.Errorf("estimate = %+v, want 12 ± 5%% rec/s from %s at epoch 3", est, SourceRate)
+	}
+	e2 := NewEstimator(nil)
+	e2.SetRatesOnly(true)
+	if err := e2.Declare("pdf", "ocr", Declaration{}); err != nil {
+		t.Fatal(err)
+	}
+	idle := Snapshot{Time: snaps[0].Time, Instances: map[string]Instance{"a1": {}}}
+	next := Snapshot{Time: snaps[1].Time, Instances: map[string]Instance{"a1": {}}}
+	e2.Observe("pdf", "ocr", idle, next)
+	if _, err := e2.Estimate("pdf", "ocr"); err == nil {
+		t.Error("an operator that processed nothing has no rate: want an error")
+	}
+}

@@ -80,6 +80,10 @@ type TunerOptions struct {
 	// instance and round is a window mean, far less noisy than one request;
 	// RangeFraction 0.1: window means of a uniform regime can be near constant].
 	Cluster cluster.Options
+	// MemoryBlind tunes with plain-EI BO that ignores device memory (an OOM evaluation is a
+	// failed trial left out of the surrogate): the unconstrained baseline of the paper's
+	// Table 6, which `trident bench e2e` runs on the shipped loop. Not a plugin setting.
+	MemoryBlind bool
 	// Seed seeds the tuning sessions.
 	Seed uint64
 	// Logger (default discard).
@@ -400,6 +404,9 @@ func (t *Tuner) setup(job string, op fsm.Operator) (*opTuner, error) {
 	tuning := adapt.Tuning{Budget: t.o.Budget, InitPoints: t.o.InitPoints, Delta: t.o.Delta, MarginMiB: t.o.MarginMB, PeakK: t.o.PeakK}
 	bopts := tuning.BOOptions(mem)
 	bopts.Logger = t.o.Logger
+	if t.o.MemoryBlind {
+		bopts.Method = bo.Unconstrained
+	}
 	adv, err := adapt.New(space, len(features), adapt.Options{Cluster: t.o.Cluster, BO: bopts, Budget: t.o.Budget, WarmStart: t.o.WarmStart, Logger: t.o.Logger},
 		rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64())))
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/experiment"
 	"github.com/trident-sched/trident/sim/shipped"
-	"github.com/trident-sched/trident/sim/tridentsched"
 )
 
 // runSim simulates one pipeline under one scheduler and prints a per-operator summary.
@@ -54,14 +53,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := t.Write(stdout); err != nil {
 		return err
 	}
-	if tr, ok := s.(*tridentsched.Trident); ok {
-		fmt.Fprintf(stdout, "\nTrident control loop: %d invocations, %d MILP rounds; %d regime shifts, %d stale models, "+
-			"%d OOM-guard reverts, %d parked BO sessions, %d tail batches, %d probe OOMs\n",
-			tr.Stats.Invocations, tr.Stats.Rounds, tr.Shifts, tr.Stale, tr.Reverts, tr.Parked, tr.TailBatches, tr.TuneOOMs)
-	}
 	if sh, ok := s.(*shipped.Scheduler); ok {
-		fmt.Fprintf(stdout, "\nShipped planner: %d rounds, %d decisions (%d failed), %d observations published, %.2f s of wall time in the feed and the loop\n",
-			sh.Stats.Rounds, sh.Stats.Decisions, sh.Stats.Failed, sh.Stats.Observations, sh.Stats.Wall.Seconds())
+		fmt.Fprintf(stdout, "\nShipped planner: %d rounds, %d decisions (%d failed), %d observations published, %.2f s of wall time in the feed and %.2f s in the planner's rounds\n",
+			sh.Stats.Rounds, sh.Stats.Decisions, sh.Stats.Failed, sh.Stats.Observations, sh.Stats.FeedWall.Seconds(), sh.Stats.RoundWall.Seconds())
 	}
 	if len(res.RegimeEnd) > 0 {
 		fmt.Fprintf(stdout, "\nsource finished dataset parts at t = %v s\n", res.RegimeEnd)

@@ -8,21 +8,26 @@ import (
 	"testing"
 )
 
-// The sim verb prints the per-operator table and, for Trident, the control loop's
-// counters; a scheduler without them prints none.
+// The sim verb prints the per-operator table and, for Trident (the shipped planner), its
+// loop's counters; a scheduler without them prints none.
 func TestSimPrintsTridentCounters(t *testing.T) {
 	var out, errb bytes.Buffer
 	if err := runSim(context.Background(), []string{"-pipeline", "video", "-scale", "0.01", "-seed", "3"}, &out, &errb); err != nil {
 		t.Fatalf("sim: %v (%s)", err, errb.String())
 	}
-	m := regexp.MustCompile(`Trident control loop: (\d+) invocations, (\d+) MILP rounds; (\d+) regime shifts`).FindStringSubmatch(out.String())
+	m := regexp.MustCompile(`Shipped planner: (\d+) rounds, (\d+) decisions \((\d+) failed\), (\d+) observations published`).FindStringSubmatch(out.String())
 	if m == nil {
-		t.Fatalf("no control-loop line in:\n%s", out.String())
+		t.Fatalf("no planner line in:\n%s", out.String())
 	}
-	inv, _ := strconv.Atoi(m[1])
-	rounds, _ := strconv.Atoi(m[2])
-	if inv == 0 || rounds == 0 || rounds > inv {
-		t.Fatalf("control loop: %d invocations, %d rounds: want 0 < rounds <= invocations", inv, rounds)
+	rounds, _ := strconv.Atoi(m[1])
+	decisions, _ := strconv.Atoi(m[2])
+	failed, _ := strconv.Atoi(m[3])
+	obs, _ := strconv.Atoi(m[4])
+	// The planner takes over the submitted job at its first round (a decision), and the
+	// feed publishes every operator's estimate each round once it was scraped twice.
+	if rounds == 0 || decisions == 0 || failed > decisions || decisions > rounds || obs == 0 {
+		t.Fatalf("planner: %d rounds, %d decisions (%d failed), %d observations: want 0 < decisions <= rounds, failed <= decisions, observations > 0",
+			rounds, decisions, failed, obs)
 	}
 	if !bytes.Contains(out.Bytes(), []byte("caption")) {
 		t.Fatalf("operator table missing:\n%s", out.String())
@@ -31,7 +36,7 @@ func TestSimPrintsTridentCounters(t *testing.T) {
 	if err := runSim(context.Background(), []string{"-pipeline", "video", "-scale", "0.01", "-scheduler", "static"}, &out, &errb); err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(out.Bytes(), []byte("control loop")) {
+	if bytes.Contains(out.Bytes(), []byte("Shipped planner")) {
 		t.Fatalf("static printed Trident counters:\n%s", out.String())
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/trident-sched/trident/sim"
 	"github.com/trident-sched/trident/sim/baseline"
 	"github.com/trident-sched/trident/sim/shipped"
-	"github.com/trident-sched/trident/sim/tridentsched"
 )
 
 // Config controls a benchmark run.
@@ -48,8 +47,8 @@ type Run struct {
 	Key string
 	// Result is the simulator's outcome.
 	Result *sim.Result
-	// Trident holds layer statistics for Trident variants (nil otherwise).
-	Trident *tridentsched.Trident
+	// Shipped holds what the shipped loop did in Trident variants (nil otherwise).
+	Shipped *shipped.Stats
 	// Wall is the wall time of the simulation.
 	Wall time.Duration
 }
@@ -59,7 +58,7 @@ func (r *Run) Throughput() float64 { return r.Result.Throughput }
 
 type spec struct {
 	key  string
-	make func(seed uint64) (sim.Scheduler, *tridentsched.Trident)
+	make func(seed uint64) (sim.Scheduler, *shipped.Stats)
 	cfg  func(c sim.RunConfig) sim.RunConfig
 	// gbps is the link rate of the run's cluster (0: the paper's 100 Gbps).
 	gbps float64
@@ -105,36 +104,43 @@ func (sp spec) cluster() sim.Cluster {
 
 func same(c sim.RunConfig) sim.RunConfig { return c }
 
-func trident(opt tridentsched.Options) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
-	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) {
-		opt.Seed = seed
-		// Trident's planner takes over the job as submitted, like the autoscalers.
-		opt.Initial = baseline.SubmittedJob
-		t := tridentsched.New(opt)
-		return t, t
-	}
-}
-
-// shippedTrident runs the shipped planner; like Trident's, it takes over the job as
-// submitted.
-func shippedTrident(o shipped.Options) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
-	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) {
+// trident runs the shipped planner (the planner's loop, sched.MILP, apm/feed's estimator
+// and tuner) as configured by o: the full system measures its tuning trials beside
+// production (the APM plugin's `tune` with its default tune_trials). Like the autoscalers
+// it takes over the job as submitted.
+func trident(o shipped.Options) func(uint64) (sim.Scheduler, *shipped.Stats) {
+	return func(seed uint64) (sim.Scheduler, *shipped.Stats) {
 		o.Initial = baseline.SubmittedJob
 		o.Tuning.Seed = seed
-
-		return shipped.New(o), nil
+		s := shipped.New(o)
+		return s, &s.Stats
 	}
 }
 
-func plain(f func(seed uint64) sim.Scheduler) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
-	return func(seed uint64) (sim.Scheduler, *tridentsched.Trident) { return f(seed), nil }
+// full is the full system's options labelled label, changed by f.
+func full(label string, f func(o *shipped.Options)) shipped.Options {
+	o := shipped.Options{Tune: true, Tuning: feed.TunerOptions{Trials: true}, Label: label}
+	if f != nil {
+		f(&o)
+	}
+	return o
+}
+
+func plain(f func(seed uint64) sim.Scheduler) func(uint64) (sim.Scheduler, *shipped.Stats) {
+	return func(seed uint64) (sim.Scheduler, *shipped.Stats) { return f(seed), nil }
+}
+
+// shared returns the shipped observation and adaptation layers of the controlled
+// comparison for seed.
+func shared(seed uint64) *shipped.Shared {
+	return shipped.NewShared(shipped.Options{Tuning: feed.TunerOptions{Seed: seed}})
 }
 
 // sharedDS2 makes DS2 (ContTune when conservative) over the shared observation and
 // adaptation layers of the controlled comparison.
-func sharedDS2(label string, conservative bool) func(uint64) (sim.Scheduler, *tridentsched.Trident) {
+func sharedDS2(label string, conservative bool) func(uint64) (sim.Scheduler, *shipped.Stats) {
 	return plain(func(seed uint64) sim.Scheduler {
-		h := tridentsched.NewShared(tridentsched.Options{Seed: seed})
+		h := shared(seed)
 		return &baseline.DS2{Conservative: conservative, Capacity: h, Advisor: h, Label: label}
 	})
 }
@@ -153,40 +159,36 @@ func specs() []spec {
 		{key: "ds2", make: plain(func(uint64) sim.Scheduler { return &baseline.DS2{} }), cfg: same},
 		{key: "conttune", make: plain(func(uint64) sim.Scheduler { return baseline.NewContTune() }), cfg: same},
 		{key: "scoot", make: plain(func(seed uint64) sim.Scheduler { return &baseline.SCOOT{Seed: seed} }), cfg: same},
-		{key: "trident", make: trident(tridentsched.Options{}), cfg: same},
-		// The shipped planner (planner loop, sched, apm/feed) driven on the virtual clock,
-		// as deployed by default (the APM plugin's tuner off) and with the tuner on.
-		{key: "trident-shipped", make: shippedTrident(shipped.Options{}), cfg: same},
-		{key: "trident-shipped+tune", make: shippedTrident(shipped.Options{Tune: true, Label: "trident-shipped+tune"}), cfg: same},
-		// The tuner measuring its evaluations as trials beside production (tune_trials).
-		{key: "trident-shipped+trials", make: shippedTrident(shipped.Options{Tune: true, Tuning: feed.TunerOptions{Trials: true}, Label: "trident-shipped+trials"}), cfg: same},
+		// The shipped planner (planner loop, sched, apm/feed) driven on the virtual clock.
+		{key: "trident", make: trident(full("trident", nil)), cfg: same},
 		// Controlled comparison (§8.3): shared observation + adaptation, all-at-once switching.
 		{key: "ray-data+shared", make: plain(func(seed uint64) sim.Scheduler {
-			return &baseline.RayData{Advisor: tridentsched.NewShared(tridentsched.Options{Seed: seed}), Label: "ray-data+shared"}
+			return &baseline.RayData{Advisor: shared(seed), Label: "ray-data+shared"}
 		}), cfg: same},
 		{key: "ds2+shared", make: sharedDS2("ds2+shared", false), cfg: same},
 		{key: "conttune+shared", make: sharedDS2("conttune+shared", true), cfg: same},
 		// Ablations (§8.6); "w/o rolling update" is also Trident (all-at-once) of §8.3.
-		{key: "trident-no-observation", make: trident(tridentsched.Options{NoObservation: true, Label: "trident-no-observation"}), cfg: same},
-		{key: "trident-no-adaptation", make: trident(tridentsched.Options{NoAdaptation: true, Label: "trident-no-adaptation"}), cfg: same},
-		{key: "trident-no-placement", make: trident(tridentsched.Options{NoPlacement: true, Label: "trident-no-placement"}), cfg: same},
-		{key: "trident-all-at-once", make: trident(tridentsched.Options{AllAtOnce: true, Label: "trident-all-at-once"}), cfg: same},
+		// "w/o adaptation layer" is the APM plugin's default (tune off).
+		{key: "trident-no-observation", make: trident(full("trident-no-observation", func(o *shipped.Options) { o.NoObservation = true })), cfg: same},
+		{key: "trident-no-adaptation", make: trident(shipped.Options{Label: "trident-no-adaptation"}), cfg: same},
+		{key: "trident-no-placement", make: trident(full("trident-no-placement", func(o *shipped.Options) { o.NoPlacement = true })), cfg: same},
+		{key: "trident-all-at-once", make: trident(full("trident-all-at-once", func(o *shipped.Options) { o.AllAtOnce = true })), cfg: same},
 		// Table 6: unconstrained BO, and the OOM-free oracle.
-		{key: "trident-unconstrained-bo", make: trident(tridentsched.Options{Unconstrained: true, Label: "trident-unconstrained-bo"}), cfg: same},
-		{key: "trident-oom-free", make: trident(tridentsched.Options{Label: "trident-oom-free"}), cfg: func(c sim.RunConfig) sim.RunConfig {
+		{key: "trident-unconstrained-bo", make: trident(full("trident-unconstrained-bo", func(o *shipped.Options) { o.Tuning.MemoryBlind = true })), cfg: same},
+		{key: "trident-oom-free", make: trident(full("trident-oom-free", nil)), cfg: func(c sim.RunConfig) sim.RunConfig {
 			c.NoOOM = true
 			return c
 		}},
 		// Network sensitivity: the placement ablation where the links bind.
 		{key: "static" + NetSuffix, make: plain(func(uint64) sim.Scheduler { return &baseline.Static{Label: "static" + NetSuffix} }), cfg: same, gbps: NetGbps},
-		{key: "trident" + NetSuffix, make: trident(tridentsched.Options{Label: "trident" + NetSuffix}), cfg: same, gbps: NetGbps},
-		{key: "trident-no-placement" + NetSuffix, make: trident(tridentsched.Options{NoPlacement: true, Label: "trident-no-placement" + NetSuffix}), cfg: same, gbps: NetGbps},
+		{key: "trident" + NetSuffix, make: trident(full("trident"+NetSuffix, nil)), cfg: same, gbps: NetGbps},
+		{key: "trident-no-placement" + NetSuffix, make: trident(full("trident-no-placement"+NetSuffix, func(o *shipped.Options) { o.NoPlacement = true })), cfg: same, gbps: NetGbps},
 		// Queue sensitivity: Static, the strongest baselines and Trident with larger
 		// accelerator queues.
 		{key: "static" + QueueSuffix, make: plain(func(uint64) sim.Scheduler { return &baseline.Static{Label: "static" + QueueSuffix} }), cfg: same, queueX: QueueX},
 		{key: "scoot" + QueueSuffix, make: plain(func(seed uint64) sim.Scheduler { return &baseline.SCOOT{Seed: seed} }), cfg: same, queueX: QueueX},
 		{key: "ds2+shared" + QueueSuffix, make: sharedDS2("ds2+shared"+QueueSuffix, false), cfg: same, queueX: QueueX},
-		{key: "trident" + QueueSuffix, make: trident(tridentsched.Options{Label: "trident" + QueueSuffix}), cfg: same, queueX: QueueX},
+		{key: "trident" + QueueSuffix, make: trident(full("trident"+QueueSuffix, nil)), cfg: same, queueX: QueueX},
 	}
 }
 
@@ -272,7 +274,7 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 			for k := range next {
 				j := jobs[k]
 				p, _ := j.sp.pipeline(j.pipe, cfg.Scale)
-				s, tr := j.sp.make(j.seed)
+				s, st := j.sp.make(j.seed)
 				rc := j.sp.cfg(sim.RunConfig{Seed: j.seed})
 				t0 := time.Now()
 				res, err := sim.Run(ctx, p, j.sp.cluster(), s, rc)
@@ -281,7 +283,7 @@ func RunAll(ctx context.Context, cfg Config) ([]*Run, error) {
 					cancel()
 					continue
 				}
-				runs[k] = &Run{Pipeline: j.pipe, Seed: j.seed, Key: j.sp.key, Result: res, Trident: tr, Wall: time.Since(t0)}
+				runs[k] = &Run{Pipeline: j.pipe, Seed: j.seed, Key: j.sp.key, Result: res, Shipped: st, Wall: time.Since(t0)}
 				cfg.Logger.Info("run done", "pipeline", j.pipe, "scheduler", j.sp.key, "seed", j.seed,
 					"throughput", res.Throughput, "sim_s", res.SimSeconds, "wall", time.Since(t0).Round(time.Millisecond))
 				if cfg.Progress != nil {

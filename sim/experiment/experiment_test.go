@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/trident-sched/trident/sim"
+	"github.com/trident-sched/trident/sim/baseline"
+	"github.com/trident-sched/trident/sim/shipped"
 )
 
 func fakeRun(p, key string, thr float64, ooms int) *Run {
@@ -236,4 +238,55 @@ func TestQueueSensitivityFigures(t *testing.T) {
 		t.Fatal("figures for a pipeline without queue runs")
 	}
 	reportContains(t, rep, "Queue sensitivity: accelerator operators' queue bounds x3", `"pdf.queue_x3.norm.trident":1.6`)
+}
+
+// Every Trident variant of the benchmark is the shipped loop with at most one ablation
+// option, and the controlled comparison's baselines run over the shipped layers: there
+// is no other implementation of Trident to measure.
+func TestTridentVariantsAreTheShippedLoop(t *testing.T) {
+	type flags struct{ tune, trials, noObs, noPlace, allAtOnce, blind bool }
+	want := map[string]flags{
+		"trident":                  {tune: true, trials: true},
+		"trident-no-observation":   {tune: true, trials: true, noObs: true},
+		"trident-no-adaptation":    {},
+		"trident-no-placement":     {tune: true, trials: true, noPlace: true},
+		"trident-all-at-once":      {tune: true, trials: true, allAtOnce: true},
+		"trident-unconstrained-bo": {tune: true, trials: true, blind: true},
+		"trident-oom-free":         {tune: true, trials: true},
+	}
+	for _, k := range allKeys() {
+		set, err := Setup(k, "video", 1, 1, sim.RunConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, _, _ := strings.Cut(k, "@")
+		switch s := set.Scheduler.(type) {
+		case *shipped.Scheduler:
+			o := s.Options()
+			got := flags{o.Tune, o.Tuning.Trials, o.NoObservation, o.NoPlacement, o.AllAtOnce, o.Tuning.MemoryBlind}
+			if w, ok := want[base]; !ok || got != w {
+				t.Errorf("%s: shipped loop with %+v, want %+v (known variant: %v)", k, got, w, ok)
+			}
+			if s.Name() != k {
+				t.Errorf("%s: the run is labelled %q", k, s.Name())
+			}
+		case *baseline.DS2:
+			if strings.HasSuffix(base, "+shared") {
+				if _, ok := s.Advisor.(*shipped.Shared); !ok {
+					t.Errorf("%s: advisor %T, want the shipped layers", k, s.Advisor)
+				}
+				if _, ok := s.Capacity.(*shipped.Shared); !ok {
+					t.Errorf("%s: capacity source %T, want the shipped layers", k, s.Capacity)
+				}
+			}
+		case *baseline.RayData:
+			if _, ok := s.Advisor.(*shipped.Shared); strings.HasSuffix(base, "+shared") && !ok {
+				t.Errorf("%s: advisor %T, want the shipped layers", k, s.Advisor)
+			}
+		default:
+			if strings.HasPrefix(k, "trident") || strings.HasSuffix(base, "+shared") {
+				t.Errorf("%s: scheduler %T, want the shipped loop", k, s)
+			}
+		}
+	}
 }

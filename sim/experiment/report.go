@@ -36,7 +36,7 @@ var (
 )
 
 var (
-	fig2Keys   = []string{"static", "static-striped", "nomad-target-value", "nomad-threshold", "ray-data", "ds2", "conttune", "scoot", "trident", "trident-shipped", "trident-shipped+tune", "trident-shipped+trials"}
+	fig2Keys   = []string{"static", "static-striped", "nomad-target-value", "nomad-threshold", "ray-data", "ds2", "conttune", "scoot", "trident", "trident-no-adaptation"}
 	table2Keys = []string{"static", "ray-data+shared", "ds2+shared", "conttune+shared", "trident-all-at-once", "trident"}
 	fig3Keys   = []string{"trident", "trident-no-observation", "trident-no-adaptation", "trident-no-placement", "trident-all-at-once"}
 	fig3Labels = map[string]string{"trident": "Trident (full)", "trident-no-observation": "w/o observation layer",
@@ -79,8 +79,8 @@ func NewReport(pipelines []string, runs []*Run, wall time.Duration) *Report {
 func (r *Report) run(p, key string, seed uint64) *Run { return r.Runs[p][key][seed] }
 
 // goalKeys are the Trident variants whose spread over seeds and share of the simulator's
-// bound the RESULT line reports: the simulator's orchestration and the shipped planner.
-var goalKeys = []string{"trident", "trident-shipped", "trident-shipped+tune", "trident-shipped+trials"}
+// bound the RESULT line reports: the full system and the APM plugin's default (tuner off).
+var goalKeys = []string{"trident", "trident-no-adaptation"}
 
 // boundPct returns key's median throughput on pipeline p as a percentage of the
 // queue-limited bound with the best config per regime (NaN without a bound).
@@ -197,24 +197,23 @@ func f1(x float64) string {
 	return fmt.Sprintf("%.1f", x)
 }
 
-// overhead returns Trident's per-invocation observation and adaptation time and mean MILP
-// solve time, in milliseconds, on pipeline p.
-func (r *Report) overhead(p string) (obs, adapt, solve float64) {
-	var o, a, sv time.Duration
-	var inv, rounds int
+// overhead returns the shipped loop's mean wall time per round, in milliseconds, on
+// pipeline p: the feed's (scrape, observation layer and tuner) and the planner's (its
+// round, MILP solve included).
+func (r *Report) overhead(p string) (feed, round float64) {
+	var f, rd time.Duration
+	var rounds int
 	for _, run := range r.Runs[p]["trident"] {
-		if run.Trident == nil {
+		if run.Shipped == nil {
 			continue
 		}
-		st := run.Trident.Stats
-		o, a, sv = o+st.Observe, a+st.Adapt, sv+st.Solve
-		inv, rounds = inv+st.Invocations, rounds+st.Rounds
+		f, rd, rounds = f+run.Shipped.FeedWall, rd+run.Shipped.RoundWall, rounds+run.Shipped.Rounds
 	}
-	if inv == 0 {
-		return math.NaN(), math.NaN(), math.NaN()
+	if rounds == 0 {
+		return math.NaN(), math.NaN()
 	}
-	ms := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(max(n, 1)) }
-	return ms(o, inv), ms(a, inv), ms(sv, rounds)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(rounds) }
+	return ms(f), ms(rd)
 }
 
 // oom returns the median OOM events, downtime and throughput loss against the OOM-free
@@ -269,10 +268,7 @@ func (r *Report) Tables() []*benchfmt.Table {
 			{"trident (measured)", func(p string) float64 { return r.norm(p, "trident") }},
 			{"trident / ideal-engine bound (%)", func(p string) float64 { return 100 * r.norm(p, "trident") / r.boundNorm(p, boundTuned) }},
 			{"trident / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident") }},
-			{"trident-shipped (measured)", func(p string) float64 { return r.norm(p, "trident-shipped") }},
-			{"trident-shipped / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped") }},
-			{"trident-shipped+tune / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped+tune") }},
-			{"trident-shipped+trials / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-shipped+trials") }},
+			{"trident-no-adaptation / queue-limited bound (%)", func(p string) float64 { return r.boundPct(p, "trident-no-adaptation") }},
 		}
 		for _, row := range rows {
 			cells := []string{row.name}
@@ -344,18 +340,15 @@ func (r *Report) Tables() []*benchfmt.Table {
 	}
 	out = append(out, t)
 
-	t = &benchfmt.Table{Title: "Section 8.7: per-invocation overhead of each layer (ms, wall time on this machine)", Header: hdr}
-	for _, layer := range []string{"observation layer", "adaptation layer", "scheduling layer (MILP solve)"} {
+	t = &benchfmt.Table{Title: "Section 8.7: overhead per round of the shipped loop (ms, wall time on this machine; the paper's per layer beside)", Header: hdr}
+	for _, layer := range []string{"feed round: observation + adaptation layers", "planner round: scheduling layer (MILP solve)"} {
 		row := []string{layer}
 		for _, p := range r.Pipelines {
-			o, a, s := r.overhead(p)
-			switch layer {
-			case "observation layer":
-				row = append(row, fmt.Sprintf("%.3f", o), f1(paperOverheadMs["observe"]))
-			case "adaptation layer":
-				row = append(row, fmt.Sprintf("%.3f", a), f1(paperOverheadMs["adapt"]))
-			default:
-				row = append(row, fmt.Sprintf("%.1f", s), f1(paperOverheadMs["milp."+p]))
+			f, rd := r.overhead(p)
+			if layer[0] == 'f' {
+				row = append(row, fmt.Sprintf("%.2f", f), f1(paperOverheadMs["observe"]+paperOverheadMs["adapt"]))
+			} else {
+				row = append(row, fmt.Sprintf("%.1f", rd), f1(paperOverheadMs["milp."+p]))
 			}
 		}
 		t.Rows = append(t.Rows, row)
@@ -642,10 +635,9 @@ func (r *Report) Result() benchfmt.Result {
 		peers["paper."+p+".oom.constrained.downtime_s"] = pp["downtime"][1]
 		peers["paper."+p+".oom.unconstrained.loss_pct"] = pp["loss"][0]
 		peers["paper."+p+".oom.constrained.loss_pct"] = pp["loss"][1]
-		o, a, s := r.overhead(p)
-		fig[p+".overhead_ms.observe"] = round(o, 1000)
-		fig[p+".overhead_ms.adapt"] = round(a, 1000)
-		fig[p+".overhead_ms.milp"] = round(s, 10)
+		f, rd := r.overhead(p)
+		fig[p+".overhead_ms.feed_round"] = round(f, 1000)
+		fig[p+".overhead_ms.planner_round"] = round(rd, 10)
 		peers["paper."+p+".overhead_ms.milp"] = paperOverheadMs["milp."+p]
 		var stThr []float64
 		for _, st := range r.Runs[p]["static"] {

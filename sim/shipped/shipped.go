@@ -36,6 +36,14 @@ import (
 	"github.com/trident-sched/trident/strategy/milp"
 )
 
+// unlimitedBps is a node's egress as the network-agnostic ablation (Options.NoPlacement)
+// reports it, and noNetWeight the MILP's co-location weight then (0 is the default
+// weight, not none).
+const (
+	unlimitedBps = 1e15
+	noNetWeight  = 1e-300
+)
+
 // Job is the simulated pipeline's Nomad job ID.
 const Job = "pipeline"
 
@@ -69,6 +77,15 @@ type Options struct {
 	Tuning feed.TunerOptions
 	// NoCanary starts config transitions without a canary (the planner's -canary=false).
 	NoCanary bool
+	// Ablations of the paper's §8.6, run on the shipped loop:
+	//   - NoObservation: the feed's estimator answers with useful-time rates instead of
+	//     the two-stage GP model (feed.Estimator.SetRatesOnly), "w/o observation layer";
+	//   - NoPlacement: the planner sees unlimited links and co-location is worth nothing
+	//     to its MILP (network-agnostic placement), "w/o placement-aware scheduling";
+	//   - AllAtOnce: config transitions start without a canary and without a cap on the
+	//     instances switched per round, "w/o rolling update".
+	// "w/o adaptation layer" is Tune off.
+	NoObservation, NoPlacement, AllAtOnce bool
 	// Label overrides Name.
 	Label string
 	// Logger receives the planner's and the feed's logs (default: discard).
@@ -103,8 +120,10 @@ type Stats struct {
 	Rounds, Decisions, Failed int
 	// Observations counts the capacity estimates the feed published.
 	Observations int
-	// Wall is the wall time spent in the feed and the planner rounds.
-	Wall time.Duration
+	// Wall is the wall time spent in the feed and the planner rounds: FeedWall in the
+	// feed's (scrape, observation layer, tuner), RoundWall in the planner's (solves
+	// included).
+	Wall, FeedWall, RoundWall time.Duration
 }
 
 // Scheduler is the shipped planner as a sim.Scheduler. It implements io.Closer: the run
@@ -148,6 +167,10 @@ type Scheduler struct {
 	// version handed to the engine.
 	trials []*trialRun
 	handed *sim.Plan
+	// advisor marks the shared layers (Shared): decisions only decide configs, which
+	// advice holds per operator (nil: the job file's) for the baseline to apply.
+	advisor bool
+	advice  []sim.OpConfig
 
 	// Stats is filled during the run.
 	Stats Stats
@@ -212,12 +235,15 @@ func New(o Options) *Scheduler {
 	return &Scheduler{opt: o}
 }
 
+// Options returns the scheduler's options, defaults applied.
+func (s *Scheduler) Options() Options { return s.opt }
+
 // Name implements sim.Scheduler.
 func (s *Scheduler) Name() string {
 	if s.opt.Label != "" {
 		return s.opt.Label
 	}
-	return "trident-shipped"
+	return "trident"
 }
 
 // Interval implements sim.Scheduler.
@@ -258,6 +284,7 @@ func (s *Scheduler) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 	s.scrape = make([]feed.Snapshot, len(p.Ops))
 	s.prev = make([]feed.Snapshot, len(p.Ops))
 	s.slot = make([]string, len(p.Ops))
+	s.advice = make([]sim.OpConfig, len(p.Ops))
 	for i, o := range s.pipe.Operators {
 		s.slot[i] = o.Config
 	}
@@ -373,18 +400,26 @@ func (s *Scheduler) simConfig(i int, config string) (sim.OpConfig, error) {
 // Options.Tune).
 func (s *Scheduler) start(ctx context.Context) error {
 	s.thread = milp.NewThread()
+	sc := sched.MILP{Solver: milp.HiGHS{Thread: s.thread}, Options: milp.Options{TimeLimit: s.opt.SolveTimeout}}
+	if s.opt.NoPlacement {
+		sc.Params.NetWeight = noNetWeight
+	}
+	maxBatch := s.opt.MaxBatch
+	if s.opt.AllAtOnce {
+		maxBatch = 0 // no cap: every instance may switch in one round
+	}
 	lc := &planner.LoopConfig{
 		Interval:     time.Duration(s.opt.IntervalS * float64(time.Second)),
-		Scheduler:    sched.MILP{Solver: milp.HiGHS{Thread: s.thread}, Options: milp.Options{TimeLimit: s.opt.SolveTimeout}},
+		Scheduler:    sc,
 		SolverThread: s.thread,
 		SolveTimeout: s.opt.SolveTimeout,
-		MaxBatch:     s.opt.MaxBatch,
+		MaxBatch:     maxBatch,
 		CatchUpSec:   s.opt.CatchUpSec,
 		AutoRegister: true,
 		Clock:        s.clock,
 		Manual:       true,
 	}
-	if s.opt.NoCanary {
+	if s.opt.NoCanary || s.opt.AllAtOnce {
 		lc.Actuator = actuator{s}
 	} else {
 		lc.Actuator = canaryActuator{actuator{s}}
@@ -412,6 +447,7 @@ func (s *Scheduler) start(ctx context.Context) error {
 		return fmt.Errorf("shipped: planner client: %w", err)
 	}
 	s.est = feed.NewEstimator(s.opt.Logger)
+	s.est.SetRatesOnly(s.opt.NoObservation)
 	tuning := s.opt.Tuning
 	if tuning.Logger == nil {
 		tuning.Logger = s.opt.Logger
@@ -526,12 +562,19 @@ func (s *Scheduler) Decide(ctx context.Context, snap *sim.Snapshot) (*sim.Plan, 
 		s.opt.Logger.Warn("shipped: feed round", "t", snap.Time, "err", err)
 	}
 	s.Stats.Observations = s.feeder.Published()
-	if err := s.srv.Round(ctx, true); err != nil {
+	fed := time.Now()
+	s.Stats.FeedWall += fed.Sub(start)
+	err := s.srv.Round(ctx, true)
+	s.Stats.RoundWall += time.Since(fed)
+	if err != nil {
 		return nil, fmt.Errorf("shipped: planner round at t=%.0fs: %w", snap.Time, err)
 	}
 	s.Stats.Rounds++
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.advisor {
+		return nil, nil // the baseline hands the engine its versions (Shared.Apply)
+	}
 	pl := s.probed(s.pending)
 	s.pending = nil
 	return pl, nil
@@ -698,6 +741,9 @@ func (a actuator) Inventory(context.Context) ([]fsm.Node, error) {
 	for _, n := range a.s.env.Cluster.Nodes {
 		fn := fsm.Node{Name: n.Name, CPU: n.Cap.CPU, MemoryMB: int(math.Round(n.Cap.MemGB * 1024)), GPUs: n.Cap.Acc,
 			EgressBps: n.EgressMBps * 1e6}
+		if a.s.opt.NoPlacement {
+			fn.EgressBps = unlimitedBps
+		}
 		if n.Cap.Acc > 0 {
 			fn.GPUMemoryMB = int(math.Round(n.AccMemGB * 1024))
 		}
@@ -725,6 +771,9 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	s := a.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.advisor {
+		return s.adviseStep(d)
+	}
 	if s.applying.decision != d.Index {
 		s.applying = applyState{decision: d.Index, unplacedFrom: -1, canaries: a.canaries(d), since: s.now}
 		s.Stats.Decisions++
