@@ -338,6 +338,7 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) bool {
 	names, ok := e.features[k]
 	st := e.stats[k]
 	batched := !e.sync[k]
+	ratesOnly := e.ratesOnly
 	e.mu.Unlock()
 	if !ok {
 		return false
@@ -419,6 +420,9 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) bool {
 			s.Engine.Reported = true
 			s.Engine.RunningStart, s.Engine.RunningEnd = old.Running, m.Running
 			s.Engine.WaitingStart, s.Engine.WaitingEnd = old.Waiting, m.Waiting
+		}
+		if ratesOnly {
+			continue // no model to feed: the rates below are the estimate
 		}
 		accepted, reason := e.layer.Observe(k, s)
 		e.mu.Lock()
