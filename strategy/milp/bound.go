@@ -97,7 +97,7 @@ type packRow struct {
 // requirements and their greatest common divisor (which keeps every operator in the
 // row); only rows where some node loses a unit to rounding are kept. On het/32/s6
 // (memory-bound; 2-128 GiB instances, nodes of odd GiB) the pooled memory left 1 GiB,
-// and the nodes lose 5: the bound falls from 49.999 to the optimum 49.3207 (test).
+// and the nodes lose 5: the bound falls from 49.999 to 49.3248, the optimum being 49.3207.
 func (q *prep) packRows() []packRow {
 	p := q.p
 	var rows []packRow

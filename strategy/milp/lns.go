@@ -14,11 +14,11 @@ const (
 	lnsMaxNodes = 16   // and at most
 	lnsIterCap  = 0.25 // share of the search's time one sub-MIP may use, at most
 	// lnsFails is how many sub-MIPs in a row may not pay before the search stops. Failed
-	// sub-MIPs are cheap where the neighbourhoods are easy (tens of ms at 128 nodes), and
-	// gains come after long runs of them: with 6, het/128/s10 stopped at 338.3 (the full
-	// MIP from there ended at 339.9, 0.6 % below the plain peer), while the 9th sub-MIP
-	// after the last gain reaches 340.1 and the MIP from there 343.8; het/8/s10 (test)
-	// gains 6.7 % after 7 fails.
+	// sub-MIPs are cheap where the neighbourhoods are easy (30-100 ms at 128 nodes), and
+	// gains can come after long runs of them: with 6, het/128/s10 stopped at 338.3 (the
+	// full MIP from there ended at 339.9, 0.6 % behind the plain peer), while the 7th
+	// sub-MIP after the last gain reaches 340.1 and the full MIP from there 343.8;
+	// het/8/s10 (test) ends 6.7 % below the optimum with 6.
 	lnsFails  = 12
 	lnsSubGap = 1.0 // share of Options.RelGap at which a sub-MIP stops
 	// lnsMinCluster is the smallest cluster Solve runs the search on. Below it HiGHS on

@@ -61,8 +61,8 @@ func TestNeighbourhoodSearchOnTightClusters(t *testing.T) {
 // het/8/s10 (tight, startup) is a small instance of het/128/s10, where the plain peer
 // ended 0.6 % ahead in bench milp -hetero (2026-11-28): the neighbourhood search stopped
 // after 6 sub-MIPs in a row without gain, 6.7 % below the optimum on het/8/s10 (26.12),
-// and the 7th and later ones reach it. From the moved plan the search must end within
-// 0.5 % of the optimum that HiGHS proves without starts.
+// and later ones reach it. From the moved plan the search must end within 0.5 % of the
+// optimum that HiGHS proves without starts.
 func TestNeighbourhoodSearchPersists(t *testing.T) {
 	p, routed, filled := hetStarts(t, 8, 10)
 	start := routed
