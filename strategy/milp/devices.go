@@ -198,6 +198,7 @@ func devicesFit(ops []Operator, nd *Node, count func(i int) int) bool {
 type devGroup struct {
 	ops     []int
 	devices int
+	counts  []int // the Count of every class in S
 }
 
 // deviceGroups returns one devGroup per distinct set of classes some accelerator operator
@@ -251,6 +252,7 @@ func (p *Problem) deviceGroups() []devGroup {
 		for c, in := range s {
 			if in {
 				g.devices += classes[c].Count
+				g.counts = append(g.counts, classes[c].Count)
 			}
 		}
 		for _, i := range gpuOps {

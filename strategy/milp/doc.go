@@ -89,8 +89,10 @@
 //   - Aggregate bound: T <= Tub, the largest T for which every operator's minimum integer
 //     parallelism (Eq. 13 with the best rolling batch) fits the cluster's pooled CPU and
 //     memory and, per set S of device classes some operator accepts, the operators
-//     accepting only classes in S fit S's devices (a Hall condition): a relaxation of the
-//     per-node constraints, hence valid. It bounds the column T and proves the greedy
+//     accepting only classes in S fit S's devices (a Hall condition), and the same pools
+//     rounded node by node in units of the operators' requirements (packRows:
+//     sum_i floor(a_i/s) P_i <= sum_n floor(C_n/s)): a relaxation of the per-node
+//     constraints, hence valid. It bounds the column T and proves the greedy
 //     plan on uniform clusters. The same aggregates as rows on the parallelisms P_i
 //     ("agg_*", redundant for the LP) were removed: on heterogeneous clusters they misled
 //     HiGHS's search (het/128/s1: 107 with them, 396 without, bound 452).

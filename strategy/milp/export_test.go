@@ -82,3 +82,12 @@ func LNSFrom(p *Problem, s *Solution, limit time.Duration) (*Solution, error) {
 	m := buildModel(q, opts)
 	return m.lns(context.Background(), s, math.Inf(1), opts, time.Now().Add(limit), func(string, highsResult) {}), nil
 }
+
+// AggregateBound returns the aggregate-relaxation bound on T of p (bound.go).
+func AggregateBound(p *Problem) (float64, error) {
+	q, err := newPrep(p)
+	if err != nil {
+		return 0, err
+	}
+	return q.Tub, nil
+}

@@ -270,6 +270,8 @@ type prep struct {
 	nClass int
 	// groups are the Hall-type accelerator aggregates (deviceGroups).
 	groups []devGroup
+	// packs are the pooled packing rows of the aggregate bound (packRows).
+	packs []packRow
 	// acc[i] is the number of devices operator i accepts (accepted); pickiest orders the
 	// operators by it.
 	acc      []int
@@ -395,6 +397,7 @@ func newPrep(p *Problem) (*prep, error) {
 		q.acc[i] = accepted(&p.Operators[i], q.devs)
 	}
 	q.pickiest = pickiestFirst(q.acc)
+	q.packs = q.packRows()
 	q.Tub = q.aggregateBound()
 	q.alpha, q.beta = p.Params.NetWeight, p.Params.MigrationWeight
 	scale := q.Tub
