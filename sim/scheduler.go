@@ -163,6 +163,14 @@ func (s *OpStats) OffTarget() int {
 	return s.Running + s.Starting + s.Restarting - s.OnTarget - s.RunningProbes()
 }
 
+// Settling reports whether production instances (probes aside) are starting or
+// restarting: a probe that is not running is one of Starting or Restarting, and a probe
+// replacing its config (a tuning trial every few minutes) is not a change of the
+// deployment.
+func (s *OpStats) Settling() bool {
+	return s.Starting+s.Restarting > len(s.Probes)-s.RunningProbes()
+}
+
 // RunningProbes returns the number of running probe instances.
 func (s *OpStats) RunningProbes() int {
 	return s.countProbes(func(p ProbeStats) bool { return p.Running })

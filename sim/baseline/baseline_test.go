@@ -316,3 +316,24 @@ func TestRayDataPoolUtilisationCountsTasks(t *testing.T) {
 		t.Fatalf("batch 2, backpressured: utilisation %v, want 0.25", u)
 	}
 }
+
+// A probe that is not running (a tuning trial replacing its config) does not make the
+// deployment unsettled; a production instance starting or restarting does.
+func TestSettlingIgnoresProbes(t *testing.T) {
+	cases := []struct {
+		st   sim.OpStats
+		want bool
+	}{
+		{sim.OpStats{Running: 4}, false},
+		{sim.OpStats{Running: 3, Starting: 1, Probes: []sim.ProbeStats{{Running: false}}}, false},
+		{sim.OpStats{Running: 3, Restarting: 1, Probes: []sim.ProbeStats{{Running: false}}}, false},
+		{sim.OpStats{Running: 3, Starting: 1, Probes: []sim.ProbeStats{{Running: true}}}, true},
+		{sim.OpStats{Running: 2, Starting: 1, Restarting: 1, Probes: []sim.ProbeStats{{Running: false}}}, true},
+		{sim.OpStats{Running: 3, Restarting: 1}, true},
+	}
+	for i, c := range cases {
+		if got := c.st.Settling(); got != c.want {
+			t.Errorf("case %d %+v: settling %v, want %v", i, c.st, got, c.want)
+		}
+	}
+}

@@ -177,7 +177,7 @@ func (d *DS2) Decide(ctx context.Context, s *sim.Snapshot) (*sim.Plan, error) {
 	}
 	steady := true
 	for _, o := range s.Ops {
-		if o.Starting > 0 || o.Restarting > 0 {
+		if o.Settling() {
 			steady = false
 		}
 	}
