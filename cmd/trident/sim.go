@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
@@ -22,6 +23,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dur := fs.Duration("duration", 0, "simulated time; the dataset repeats until it elapses (0: one pass over the dataset)")
 	scale := fs.Float64("scale", 1, "dataset size multiplier")
 	seed := fs.Uint64("seed", 1, "random seed")
+	verbose := fs.Bool("v", false, "log the shipped planner's and its feed's decisions on stderr (Trident schedulers)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,6 +38,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w", err)
 	}
 	p, s := set.Pipeline, set.Scheduler
+	if sh, ok := s.(*shipped.Scheduler); ok && *verbose {
+		sh.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	}
 	start := time.Now()
 	res, err := sim.Run(ctx, p, set.Cluster, s, set.Run)
 	if err != nil {

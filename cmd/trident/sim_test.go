@@ -32,6 +32,18 @@ func TestSimPrintsTridentCounters(t *testing.T) {
 	if !bytes.Contains(out.Bytes(), []byte("caption")) {
 		t.Fatalf("operator table missing:\n%s", out.String())
 	}
+	if bytes.Contains(errb.Bytes(), []byte("decision committed")) {
+		t.Fatalf("the planner logged without -v:\n%s", errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if err := runSim(context.Background(), []string{"-pipeline", "video", "-scale", "0.01", "-seed", "3", "-v"}, &out, &errb); err != nil {
+		t.Fatalf("sim -v: %v", err)
+	}
+	// The planner takes over the submitted job at its first round: a committed decision.
+	if !bytes.Contains(errb.Bytes(), []byte("decision committed")) {
+		t.Fatalf("sim -v logged no planner decision:\n%s", errb.String())
+	}
 	out.Reset()
 	if err := runSim(context.Background(), []string{"-pipeline", "video", "-scale", "0.01", "-scheduler", "static"}, &out, &errb); err != nil {
 		t.Fatal(err)

@@ -235,6 +235,14 @@ func New(o Options) *Scheduler {
 	return &Scheduler{opt: o}
 }
 
+// SetLogger makes the planner and the feed log to l (the default discards); it has effect
+// only before Init.
+func (s *Scheduler) SetLogger(l *slog.Logger) {
+	if l != nil {
+		s.opt.Logger = l
+	}
+}
+
 // Options returns the scheduler's options, defaults applied.
 func (s *Scheduler) Options() Options { return s.opt }
 
