@@ -29,7 +29,7 @@ type TunerOptions struct {
 	// Delta is the minimum probability of feasibility (sustained peak device memory below
 	// the limit less MarginMB) of every proposed configuration [0.95].
 	Delta float64
-	// MarginMB is the safety margin below the device memory, in MiB [1024; negative:
+	// MarginMB is the safety margin below the device memory, in MiB [3072; negative:
 	// none]. Plugin config key tune_margin_mb.
 	MarginMB float64
 	// PeakK is the sustained-peak allowance in noise deviations of the memory surrogate

@@ -10,13 +10,14 @@ import (
 )
 
 // Shared gives a baseline scheduler the shipped observation and adaptation layers, for
-// the controlled comparison of the paper's §8.3: capacities are the feed's estimates
-// (apm/feed.Estimator, the two-stage observation layer), and configurations come from
-// the feed's tuner measuring trials beside production, with its recommendations decided
-// by the planner's round as in the shipped loop. The baseline keeps its own parallelism
-// and placement; a configuration the planner decides is applied to every instance of
-// the operator at once (the baselines have no transition planning). It implements
-// baseline.CapacitySource and baseline.Advisor, and io.Closer (the baseline closes it).
+// the controlled comparison of the paper's §8.3: capacities are the estimates the feed
+// (apm/feed.Estimator, the two-stage observation layer) published to the planner, and
+// configurations come from the feed's tuner measuring trials beside production, with its
+// recommendations decided by the planner's round as in the shipped loop. The baseline
+// keeps its own parallelism and placement; a configuration the planner decides is
+// applied to every instance of the operator at once (the baselines have no transition
+// planning). It implements baseline.CapacitySource and baseline.Advisor, and io.Closer
+// (the baseline closes it).
 type Shared struct {
 	s   *Scheduler
 	ctx context.Context
