@@ -29,7 +29,8 @@ type TunerOptions struct {
 	// Delta is the minimum probability of feasibility (sustained peak device memory below
 	// the limit less MarginMB) of every proposed configuration [0.95].
 	Delta float64
-	// MarginMB is the safety margin below the device memory, in MiB [3072; negative:
+	// MarginMB is the safety margin below the device memory, in MiB [0: 5 % of the
+	// device memory, at least 1024 (strategy/adapt.LiveTuning); negative:
 	// none]. Plugin config key tune_margin_mb.
 	MarginMB float64
 	// PeakK is the sustained-peak allowance in noise deviations of the memory surrogate
@@ -86,6 +87,10 @@ type TunerOptions struct {
 	MemoryBlind bool
 	// Seed seeds the tuning sessions.
 	Seed uint64
+
+	// marginFrac is the default margin's fraction of the device memory (set by
+	// withDefaults when MarginMB is left at 0).
+	marginFrac float64
 	// Logger (default discard).
 	Logger *slog.Logger
 }
@@ -103,7 +108,7 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	}
 	switch {
 	case o.MarginMB == 0:
-		o.MarginMB = live.MarginMiB
+		o.MarginMB, o.marginFrac = live.MarginMiB, live.MarginFrac
 	case o.MarginMB < 0:
 		o.MarginMB = 0
 	}
@@ -398,10 +403,10 @@ func (t *Tuner) setup(job string, op fsm.Operator) (*opTuner, error) {
 	if op.GPUs == 0 {
 		mem = 0 // a CPU operator has no device memory to exceed: unconstrained BO
 	}
-	if mem > 0 && t.o.MarginMB >= mem {
-		return nil, fmt.Errorf("tuning margin %v MiB leaves nothing of the %v MiB device memory (plugin config tune_margin_mb)", t.o.MarginMB, mem)
+	tuning := adapt.Tuning{Budget: t.o.Budget, InitPoints: t.o.InitPoints, Delta: t.o.Delta, MarginMiB: t.o.MarginMB, MarginFrac: t.o.marginFrac, PeakK: t.o.PeakK}
+	if m := tuning.Margin(mem); mem > 0 && m >= mem {
+		return nil, fmt.Errorf("tuning margin %v MiB leaves nothing of the %v MiB device memory (plugin config tune_margin_mb)", m, mem)
 	}
-	tuning := adapt.Tuning{Budget: t.o.Budget, InitPoints: t.o.InitPoints, Delta: t.o.Delta, MarginMiB: t.o.MarginMB, PeakK: t.o.PeakK}
 	bopts := tuning.BOOptions(mem)
 	bopts.Logger = t.o.Logger
 	if t.o.MemoryBlind {

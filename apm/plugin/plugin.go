@@ -53,7 +53,7 @@ const (
 	ConfigToken         = "token"          // the same, by the name the strategy and target plugins use
 	ConfigFeedInterval  = "feed_interval"  // how often estimates are published (default 5s)
 	ConfigTune          = "tune"           // "true": also propose candidate configs (feed.Tuner)
-	ConfigTuneMarginMB  = "tune_margin_mb" // tuning: memory safety margin below the device memory, MiB (default 3072)
+	ConfigTuneMarginMB  = "tune_margin_mb" // tuning: memory safety margin below the device memory, MiB (default: 5 % of it, at least 1024)
 	ConfigTunePeakK     = "tune_peak_k"    // tuning: sustained-peak allowance, noise deviations of the memory surrogate (default 2)
 	ConfigTuneTrials    = "tune_trials"    // tuning: measure evaluations as trials beside production (planner trials API; default true, "false": roll each out)
 )

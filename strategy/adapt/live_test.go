@@ -1,6 +1,7 @@
 package adapt
 
 import (
+	"math"
 	"testing"
 
 	"github.com/trident-sched/trident/strategy/bo"
@@ -24,5 +25,25 @@ func TestLiveTuning(t *testing.T) {
 		if bad.Validate() == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// The default margin scales with the device: 5 % of it, never below 1 GiB; the BO gets
+// it; a fraction of half the device or more is rejected.
+func TestMarginScalesWithTheDevice(t *testing.T) {
+	live := LiveTuning()
+	for _, c := range []struct{ mem, want float64 }{{8192, 1024}, {24576, 1228.8}, {65536, 3276.8}, {81920, 4096}} {
+		if got := live.Margin(c.mem); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("margin on %v MiB = %v, want %v", c.mem, got, c.want)
+		}
+		if o := live.BOOptions(c.mem); math.Abs(o.Margin-c.want) > 1e-9 {
+			t.Errorf("BO margin on %v MiB = %v, want %v", c.mem, o.Margin, c.want)
+		}
+	}
+	if got := (Tuning{MarginMiB: 2048}).Margin(81920); got != 2048 {
+		t.Errorf("an absolute margin became %v", got)
+	}
+	if err := (Tuning{Budget: 1, InitPoints: 1, MarginFrac: 0.5}).Validate(); err == nil {
+		t.Error("a margin of half the device accepted")
 	}
 }

@@ -127,8 +127,9 @@ type Variant struct {
 	// WarmStart makes the space's default configuration (the one a deployment runs, known
 	// to fit) the first evaluation.
 	WarmStart bool
-	// MarginGB, PeakK and Delta configure constrained BO (see bo.Options).
-	MarginGB, PeakK, Delta float64
+	// MarginGB, PeakK and Delta configure constrained BO (see bo.Options); MarginFrac
+	// raises the margin to that fraction of the device memory (adapt.Tuning.Margin).
+	MarginGB, MarginFrac, PeakK, Delta float64
 }
 
 // Variant names.
@@ -206,7 +207,7 @@ func DefaultVariants(cfg BOConfig) []Variant {
 		{Name: VariantTrident, Method: bo.Constrained, InitPoints: 1, WarmStart: true, MarginGB: cfg.MarginGB, PeakK: cfg.PeakK, Delta: cfg.Delta},
 		{Name: VariantTridentV0, Method: bo.Constrained, MarginGB: 3, Delta: 0.9},
 		{Name: VariantLive, Method: bo.Constrained, Budget: live.Budget, InitPoints: live.InitPoints, WarmStart: true,
-			MarginGB: live.MarginMiB * miBToGB, PeakK: live.PeakK, Delta: live.Delta},
+			MarginGB: live.MarginMiB * miBToGB, MarginFrac: live.MarginFrac, PeakK: live.PeakK, Delta: live.Delta},
 		{Name: VariantLiveV0, Method: bo.Constrained, Budget: liveV0Budget, InitPoints: live.InitPoints, WarmStart: true, Delta: 0.9},
 		{Name: VariantEIZero, Method: bo.UnconstrainedZero},
 		{Name: VariantEIZeroWarm, Method: bo.UnconstrainedZero, InitPoints: 1, WarmStart: true},
@@ -337,7 +338,7 @@ func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOC
 	optRng := rand.New(rand.NewPCG(seed, uint64(m)+1))
 	envRng := rand.New(rand.NewPCG(seed, 1000+uint64(m)))
 	opts := bo.Options{Method: m, InitPoints: v.InitPoints, MemLimit: cs.Surface.DeviceMemGB(),
-		Margin: v.MarginGB, PeakK: v.PeakK, Delta: v.Delta}
+		Margin: adapt.Tuning{MarginMiB: v.MarginGB, MarginFrac: v.MarginFrac}.Margin(cs.Surface.DeviceMemGB()), PeakK: v.PeakK, Delta: v.Delta}
 	if opts.InitPoints == 0 {
 		opts.InitPoints = cfg.InitPoints
 	}

@@ -198,7 +198,11 @@ func settings(cfg BOConfig, v Variant) string {
 	}
 	s := fmt.Sprintf("%d evals, %s", budget, start)
 	if v.Method == bo.Constrained {
-		s += fmt.Sprintf(", margin %.2g GB, k %.3g, δ %.2g", v.MarginGB, v.PeakK, v.Delta)
+		margin := fmt.Sprintf("%.2g GB", v.MarginGB)
+		if v.MarginFrac > 0 {
+			margin = fmt.Sprintf("%.3g %% of the device, >= %.2g GB", 100*v.MarginFrac, v.MarginGB)
+		}
+		s += fmt.Sprintf(", margin %s, k %.3g, δ %.2g", margin, v.PeakK, v.Delta)
 	}
 	return s
 }
