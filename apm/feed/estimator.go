@@ -73,7 +73,8 @@ type Estimator struct {
 	// conservative bound). Instances present in the first scrape have no entry (uptime
 	// unknown).
 	starts map[string]map[string]time.Time
-	// ratesOnly makes every estimate the useful-time rate (SetRatesOnly).
+	// ratesOnly answers every estimate from the observed rates, not the model
+	// (SetRatesOnly).
 	ratesOnly bool
 }
 
@@ -386,6 +387,9 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) bool {
 			mean[i] += fv[i]
 		}
 		count++
+		if ratesOnly {
+			continue // no model to feed: the rates below are the estimate
+		}
 		old, ok := prev.Instances[id]
 		if !ok || m.RecordsIn < old.RecordsIn { // new or restarted instance: no interval
 			e.mu.Lock()
@@ -420,9 +424,6 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) bool {
 			s.Engine.Reported = true
 			s.Engine.RunningStart, s.Engine.RunningEnd = old.Running, m.Running
 			s.Engine.WaitingStart, s.Engine.WaitingEnd = old.Waiting, m.Waiting
-		}
-		if ratesOnly {
-			continue // no model to feed: the rates below are the estimate
 		}
 		accepted, reason := e.layer.Observe(k, s)
 		e.mu.Lock()

@@ -95,6 +95,11 @@ type TunerOptions struct {
 	Logger *slog.Logger
 }
 
+// tuning is the BO session configuration the options (defaults applied) describe.
+func (o TunerOptions) tuning() adapt.Tuning {
+	return adapt.Tuning{Budget: o.Budget, InitPoints: o.InitPoints, Delta: o.Delta, MarginMiB: o.MarginMB, MarginFrac: o.marginFrac, PeakK: o.PeakK}
+}
+
 func (o TunerOptions) withDefaults() TunerOptions {
 	live := adapt.LiveTuning()
 	if o.Budget <= 0 {
@@ -253,7 +258,7 @@ func NewTuner(est *Estimator, pc *client.Client, o TunerOptions) (*Tuner, error)
 		return nil, errors.New("feed: tuner: an estimator and a planner client are required")
 	}
 	o = o.withDefaults()
-	if err := (adapt.Tuning{Budget: o.Budget, InitPoints: o.InitPoints, Delta: o.Delta, MarginMiB: o.MarginMB, PeakK: o.PeakK}).Validate(); err != nil {
+	if err := o.tuning().Validate(); err != nil {
 		return nil, fmt.Errorf("feed: tuner: %w", err)
 	}
 	return &Tuner{o: o, est: est, planner: pc, rng: rand.New(rand.NewPCG(o.Seed, 0x7475)), ops: map[string]*opTuner{}}, nil
@@ -403,7 +408,7 @@ func (t *Tuner) setup(job string, op fsm.Operator) (*opTuner, error) {
 	if op.GPUs == 0 {
 		mem = 0 // a CPU operator has no device memory to exceed: unconstrained BO
 	}
-	tuning := adapt.Tuning{Budget: t.o.Budget, InitPoints: t.o.InitPoints, Delta: t.o.Delta, MarginMiB: t.o.MarginMB, MarginFrac: t.o.marginFrac, PeakK: t.o.PeakK}
+	tuning := t.o.tuning()
 	if m := tuning.Margin(mem); mem > 0 && m >= mem {
 		return nil, fmt.Errorf("tuning margin %v MiB leaves nothing of the %v MiB device memory (plugin config tune_margin_mb)", m, mem)
 	}
