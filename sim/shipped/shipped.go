@@ -78,8 +78,9 @@ type Options struct {
 	// NoCanary starts config transitions without a canary (the planner's -canary=false).
 	NoCanary bool
 	// Ablations of the paper's §8.6, run on the shipped loop:
-	//   - NoObservation: the feed's estimator answers with useful-time rates instead of
-	//     the two-stage GP model (feed.Estimator.SetRatesOnly), "w/o observation layer";
+	//   - NoObservation: the feed's estimator answers with the observed rates it falls
+	//     back to, never the two-stage GP model (feed.Estimator.SetRatesOnly), "w/o
+	//     observation layer";
 	//   - NoPlacement: the planner sees unlimited links and co-location is worth nothing
 	//     to its MILP (network-agnostic placement), "w/o placement-aware scheduling";
 	//   - AllAtOnce: config transitions start without a canary and without a cap on the
@@ -120,10 +121,9 @@ type Stats struct {
 	Rounds, Decisions, Failed int
 	// Observations counts the capacity estimates the feed published.
 	Observations int
-	// Wall is the wall time spent in the feed and the planner rounds: FeedWall in the
-	// feed's (scrape, observation layer, tuner), RoundWall in the planner's (solves
-	// included).
-	Wall, FeedWall, RoundWall time.Duration
+	// FeedWall is the wall time spent in the feed's rounds (scrape, observation layer,
+	// tuner), RoundWall in the planner's (solves included).
+	FeedWall, RoundWall time.Duration
 }
 
 // Scheduler is the shipped planner as a sim.Scheduler. It implements io.Closer: the run
@@ -561,7 +561,6 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 // engine.
 func (s *Scheduler) Decide(ctx context.Context, snap *sim.Snapshot) (*sim.Plan, error) {
 	start := time.Now()
-	defer func() { s.Stats.Wall += time.Since(start) }()
 	s.mu.Lock()
 	s.now = snap.Time
 	s.takeScrape(snap)
