@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	rpprof "runtime/pprof"
 	"strings"
 	"time"
 )
@@ -65,4 +67,20 @@ func serveDebug(ctx context.Context, ln net.Listener, log *slog.Logger) {
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("debug endpoint stopped", "err", err)
 	}
+}
+
+// startCPUProfile writes a CPU profile to path until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := rpprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		rpprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

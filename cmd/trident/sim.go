@@ -24,6 +24,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	scale := fs.Float64("scale", 1, "dataset size multiplier")
 	seed := fs.Uint64("seed", 1, "random seed")
 	verbose := fs.Bool("v", false, "log the shipped planner's and its feed's decisions on stderr (Trident schedulers)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,6 +41,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	p, s := set.Pipeline, set.Scheduler
 	if sh, ok := s.(*shipped.Scheduler); ok && *verbose {
 		sh.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	start := time.Now()
 	res, err := sim.Run(ctx, p, set.Cluster, s, set.Run)

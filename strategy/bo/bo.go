@@ -24,6 +24,7 @@ package bo
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -195,7 +196,8 @@ type Optimizer struct {
 	// initial holds the warm-start configurations not suggested yet.
 	initial []configspace.Config
 	obs     []Observation
-	seen    map[string]bool
+	// seen holds the pointKey of every evaluated configuration's encoding.
+	seen map[string]bool
 
 	thr, mem        Surrogate
 	fittedAt        int // len(obs) when the surrogates were last fitted
@@ -289,7 +291,7 @@ func (o *Optimizer) Observe(c configspace.Config, throughput, peakMem float64, o
 		return fmt.Errorf("bo: observe %s: non-finite throughput %v or memory %v", cc, throughput, peakMem)
 	}
 	o.obs = append(o.obs, Observation{Config: cc, X: x, Throughput: throughput, PeakMem: peakMem, OOM: oom})
-	o.seen[cc.String()] = true
+	o.seen[pointKey(x)] = true
 	return nil
 }
 
@@ -318,7 +320,7 @@ func (o *Optimizer) SuggestPending(ctx context.Context, pending []configspace.Co
 		if err != nil {
 			return nil, fmt.Errorf("bo: suggest: pending: %w", err)
 		}
-		if k := cc.String(); !o.seen[k] {
+		if k := pointKey(x); !o.seen[k] {
 			o.seen[k] = true
 			defer delete(o.seen, k)
 		}
@@ -329,7 +331,7 @@ func (o *Optimizer) SuggestPending(ctx context.Context, pending []configspace.Co
 		for len(o.grid) > 0 {
 			c := o.grid[0]
 			o.grid = o.grid[1:]
-			if !o.seen[c.String()] {
+			if !o.evaluated(c) {
 				return c, nil
 			}
 		}
@@ -340,7 +342,7 @@ func (o *Optimizer) SuggestPending(ctx context.Context, pending []configspace.Co
 	for len(o.initial) > 0 {
 		c := o.initial[0]
 		o.initial = o.initial[1:]
-		if o.space.Satisfies(c) && !o.seen[c.String()] {
+		if o.space.Satisfies(c) && !o.evaluated(c) {
 			return c, nil
 		}
 	}
@@ -628,24 +630,37 @@ func (o *Optimizer) candidates() [][]float64 {
 		}
 	}
 	out := make([][]float64, 0, len(raw))
-	dedup := map[string]bool{}
+	dedup := make(map[string]bool, len(raw))
 	for _, u := range raw {
-		c, err := o.space.Decode(u)
-		if err != nil || !o.space.Satisfies(c) {
+		x := make([]float64, d)
+		if ok, err := o.space.Snap(u, x); err != nil || !ok {
 			continue
 		}
-		k := c.String()
+		k := pointKey(x)
 		if o.seen[k] || dedup[k] {
 			continue
 		}
 		dedup[k] = true
-		x, err := o.space.Encode(c)
-		if err != nil {
-			continue
-		}
 		out = append(out, x)
 	}
 	return out
+}
+
+// pointKey identifies a canonical point of the unit cube (configspace.Space.Snap or
+// Encode of a checked configuration) by its exact bits: equal keys, equal configurations.
+func pointKey(x []float64) string {
+	b := make([]byte, 0, 8*len(x))
+	for _, v := range x {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return string(b)
+}
+
+// evaluated reports whether configuration c was observed (or is pending in the current
+// suggestion). A configuration that does not encode was not.
+func (o *Optimizer) evaluated(c configspace.Config) bool {
+	x, err := o.space.Encode(c)
+	return err == nil && o.seen[pointKey(x)]
 }
 
 // nextHalton returns the next point of the shifted Halton sequence that satisfies the
@@ -661,7 +676,7 @@ func (o *Optimizer) nextHalton() (configspace.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bo: halton point: %w", err)
 		}
-		if o.space.Satisfies(c) && !o.seen[c.String()] {
+		if o.space.Satisfies(c) && !o.evaluated(c) {
 			return c, nil
 		}
 	}

@@ -3,6 +3,7 @@ package configspace
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -191,5 +192,65 @@ func TestFromMeta(t *testing.T) {
 	}
 	if s, _, err := FromMeta("cpu", map[string]string{}); s != nil || err != nil {
 		t.Fatalf("no params: %v %v", s, err)
+	}
+}
+
+// TestSnapIsEncodeOfDecode checks Snap against its definition on random points, including
+// points outside the cube and on cell boundaries: the same coordinates to the bit, the
+// same constraint verdict, and equal snapped points exactly for equal configurations.
+func TestSnapIsEncodeOfDecode(t *testing.T) {
+	s := MustParse(decl)
+	rng := rand.New(rand.NewPCG(7, 1))
+	byBits := map[[5]uint64]string{}
+	feasible := 0
+	for n := range 20000 {
+		u := make([]float64, s.Dim())
+		for i := range u {
+			u[i] = rng.Float64()*1.2 - 0.1
+			if n%7 == 0 {
+				u[i] = float64(rng.IntN(5)) / 4 // cell boundaries and the cube's faces
+			}
+		}
+		c, err := s.Decode(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float64, s.Dim())
+		ok, err := s.Snap(u, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bits [5]uint64
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Fatalf("Snap(%v)[%d] = %v, Encode(Decode) = %v", u, i, got[i], want[i])
+			}
+			bits[i] = math.Float64bits(got[i])
+		}
+		if ok != s.Satisfies(c) {
+			t.Fatalf("Snap(%v) feasible %v, Satisfies(%s) %v", u, ok, c, s.Satisfies(c))
+		}
+		if ok {
+			feasible++
+		}
+		if prev, dup := byBits[bits]; dup && prev != c.String() {
+			t.Fatalf("%s and %s snap to the same point", prev, c)
+		}
+		byBits[bits] = c.String()
+	}
+	// The constraint binds on part of the cube, and integers collapse cells: both verdicts
+	// and repeated configurations occur, so the comparisons above were exercised.
+	if feasible == 0 || feasible == 20000 || len(byBits) == 20000 {
+		t.Fatalf("feasible %d of 20000, %d distinct: the sample does not exercise Snap", feasible, len(byBits))
+	}
+	if _, err := s.Snap([]float64{math.NaN(), 0, 0, 0, 0}, make([]float64, 5)); err == nil {
+		t.Fatal("NaN coordinate snapped")
+	}
+	if _, err := s.Snap([]float64{0}, make([]float64, 5)); err == nil {
+		t.Fatal("short point snapped")
 	}
 }

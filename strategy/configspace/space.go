@@ -86,14 +86,21 @@ type Space struct {
 	Params      []Param
 	Constraints []Constraint
 	index       map[string]int
+	// logMin and logMax hold log(Min) and log(Max) of each log-scaled parameter (the
+	// hot path of a search's candidate generation decodes and encodes thousands of points).
+	logMin, logMax []float64
 }
 
 // New builds a space from parameters and constraints and checks them.
 func New(params []Param, constraints []Constraint) (*Space, error) {
-	s := &Space{Params: params, Constraints: constraints, index: map[string]int{}}
+	s := &Space{Params: params, Constraints: constraints, index: map[string]int{},
+		logMin: make([]float64, len(params)), logMax: make([]float64, len(params))}
 	for i, p := range params {
 		if err := checkParam(p); err != nil {
 			return nil, err
+		}
+		if p.Log {
+			s.logMin[i], s.logMax[i] = math.Log(p.Min), math.Log(p.Max)
 		}
 		if _, dup := s.index[p.Name]; dup {
 			return nil, fmt.Errorf("configspace: parameter %q declared twice", p.Name)
@@ -201,31 +208,62 @@ func (s *Space) Decode(u []float64) (Config, error) {
 	}
 	c := make(Config, len(s.Params))
 	for i, p := range s.Params {
-		x := u[i]
-		if math.IsNaN(x) {
+		if math.IsNaN(u[i]) {
 			return nil, fmt.Errorf("configspace: decode parameter %q: coordinate is NaN", p.Name)
 		}
-		x = math.Max(0, math.Min(1, x))
-		switch p.Kind {
-		case Int, Float:
-			var v float64
-			if p.Log {
-				v = math.Exp(math.Log(p.Min) + x*(math.Log(p.Max)-math.Log(p.Min)))
-			} else {
-				v = p.Min + x*(p.Max-p.Min)
-			}
-			if p.Kind == Int {
-				v = math.Round(v)
-			}
-			c[p.Name] = Num(math.Max(p.Min, math.Min(p.Max, v)))
-		case Boolean:
-			c[p.Name] = Bool(x >= 0.5)
-		case Categorical:
-			n := len(p.Choices)
-			c[p.Name] = Str(p.Choices[min(n-1, int(x*float64(n)))])
-		}
+		c[p.Name] = s.decodeValue(i, u[i])
 	}
 	return c, nil
+}
+
+// decodeValue maps coordinate x (clamped to [0,1]) to parameter i's value.
+func (s *Space) decodeValue(i int, x float64) Value {
+	p := &s.Params[i]
+	x = math.Max(0, math.Min(1, x))
+	switch p.Kind {
+	case Int, Float:
+		var v float64
+		if p.Log {
+			v = math.Exp(s.logMin[i] + x*(s.logMax[i]-s.logMin[i]))
+		} else {
+			v = p.Min + x*(p.Max-p.Min)
+		}
+		if p.Kind == Int {
+			v = math.Round(v)
+		}
+		return Num(math.Max(p.Min, math.Min(p.Max, v)))
+	case Boolean:
+		return Bool(x >= 0.5)
+	default: // Categorical
+		n := len(p.Choices)
+		return Str(p.Choices[min(n-1, int(x*float64(n)))])
+	}
+}
+
+// Snap writes Encode(Decode(u)) to dst (length Dim), the canonical point of u's cell,
+// without building the configuration, and reports whether that configuration meets every
+// constraint. Two points snap to the same dst exactly when they decode to the same
+// configuration, so the bits of dst identify it (what a search deduplicates by). It fails
+// on a length mismatch or a NaN coordinate.
+func (s *Space) Snap(u, dst []float64) (bool, error) {
+	if len(u) != len(s.Params) || len(dst) != len(s.Params) {
+		return false, fmt.Errorf("configspace: snap %d coordinates into %d in a %d-parameter space", len(u), len(dst), len(s.Params))
+	}
+	for i, p := range s.Params {
+		if math.IsNaN(u[i]) {
+			return false, fmt.Errorf("configspace: snap parameter %q: coordinate is NaN", p.Name)
+		}
+		dst[i] = s.encodeValue(i, s.decodeValue(i, u[i]))
+	}
+	for _, con := range s.Constraints {
+		if !con.holds(func(name string) float64 {
+			i := s.index[name]
+			return s.decodeValue(i, u[i]).Float()
+		}) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Encode maps a configuration to the unit hypercube. It fails when a parameter is missing
@@ -241,29 +279,37 @@ func (s *Space) Encode(c Config) ([]float64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("configspace: encode parameter %q: %w", p.Name, err)
 		}
-		switch p.Kind {
-		case Int, Float:
-			if p.Max == p.Min {
-				u[i] = 0.5
-			} else if p.Log {
-				u[i] = (math.Log(v.num) - math.Log(p.Min)) / (math.Log(p.Max) - math.Log(p.Min))
-			} else {
-				u[i] = (v.num - p.Min) / (p.Max - p.Min)
-			}
-		case Boolean:
-			u[i] = 0.25
-			if v.num != 0 {
-				u[i] = 0.75
-			}
-		case Categorical:
-			for j, ch := range p.Choices {
-				if ch == v.str {
-					u[i] = (float64(j) + 0.5) / float64(len(p.Choices))
-				}
-			}
-		}
+		u[i] = s.encodeValue(i, v)
 	}
 	return u, nil
+}
+
+// encodeValue maps parameter i's canonical value v (see normalise) to its coordinate.
+func (s *Space) encodeValue(i int, v Value) float64 {
+	p := &s.Params[i]
+	switch p.Kind {
+	case Int, Float:
+		switch {
+		case p.Max == p.Min:
+			return 0.5
+		case p.Log:
+			return (math.Log(v.num) - s.logMin[i]) / (s.logMax[i] - s.logMin[i])
+		default:
+			return (v.num - p.Min) / (p.Max - p.Min)
+		}
+	case Boolean:
+		if v.num != 0 {
+			return 0.75
+		}
+		return 0.25
+	default: // Categorical
+		for j, ch := range p.Choices {
+			if ch == v.str {
+				return (float64(j) + 0.5) / float64(len(p.Choices))
+			}
+		}
+		return 0
+	}
 }
 
 // normalise converts v to the canonical Value of parameter p or explains why it cannot.
@@ -398,8 +444,11 @@ func (s *Space) Grid(levels int) ([]Config, error) {
 }
 
 // Holds reports whether c satisfies the constraint; a missing or non-numeric value fails it.
-func (con Constraint) Holds(c Config) bool {
-	l, r := evalSide(con.Left, c), evalSide(con.Right, c)
+func (con Constraint) Holds(c Config) bool { return con.holds(c.Float) }
+
+// holds evaluates the constraint with val giving a parameter's numeric value.
+func (con Constraint) holds(val func(string) float64) bool {
+	l, r := evalSide(con.Left, val), evalSide(con.Right, val)
 	if math.IsNaN(l) || math.IsNaN(r) {
 		return false
 	}
@@ -416,14 +465,14 @@ func (con Constraint) Holds(c Config) bool {
 	return false
 }
 
-func evalSide(ts []Term, c Config) float64 {
+func evalSide(ts []Term, val func(string) float64) float64 {
 	var s float64
 	for _, t := range ts {
 		if t.Param == "" {
 			s += t.Coef
 			continue
 		}
-		s += t.Coef * c.Float(t.Param)
+		s += t.Coef * val(t.Param)
 	}
 	return s
 }
