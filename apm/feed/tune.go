@@ -77,6 +77,13 @@ type TunerOptions struct {
 	// TrialRounds bounds the rounds one trial may take to be measured [60]; a trial not
 	// measured by then is set aside.
 	TrialRounds int
+	// StallRounds bounds the rounds a session may stall [60]: a round stalls when every
+	// suggestion drawn falls below Delta (the optimiser offers an unsafe configuration
+	// only when none of its candidates meets Delta). A stalled session draws one
+	// suggestion per round, since its memory model changes only with a new evaluation
+	// (e.g. the running config measured again); after StallRounds stalled rounds in a
+	// row it concludes with what it measured and its recommendation follows.
+	StallRounds int
 	// Cluster configures the workload clustering [WarmUp 10: one feature sample per
 	// instance and round is a window mean, far less noisy than one request;
 	// RangeFraction 0.1: window means of a uniform regime can be near constant].
@@ -143,6 +150,9 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	}
 	if o.TrialRounds <= 0 {
 		o.TrialRounds = 60
+	}
+	if o.StallRounds <= 0 {
+		o.StallRounds = 60
 	}
 	if o.OOMGuard == 0 {
 		o.OOMGuard = 3
@@ -347,6 +357,9 @@ type opTuner struct {
 	// measured by rolling them out. trial is the trial the Tuner put and waits on.
 	noTrials bool
 	trial    *trialWait
+	// stalled counts the rounds in a row whose suggestions all fell below Delta, since
+	// the last evaluation was recorded.
+	stalled int
 
 	evals     []Evaluation
 	proposals []Proposal
@@ -632,6 +645,7 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	ev := Evaluation{Epoch: e, Config: cfgStr, Cluster: id, Throughput: thr, PeakMiB: peakMiB, OOM: st.oom}
 	t.mu.Lock()
 	ot.evals = append(ot.evals, ev)
+	ot.stalled = 0 // the memory model changes: suggestions may meet Delta again
 	t.mu.Unlock()
 	t.o.Logger.Info("tune: evaluation recorded", "job", ot.job, "operator", ot.op, "epoch", e, "config", cfgStr,
 		"cluster", id, "throughput", thr, "peak_mib", peakMiB, "oom", st.oom)
@@ -659,7 +673,8 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 		ot.epoch(cur).recorded = false
 		return nil
 	}
-	for range t.o.MaxTries {
+	unsafe, tries := 0, t.tries(ot) // unsafe: suggestions skipped as below Delta while a feasible evaluation exists
+	for range tries {
 		adv, ok, err := ot.adv.Next(ctx)
 		if err != nil {
 			return err
@@ -684,11 +699,49 @@ func (t *Tuner) propose(ctx context.Context, ot *opTuner, op fsm.Operator, g cli
 		if pred.PFeasible < t.o.Delta || !pred.HaveThroughput {
 			t.o.Logger.Debug("tune: suggestion skipped", "job", ot.job, "operator", ot.op, "config", cfgStr,
 				"p_feasible", pred.PFeasible, "have_throughput", pred.HaveThroughput)
+			if pred.HaveThroughput {
+				unsafe++
+			}
 			continue
 		}
+		ot.stalled = 0
 		return t.put(ctx, ot, op, Proposal{Config: cfgStr, Capacity: math.Max(0, pred.Throughput+t.o.Optimism*pred.ThroughputStd), PFeasible: pred.PFeasible})
 	}
-	return nil
+	adv, ok, err := t.conclude(ctx, ot, unsafe == tries)
+	if err != nil || !ok {
+		return err
+	}
+	return t.recommend(ctx, ot, op, adv, running)
+}
+
+// tries is how many suggestions ot may draw this round: MaxTries, one while it stalls.
+func (t *Tuner) tries(ot *opTuner) int {
+	if ot.stalled > 0 {
+		return 1
+	}
+	return t.o.MaxTries
+}
+
+// conclude counts a stalled round (every suggestion drawn fell below Delta) and ends ot's
+// tuning session once StallRounds such rounds came in a row: the optimiser offers an
+// unsafe configuration only when none of its candidates meets Delta, and with no new
+// evaluation its memory model keeps that verdict, so the session would spin on it. The
+// session's recommendation follows, as when its budget is spent.
+func (t *Tuner) conclude(ctx context.Context, ot *opTuner, stalled bool) (adapt.Advice, bool, error) {
+	if !stalled {
+		ot.stalled = 0
+		return adapt.Advice{}, false, nil
+	}
+	if ot.stalled++; ot.stalled < t.o.StallRounds {
+		return adapt.Advice{}, false, nil
+	}
+	ot.stalled = 0
+	t.o.Logger.Info("tune: no suggestion has met the memory-safety threshold for StallRounds rounds; concluding the session", "job", ot.job, "operator", ot.op, "rounds", t.o.StallRounds, "delta", t.o.Delta)
+	adv, ok, err := ot.adv.Conclude(ctx)
+	if err != nil {
+		return adapt.Advice{}, false, fmt.Errorf("conclude tuning: %w", err)
+	}
+	return adv, ok, nil
 }
 
 // awaitPending settles ot's pending proposal: it is done once the plan runs it, and set
@@ -785,7 +838,8 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 			ot.trial = nil
 		}
 	}
-	for range t.o.MaxTries {
+	unsafe, tries := 0, t.tries(ot) // unsafe: suggestions skipped as below Delta
+	for range tries {
 		adv, ok, err := ot.adv.Next(ctx)
 		if err != nil {
 			return err
@@ -811,6 +865,9 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 			return err
 		} else if pred.PFeasible < t.o.Delta {
 			t.o.Logger.Debug("tune: suggestion skipped", "job", ot.job, "operator", ot.op, "config", cfgStr, "p_feasible", pred.PFeasible)
+			if pred.HaveThroughput {
+				unsafe++
+			}
 			continue
 		}
 		resp, err := t.planner.PutTrial(ctx, ot.job, ot.op, client.TrialRequest{Config: cfgStr})
@@ -823,13 +880,21 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 			return fmt.Errorf("trial %s: %w", cfgStr, err)
 		}
 		ot.trial = &trialWait{config: cfgStr, epoch: fsm.TrialEpochBase + resp.Index, round: ot.round}
+		ot.stalled = 0
 		t.mu.Lock()
 		ot.proposals = append(ot.proposals, Proposal{Config: cfgStr, Trial: true})
 		t.mu.Unlock()
 		t.o.Logger.Info("tune: trial put", "job", ot.job, "operator", ot.op, "config", cfgStr, "cluster", adv.Cluster, "remaining", adv.Remaining)
 		return nil
 	}
-	return nil
+	adv, ok, err := t.conclude(ctx, ot, unsafe == tries)
+	if err != nil || !ok {
+		return err
+	}
+	if err := t.dropTrial(ctx, ot, trial); err != nil {
+		return err
+	}
+	return t.recommend(ctx, ot, op, adv, running)
 }
 
 // trialSaturation is how recently an operator's production instances must have been seen

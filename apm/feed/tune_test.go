@@ -216,10 +216,13 @@ func (c *synthCluster) feederWith(t *testing.T, url string, o TunerOptions) *Fee
 	return f
 }
 
-// withSynthDevice is o for the synthetic 100 MiB device: no margin and no sustained-peak
-// allowance (its peaks do not fluctuate), and a fixed seed.
+// withSynthDevice is o for the synthetic 100 MiB device: no margin unless o sets one, no
+// sustained-peak allowance (its peaks do not fluctuate), and a fixed seed.
 func withSynthDevice(o TunerOptions) TunerOptions {
-	o.Seed, o.MarginMB, o.PeakK = 5, -1, -1
+	o.Seed, o.PeakK = 5, -1
+	if o.MarginMB == 0 {
+		o.MarginMB = -1
+	}
 	return o
 }
 
@@ -477,6 +480,61 @@ func TestTunerMeasuresByTrials(t *testing.T) {
 		if !p.Trial && !p.Recommendation {
 			t.Errorf("proposal %+v: with trials only recommendations are candidates", p)
 		}
+	}
+}
+
+// TestTunerConcludesWhenNothingSafeIsLeft: with a 55 MiB margin on the 100 MiB device only
+// b <= 8 is safe (peak 10 + 4·b <= 45 MiB), fewer configurations than the budget of 20.
+// Once the optimiser has no unevaluated configuration it deems safe, every suggestion
+// falls below Delta; the session must conclude with what it measured (and recommend the
+// fastest safe b) instead of asking again in every round.
+func TestTunerConcludesWhenNothingSafeIsLeft(t *testing.T) {
+	for _, trials := range []bool{true, false} {
+		t.Run(fmt.Sprintf("trials=%v", trials), func(t *testing.T) {
+			c := newSynthCluster(t, 4)
+			c.adopt = !trials // without trials, configurations are measured by rolling them out
+			srv := httptest.NewServer(http.HandlerFunc(c.handler))
+			defer srv.Close()
+			f := c.feederWith(t, srv.URL, TunerOptions{Budget: 20, Trials: trials, MarginMB: 55})
+			ctx := context.Background()
+			for range 400 {
+				if err := f.Round(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := f.Tuner().Stats("pdf", "ocr")
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if n := len(st.Evaluations); n == 0 || n >= 20 {
+				t.Fatalf("%d evaluations: want the session to end before its budget of 20 (8 safe configurations)", n)
+			}
+			for _, ev := range st.Evaluations {
+				if ev.OOM {
+					t.Errorf("evaluation %+v: an OOM, though only configurations meeting Delta are measured", ev)
+				}
+			}
+			if c.trial != "" {
+				t.Errorf("trial %q still running after the session concluded", c.trial)
+			}
+			var rec *Proposal
+			for i, p := range st.Proposals {
+				if p.Recommendation {
+					rec = &st.Proposals[i]
+				}
+			}
+			if rec == nil {
+				t.Fatalf("no recommendation proposed after the session; proposals %+v", st.Proposals)
+			}
+			// Measured rates are proportional to b with 2 % noise, so the fastest safe
+			// config, b = 8, wins unless it was never evaluated; b = 7 is 12.5 % slower.
+			cfg, err := configspace.ParseConfig(rec.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b := cfg.Int("b"); b < 7 || b > 8 {
+				t.Errorf("recommended %q: want the fastest safe b (7 or 8)", rec.Config)
+			}
+		})
 	}
 }
 

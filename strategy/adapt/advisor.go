@@ -128,6 +128,24 @@ func (a *Advisor) Next(ctx context.Context) (adv Advice, ok bool, err error) {
 	return Advice{Cluster: dom.ID, Config: c, Evaluate: true, Remaining: a.o.Budget - n}, true, nil
 }
 
+// Conclude ends the dominant cluster's tuning session now, with the evaluations it has, as
+// if its budget were spent, and returns its recommendation like Next does then. It is for
+// a session whose optimiser has nothing left it deems safe to evaluate: every suggestion
+// fails the caller's memory-safety threshold, and no evaluation will change that model.
+// ok is false when no session runs for the dominant cluster.
+func (a *Advisor) Conclude(ctx context.Context) (adv Advice, ok bool, err error) {
+	dom, ok := a.c.Dominant()
+	if !ok || dom.Status == cluster.Tuned {
+		return Advice{}, false, nil
+	}
+	t, ok := a.tuners[dom.ID]
+	if !ok {
+		return Advice{}, false, nil
+	}
+	a.o.Logger.Info("adapt: tuning concluded early: no configuration left that is safe to evaluate", "cluster", dom.ID, "evaluations", len(t.Observations()), "budget", a.o.Budget)
+	return a.finish(ctx, dom.ID, t)
+}
+
 // Report records the measurement of an evaluation advised for cluster id (followed
 // through merges).
 func (a *Advisor) Report(id int, c configspace.Config, throughput, peakMem float64, oom bool) error {

@@ -190,3 +190,62 @@ func TestWarmStartFromTheLastTunedCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestConcludeEndsTheSessionEarly: Conclude has nothing to end before a session runs; once
+// one runs, it finishes it with the evaluations made so far (the best measured config),
+// the cluster counts as tuned, and Next returns that recommendation without evaluations.
+func TestConcludeEndsTheSessionEarly(t *testing.T) {
+	e := opmodel.TextOCR()
+	a, err := New(opmodel.Space(), 2, Options{
+		Cluster: cluster.Options{Log: []bool{true, true}},
+		BO:      bo.Options{MemLimit: e.DeviceMemGB, Margin: 3, Delta: 0.9},
+		Budget:  12,
+	}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, ok, err := a.Conclude(ctx); ok || err != nil {
+		t.Fatalf("Conclude before any workload: ok %v, err %v; want nothing to conclude", ok, err)
+	}
+	env := rand.New(rand.NewPCG(2, 2))
+	w := opmodel.DocumentWorkload(2200, 1000)
+	for range 50 {
+		if _, err := a.ObserveRequest([]float64{2200 * math.Exp(0.1*env.NormFloat64()), 1000 * math.Exp(0.2*env.NormFloat64())}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	best, bestCfg := 0.0, ""
+	for range 3 {
+		adv, ok, err := a.Next(ctx)
+		if err != nil || !ok || !adv.Evaluate {
+			t.Fatalf("Next: %+v ok %v err %v; want an evaluation", adv, ok, err)
+		}
+		m, err := e.Evaluate(adv.Config, w, 2*time.Minute, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Report(adv.Cluster, adv.Config, m.Throughput, m.PeakMemGB, m.OOM); err != nil {
+			t.Fatal(err)
+		}
+		if !m.OOM && m.Throughput > best {
+			best, bestCfg = m.Throughput, adv.Config.String()
+		}
+	}
+	if bestCfg == "" {
+		t.Fatal("no feasible evaluation among the first three")
+	}
+	adv, ok, err := a.Conclude(ctx)
+	if err != nil || !ok || adv.Evaluate {
+		t.Fatalf("Conclude: %+v ok %v err %v; want the session's recommendation", adv, ok, err)
+	}
+	// Three evaluations: the recommendation is the best measured one (the surrogate's
+	// optimum among what was measured).
+	if adv.Config.String() != bestCfg {
+		t.Errorf("recommended %s, want the best measured %s (%.3g)", adv.Config, bestCfg, best)
+	}
+	next, ok, err := a.Next(ctx)
+	if err != nil || !ok || next.Evaluate || next.Config.String() != adv.Config.String() {
+		t.Errorf("Next after Conclude: %+v ok %v err %v; want the tuned recommendation, no evaluation", next, ok, err)
+	}
+}
