@@ -48,7 +48,7 @@ func (p *Profiler) SamplePilot(n int) []Attrs {
 func (p *Profiler) Capacity(op int, a Attrs, cfg OpConfig) float64 {
 	spec := &p.pipe.Ops[op]
 	if cfg == nil {
-		cfg = spec.Space.Default()
+		cfg = DefaultConfig(spec.Space)
 	}
 	r := spec.Model.Rate(a, cfg, spec.inFlightLimit(cfg))
 	return r * (1 + 0.02*p.rng.NormFloat64())

@@ -94,14 +94,18 @@ func ComputeFluidBound(p *Pipeline, c Cluster, samples, searches int, seed uint6
 		qbest[r] = make([][]float64, len(acc))
 		for k, i := range acc {
 			spec := &p.Ops[i]
-			cands := []OpConfig{spec.Space.Default()}
+			cands := []OpConfig{DefaultConfig(spec.Space)}
 			if spec.Tunable() {
-				u := make([]float64, len(spec.Space))
+				u := make([]float64, spec.Space.Dim())
 				for range searches {
 					for j := range u {
 						u[j] = rng.Float64()
 					}
-					cands = append(cands, spec.Space.FromUnit(u))
+					cfg, err := ConfigFromUnit(spec.Space, u)
+					if err != nil {
+						return FluidBound{}, fmt.Errorf("fluid bound: %q: %w", spec.Name, err)
+					}
+					cands = append(cands, cfg)
 				}
 			}
 			ev := boundEval{spec: spec, i: i, recs: recs, amps: amps, limit: limit}

@@ -201,7 +201,7 @@ func NewEngine(p *Pipeline, c Cluster, cfg RunConfig) (*Engine, error) {
 		if op.QueueCap <= 0 {
 			return nil, fmt.Errorf("sim: operator %q: queue capacity must be positive", op.Name)
 		}
-		e.ops = append(e.ops, &opState{spec: op, target: op.Space.Default()})
+		e.ops = append(e.ops, &opState{spec: op, target: DefaultConfig(op.Space)})
 	}
 	return e, nil
 }
@@ -224,8 +224,8 @@ func (e *Engine) Apply(p *Plan) error {
 		if len(pl.PerNode) != len(e.cluster.Nodes) {
 			return fmt.Errorf("sim: plan for %q has %d nodes, cluster has %d", op.spec.Name, len(pl.PerNode), len(e.cluster.Nodes))
 		}
-		if pl.Config != nil && len(pl.Config) != len(op.spec.Space) {
-			return fmt.Errorf("sim: plan config for %q has %d values, space has %d", op.spec.Name, len(pl.Config), len(op.spec.Space))
+		if dim := op.spec.dim(); pl.Config != nil && len(pl.Config) != dim {
+			return fmt.Errorf("sim: plan config for %q has %d values, space has %d", op.spec.Name, len(pl.Config), dim)
 		}
 		if pl.Config != nil && !pl.Config.Equal(op.target) {
 			op.target = append(OpConfig(nil), pl.Config...)

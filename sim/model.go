@@ -16,7 +16,9 @@ package sim
 import (
 	"fmt"
 	"math"
-	"strings"
+	"slices"
+
+	"github.com/trident-sched/trident/strategy/configspace"
 )
 
 // Resources is an amount of the three resource pools of a node.
@@ -109,84 +111,55 @@ func (c Cluster) Total() Resources {
 	return t
 }
 
-// Param is one tunable parameter of an operator configuration.
-type Param struct {
-	Name string
-	// Lo and Hi bound the value; Log searches on a log scale; Int rounds.
-	Lo, Hi   float64
-	Log, Int bool
-	// Default is the value an untuned deployment uses.
-	Default float64
-}
-
-// Space is the tunable configuration space of an operator (empty if not tunable).
-type Space []Param
-
-// Default returns the default configuration.
-func (s Space) Default() OpConfig {
-	c := make(OpConfig, len(s))
-	for i, p := range s {
-		c[i] = p.Default
-	}
-	return c
-}
-
-// FromUnit maps a point of [0,1]^d to a configuration (clamped, rounded for integers).
-func (s Space) FromUnit(u []float64) OpConfig {
-	c := make(OpConfig, len(s))
-	for i, p := range s {
-		x := math.Min(1, math.Max(0, u[i]))
-		var v float64
-		if p.Log {
-			v = math.Exp(math.Log(p.Lo) + x*(math.Log(p.Hi)-math.Log(p.Lo)))
-		} else {
-			v = p.Lo + x*(p.Hi-p.Lo)
-		}
-		if p.Int {
-			v = math.Round(v)
-		}
-		c[i] = math.Min(p.Hi, math.Max(p.Lo, v))
-	}
-	return c
-}
-
-// ToUnit maps a configuration to [0,1]^d.
-func (s Space) ToUnit(c OpConfig) []float64 {
-	u := make([]float64, len(s))
-	for i, p := range s {
-		if p.Log {
-			u[i] = (math.Log(c[i]) - math.Log(p.Lo)) / (math.Log(p.Hi) - math.Log(p.Lo))
-		} else {
-			u[i] = (c[i] - p.Lo) / (p.Hi - p.Lo)
-		}
-	}
-	return u
-}
-
-// OpConfig is one configuration: values in the order of the operator's Space.
+// OpConfig is one configuration of a tunable operator: the values of its
+// configspace.Space's parameters, in their order (every simulated parameter is numeric).
 type OpConfig []float64
 
-// Equal reports whether two configurations are identical.
-func (c OpConfig) Equal(o OpConfig) bool {
-	if len(c) != len(o) {
-		return false
+// DefaultConfig returns the default configuration of space s (nil for a nil space).
+func DefaultConfig(s *configspace.Space) OpConfig {
+	if s == nil {
+		return nil
 	}
-	for i := range c {
-		if c[i] != o[i] {
-			return false
-		}
-	}
-	return true
+	return ConfigOf(s, s.Default())
 }
 
-// Format renders the configuration as "name=value,...".
-func (c OpConfig) Format(s Space) string {
-	parts := make([]string, len(c))
-	for i, v := range c {
-		parts[i] = fmt.Sprintf("%s=%g", s[i].Name, v)
+// ConfigFromUnit decodes a point of [0,1]^d to a configuration of s
+// (configspace.Space.Decode: clamped, integers rounded).
+func ConfigFromUnit(s *configspace.Space, u []float64) (OpConfig, error) {
+	c, err := s.Decode(u)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
 	}
-	return strings.Join(parts, ",")
+	return ConfigOf(s, c), nil
 }
+
+// ConfigOf converts c to s's value order; missing values take the defaults.
+func ConfigOf(s *configspace.Space, c configspace.Config) OpConfig {
+	out := make(OpConfig, s.Dim())
+	for i, p := range s.Params {
+		if v, ok := c[p.Name]; ok {
+			out[i] = v.Float()
+		} else {
+			out[i] = p.Default.Float()
+		}
+	}
+	return out
+}
+
+// Config converts c, a configuration of s, to a configspace.Config.
+func (c OpConfig) Config(s *configspace.Space) configspace.Config {
+	out := make(configspace.Config, len(c))
+	for i, p := range s.Params {
+		out[p.Name] = configspace.Num(c[i])
+	}
+	return out
+}
+
+// Equal reports whether two configurations are identical.
+func (c OpConfig) Equal(o OpConfig) bool { return slices.Equal(c, o) }
+
+// Format renders the configuration as the planner does ("name=value,..." in name order).
+func (c OpConfig) Format(s *configspace.Space) string { return c.Config(s).String() }
 
 // Attrs are the workload attributes of a cohort of records (pipeline specific, e.g.
 // pages per document or video resolution), carried from the source through the pipeline.
@@ -227,7 +200,7 @@ type OpSpec struct {
 	// StopS is the time to drain and stop an instance.
 	StopS float64
 	// Space is the tunable configuration space (nil if the operator is not tunable).
-	Space Space
+	Space *configspace.Space
 	// FeatureNames names Model.Features.
 	FeatureNames []string
 	// QueueCap bounds the input queue in records of this operator.
@@ -237,7 +210,15 @@ type OpSpec struct {
 }
 
 // Tunable reports whether the operator has a configuration space.
-func (o *OpSpec) Tunable() bool { return len(o.Space) > 0 }
+func (o *OpSpec) Tunable() bool { return o.dim() > 0 }
+
+// dim is the number of the operator's tunable parameters.
+func (o *OpSpec) dim() int {
+	if o.Space == nil {
+		return 0
+	}
+	return o.Space.Dim()
+}
 
 // BatchSize returns the records one instance takes per batch under cfg (nil: the
 // defaults): the value of InFlightParam, 1 for operators without one.
@@ -246,7 +227,7 @@ func (o *OpSpec) BatchSize(cfg OpConfig) float64 {
 		return 1
 	}
 	if cfg == nil {
-		cfg = o.Space.Default()
+		cfg = DefaultConfig(o.Space)
 	}
 	return math.Max(1, o.inFlightLimit(cfg))
 }
@@ -259,15 +240,15 @@ func (o *OpSpec) AdmissionLimit(cfg OpConfig) float64 {
 		return 1
 	}
 	if cfg == nil && o.Tunable() {
-		cfg = o.Space.Default()
+		cfg = DefaultConfig(o.Space)
 	}
 	return o.inFlightLimit(cfg)
 }
 
 // inFlightLimit returns the in-flight bound under cfg.
 func (o *OpSpec) inFlightLimit(cfg OpConfig) float64 {
-	if o.InFlightParam != "" {
-		for i, p := range o.Space {
+	if o.InFlightParam != "" && o.Space != nil {
+		for i, p := range o.Space.Params {
 			if p.Name == o.InFlightParam {
 				return cfg[i]
 			}

@@ -1,6 +1,11 @@
 package sim
 
-import "math"
+import (
+	"fmt"
+	"math"
+
+	"github.com/trident-sched/trident/strategy/configspace"
+)
 
 // CPUModel is a synchronous operator: one instance spends Cost(a) seconds per input record.
 type CPUModel struct {
@@ -54,13 +59,28 @@ const (
 
 // LLMSpace is the tunable space of a vLLM-style inference engine: max-num-seqs,
 // max-num-batched-tokens, block-size and enable-chunked-prefill (0/1).
-func LLMSpace(defSeqs, defTokens float64) Space {
-	return Space{
-		{Name: "max_num_seqs", Lo: 8, Hi: 512, Log: true, Int: true, Default: defSeqs},
-		{Name: "max_num_batched_tokens", Lo: 1024, Hi: 32768, Log: true, Int: true, Default: defTokens},
-		{Name: "block_size", Lo: 8, Hi: 128, Log: true, Int: true, Default: 16},
-		{Name: "enable_chunked_prefill", Lo: 0, Hi: 1, Int: true, Default: 1},
+func LLMSpace(defSeqs, defTokens float64) *configspace.Space {
+	return mustSpace(
+		intParam("max_num_seqs", 8, 512, true, defSeqs),
+		intParam("max_num_batched_tokens", 1024, 32768, true, defTokens),
+		intParam("block_size", 8, 128, true, 16),
+		intParam("enable_chunked_prefill", 0, 1, false, 1),
+	)
+}
+
+// intParam is an integer parameter of a simulated engine's space.
+func intParam(name string, lo, hi float64, log bool, def float64) configspace.Param {
+	return configspace.Param{Name: name, Kind: configspace.Int, Min: lo, Max: hi, Log: log, Default: configspace.Num(def)}
+}
+
+// mustSpace builds a built-in engine's space; its declarations are constants, so an error
+// is a programming error.
+func mustSpace(params ...configspace.Param) *configspace.Space {
+	s, err := configspace.New(params, nil)
+	if err != nil {
+		panic(fmt.Sprintf("sim: built-in space: %v", err))
 	}
+	return s
 }
 
 // LLMModel is an asynchronous accelerator operator running a continuous-batching LLM/VLM
@@ -215,11 +235,11 @@ type VisionModel struct {
 
 // VisionSpace is the tunable space of a VisionModel: batch_size and num_workers
 // (pre-processing threads feeding the device).
-func VisionSpace(defBatch float64) Space {
-	return Space{
-		{Name: "batch_size", Lo: 1, Hi: 128, Log: true, Int: true, Default: defBatch},
-		{Name: "num_workers", Lo: 1, Hi: 16, Int: true, Default: 4},
-	}
+func VisionSpace(defBatch float64) *configspace.Space {
+	return mustSpace(
+		intParam("batch_size", 1, 128, true, defBatch),
+		intParam("num_workers", 1, 16, false, 4),
+	)
 }
 
 // Rate implements Model.

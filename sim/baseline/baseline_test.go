@@ -304,8 +304,8 @@ func TestRayDataPoolUtilisationCountsTasks(t *testing.T) {
 		t.Fatalf("backpressured: utilisation %v, want 0.25 (4 batches in 16 slots)", u)
 	}
 	// A tuned batch of 2: 4 actors with a batch each hold 8 records, still 4 of 16 slots.
-	cfg := p.Ops[clip].Space.Default()
-	for k, prm := range p.Ops[clip].Space {
+	cfg := sim.DefaultConfig(p.Ops[clip].Space)
+	for k, prm := range p.Ops[clip].Space.Params {
 		if prm.Name == p.Ops[clip].InFlightParam {
 			cfg[k] = 2
 		}

@@ -65,13 +65,10 @@ func (s *SCOOT) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 // memory over a 10-minute profiling run of each sampled record type.
 func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, budget int, rng *rand.Rand) (sim.OpConfig, error) {
 	spec := &env.Pipeline.Ops[op]
-	space, err := SpaceOf(spec.Space)
-	if err != nil {
-		return nil, err
-	}
+	space := spec.Space
 	limit := env.Cluster.Nodes[0].AccMemGB
 	obj := func(_ context.Context, c configspace.Config) (float64, float64, bool, error) {
-		cfg := ConfigOf(spec.Space, c)
+		cfg := sim.ConfigOf(spec.Space, c)
 		var thr, peak float64
 		for _, a := range sample {
 			thr += env.Profiler.Capacity(op, a, cfg) / float64(len(sample))
@@ -87,43 +84,6 @@ func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, 
 	if err != nil {
 		return nil, fmt.Errorf("offline tuning: %w", err)
 	}
-	return ConfigOf(spec.Space, res.Recommendation.Config), nil
+	return sim.ConfigOf(spec.Space, res.Recommendation.Config), nil
 }
 
-// SpaceOf converts a simulator configuration space to a configspace.Space.
-func SpaceOf(s sim.Space) (*configspace.Space, error) {
-	params := make([]configspace.Param, len(s))
-	for i, p := range s {
-		k := configspace.Float
-		if p.Int {
-			k = configspace.Int
-		}
-		params[i] = configspace.Param{Name: p.Name, Kind: k, Min: p.Lo, Max: p.Hi, Log: p.Log, Default: configspace.Num(p.Default)}
-	}
-	sp, err := configspace.New(params, nil)
-	if err != nil {
-		return nil, fmt.Errorf("config space: %w", err)
-	}
-	return sp, nil
-}
-
-// CSOf converts a simulator configuration c of space s to a configspace.Config.
-func CSOf(s sim.Space, c sim.OpConfig) configspace.Config {
-	out := configspace.Config{}
-	for i, p := range s {
-		out[p.Name] = configspace.Num(c[i])
-	}
-	return out
-}
-
-// ConfigOf converts a configspace.Config to the simulator's value order (missing values
-// take the defaults).
-func ConfigOf(s sim.Space, c configspace.Config) sim.OpConfig {
-	out := s.Default()
-	for i, p := range s {
-		if _, ok := c[p.Name]; ok {
-			out[i] = c.Float(p.Name)
-		}
-	}
-	return out
-}

@@ -31,7 +31,6 @@ import (
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 	"github.com/trident-sched/trident/sim"
-	"github.com/trident-sched/trident/sim/baseline"
 	"github.com/trident-sched/trident/strategy/configspace"
 	"github.com/trident-sched/trident/strategy/milp"
 )
@@ -368,10 +367,7 @@ func declare(env *sim.Env, samples int) (fsm.Pipeline, []*configspace.Space, err
 			o.GPUMemoryMB = accMemMB
 		}
 		if spec.Tunable() {
-			sp, err := baseline.SpaceOf(spec.Space)
-			if err != nil {
-				return fsm.Pipeline{}, nil, fmt.Errorf("shipped: operator %s: %w", spec.Name, err)
-			}
+			sp := spec.Space
 			spaces[i] = sp
 			o.Params = sp.String()
 			o.Config = sp.Default().String()
@@ -384,11 +380,11 @@ func declare(env *sim.Env, samples int) (fsm.Pipeline, []*configspace.Space, err
 // configString is operator i's configuration cfg as the planner names it ("" for an
 // operator without parameters).
 func (s *Scheduler) configString(i int, cfg sim.OpConfig) string {
-	sp := s.env.Pipeline.Ops[i].Space
-	if len(sp) == 0 || cfg == nil {
+	spec := &s.env.Pipeline.Ops[i]
+	if !spec.Tunable() || cfg == nil {
 		return ""
 	}
-	return baseline.CSOf(sp, cfg).String()
+	return cfg.Format(spec.Space)
 }
 
 // simConfig is operator i's configuration named config, in the simulator's form.
@@ -400,7 +396,7 @@ func (s *Scheduler) simConfig(i int, config string) (sim.OpConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return baseline.ConfigOf(s.env.Pipeline.Ops[i].Space, c), nil
+	return sim.ConfigOf(s.spaces[i], c), nil
 }
 
 // start starts the planner server (raft in memory, API on loopback, loop driven by Round)

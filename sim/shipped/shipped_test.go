@@ -52,10 +52,7 @@ func testScheduler(t *testing.T, o Options) *Scheduler {
 	s := New(o)
 	s.env = &sim.Env{Pipeline: p, Cluster: sim.Cluster{Nodes: []sim.Node{{Name: "n1"}, {Name: "n2"}}}}
 	s.nodeIx = map[string]int{"n1": 0, "n2": 1}
-	sp, err := baseline.SpaceOf(p.Ops[1].Space)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp := p.Ops[1].Space
 	s.spaces = []*configspace.Space{nil, sp}
 	s.slot = []string{"", sp.Default().String()}
 	s.deployed = [][]int{{2, 0}, {1, 1}}
