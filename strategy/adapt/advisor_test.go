@@ -12,11 +12,10 @@ import (
 	"github.com/trident-sched/trident/strategy/opmodel"
 )
 
-// TestAdvisorTunesEachRegimeOnce runs the loop on the simulated TextOCR operator: academic
-// papers, then slides, then papers again. Each new regime is tuned within the budget; the
-// return of papers reuses their tuned configuration without new evaluations.
-func TestAdvisorTunesEachRegimeOnce(t *testing.T) {
-	e := opmodel.TextOCR()
+// textOCRAdvisor is an Advisor for the simulated TextOCR operator e: two log-scaled
+// features, a 3 GB margin, delta 0.9, 12 evaluations per cluster.
+func textOCRAdvisor(t *testing.T, e opmodel.Engine) *Advisor {
+	t.Helper()
 	a, err := New(opmodel.Space(), 2, Options{
 		Cluster: cluster.Options{Log: []bool{true, true}},
 		BO:      bo.Options{MemLimit: e.DeviceMemGB, Margin: 3, Delta: 0.9},
@@ -25,6 +24,15 @@ func TestAdvisorTunesEachRegimeOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// TestAdvisorTunesEachRegimeOnce runs the loop on the simulated TextOCR operator: academic
+// papers, then slides, then papers again. Each new regime is tuned within the budget; the
+// return of papers reuses their tuned configuration without new evaluations.
+func TestAdvisorTunesEachRegimeOnce(t *testing.T) {
+	e := opmodel.TextOCR()
+	a := textOCRAdvisor(t, e)
 	env := rand.New(rand.NewPCG(2, 2))
 	ctx := context.Background()
 	type regime struct {
@@ -196,14 +204,7 @@ func TestWarmStartFromTheLastTunedCluster(t *testing.T) {
 // the cluster counts as tuned, and Next returns that recommendation without evaluations.
 func TestConcludeEndsTheSessionEarly(t *testing.T) {
 	e := opmodel.TextOCR()
-	a, err := New(opmodel.Space(), 2, Options{
-		Cluster: cluster.Options{Log: []bool{true, true}},
-		BO:      bo.Options{MemLimit: e.DeviceMemGB, Margin: 3, Delta: 0.9},
-		Budget:  12,
-	}, rand.New(rand.NewPCG(1, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := textOCRAdvisor(t, e)
 	ctx := context.Background()
 	if _, ok, err := a.Conclude(ctx); ok || err != nil {
 		t.Fatalf("Conclude before any workload: ok %v, err %v; want nothing to conclude", ok, err)
