@@ -37,6 +37,15 @@ type Surface interface {
 	OOMProbability(c configspace.Config, d time.Duration) (float64, error)
 }
 
+// StartFailer is a Surface whose engine can refuse to start (e.g. a KV pool too small for
+// one full-length sequence): a failed evaluation that is not a peak above the device
+// memory. Only the benchmark's scoring asks it, to split the failed evaluations it counts;
+// the tuners see a failure as an OOM either way, as the live tuner does.
+type StartFailer interface {
+	// StartFails reports whether c fails to start.
+	StartFails(c configspace.Config) (bool, error)
+}
+
 // BOCase is one tunable operator under one workload cluster.
 type BOCase struct {
 	Name    string
@@ -93,6 +102,10 @@ func (s kvserveSurface) TrueRate(c configspace.Config) (float64, error) {
 }
 func (s kvserveSurface) OOMProbability(c configspace.Config, d time.Duration) (float64, error) {
 	return s.m.OOMProbability(c, d)
+}
+func (s kvserveSurface) StartFails(c configspace.Config) (bool, error) {
+	x, err := s.m.Model(c)
+	return x.StartFails, err
 }
 
 // DefaultBOCases returns the paper's two tunable operators: TextOCR on academic papers
@@ -237,6 +250,9 @@ type MethodOutcome struct {
 	// InitOOMTotal counts the OOMs among each run's initial design (its first InitPoints
 	// evaluations), summed over runs.
 	InitOOMTotal int
+	// StartFailTotal counts the failed evaluations among OOMTotal whose engine refused to
+	// start (0 unless the surface is a StartFailer).
+	StartFailTotal int
 	// Runs is the number of runs.
 	Runs int
 }
@@ -301,6 +317,15 @@ func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, er
 				for i, ob := range r.Observations {
 					if i < init && ob.OOM {
 						mo.InitOOMTotal++
+					}
+					if sf, ok := cs.Surface.(StartFailer); ok && ob.OOM {
+						fails, err := sf.StartFails(ob.Config)
+						if err != nil {
+							return nil, fmt.Errorf("adaptbench: %s %s seed %d: %w", cs.Name, v.Name, seed, err)
+						}
+						if fails {
+							mo.StartFailTotal++
+						}
 					}
 				}
 				if r.Recommendation.Config != nil {

@@ -20,6 +20,10 @@ type Comparison struct {
 	// BestMeasuredCost is the same on the mean best measured throughput without OOM (the
 	// nominal best, blind to sustained OOM risk).
 	BestMeasuredCost float64
+	// PeakOOMReduction is OOMReduction over the failed evaluations that ran and exceeded
+	// the device memory, start failures left out (see StartFailer; 0 when the baseline had
+	// none).
+	PeakOOMReduction float64
 }
 
 // Compare returns Trident's constrained BO against the variant named baseline on case c.
@@ -32,6 +36,9 @@ func Compare(c CaseOutcome, baseline string) (Comparison, error) {
 	var cmp Comparison
 	if un.OOMTotal > 0 {
 		cmp.OOMReduction = 1 - float64(con.OOMTotal)/float64(un.OOMTotal)
+	}
+	if n := un.OOMTotal - un.StartFailTotal; n > 0 {
+		cmp.PeakOOMReduction = 1 - float64(con.OOMTotal-con.StartFailTotal)/float64(n)
 	}
 	if un.RecEffective > 0 {
 		cmp.ThroughputCost = 1 - con.RecEffective/un.RecEffective
@@ -65,8 +72,16 @@ func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn 
 			Header: []string{"variant", "settings", "OOM evals/run", "best measured (req/s)", "rec. true (req/s)", "rec. P(OOM) sustained", "rec. true × P(no OOM)", "vs oracle"},
 		}
 		t.AddRow("default config", "-", "-", "-", c.Default, c.DefaultOOM, c.Default*(1-c.DefaultOOM), fmt.Sprintf("%.1f%%", 100*c.Default*(1-c.DefaultOOM)/c.Oracle))
+		_, startFailer := c.Case.Surface.(StartFailer)
+		if startFailer {
+			t.Header[2] = "OOM evals/run (start failures)"
+		}
 		for _, m := range c.Methods {
-			t.AddRow(m.Variant.Name, settings(cfg, m.Variant), m.OOMs, m.BestMeasured, m.RecTrue, m.RecSustainedOOM, m.RecEffective, fmt.Sprintf("%.1f%%", 100*m.RecEffective/c.Oracle))
+			var ooms any = m.OOMs
+			if startFailer {
+				ooms = fmt.Sprintf("%.3g (%.3g)", m.OOMs, float64(m.StartFailTotal)/float64(max(m.Runs, 1)))
+			}
+			t.AddRow(m.Variant.Name, settings(cfg, m.Variant), ooms, m.BestMeasured, m.RecTrue, m.RecSustainedOOM, m.RecEffective, fmt.Sprintf("%.1f%%", 100*m.RecEffective/c.Oracle))
 		}
 		t.AddRow("oracle (OOM-free, noise-free)", "-", "-", "-", c.Oracle, "<0.01", c.Oracle, "100.0%")
 		tables = append(tables, t)
@@ -84,6 +99,9 @@ func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn 
 			dst[mk+".rec_sustained_oom_prob"] = round(m.RecSustainedOOM)
 			dst[mk+".rec_effective_rps"] = round(m.RecEffective)
 			dst[mk+".rec_effective_vs_oracle"] = round(m.RecEffective / c.Oracle)
+			if startFailer {
+				dst[mk+".start_failures_per_run"] = round(float64(m.StartFailTotal) / float64(max(m.Runs, 1)))
+			}
 		}
 		res.Peers[k+".default_rps"] = round(c.Default)
 		res.Peers[k+".oracle_rps"] = round(c.Oracle)
@@ -93,6 +111,7 @@ func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn 
 		Title:  "OOM protection: Trident's constrained BO vs each baseline over all runs (cf. paper Table 6); throughput = recommendation's true rate × P(no OOM over the sustained run)",
 		Header: []string{"operator", "baseline", "OOM evals baseline (in initial design)", "OOM evals constrained (in initial design)", "OOM reduction", "throughput cost", "best-measured cost"},
 	}
+	var starts [][]any // rows of the start-failure split
 	for _, c := range cases {
 		con, _ := c.Method(VariantTrident)
 		for _, b := range Baselines {
@@ -107,12 +126,27 @@ func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn 
 			oom.AddRow(c.Case.Name, b, fmt.Sprintf("%d (%d)", un.OOMTotal, un.InitOOMTotal), fmt.Sprintf("%d (%d)", con.OOMTotal, con.InitOOMTotal),
 				fmt.Sprintf("%.1f%%", 100*cmp.OOMReduction), fmt.Sprintf("%+.2f%%", 100*cmp.ThroughputCost), fmt.Sprintf("%+.2f%%", 100*cmp.BestMeasuredCost))
 			mk := "bo." + key(c.Case.Name) + ".vs_" + strings.ReplaceAll(b, "-", "_")
+			if _, ok := c.Case.Surface.(StartFailer); ok {
+				starts = append(starts, []any{c.Case.Name, b, fmt.Sprintf("%d (%d)", un.OOMTotal-un.StartFailTotal, un.StartFailTotal),
+					fmt.Sprintf("%d (%d)", con.OOMTotal-con.StartFailTotal, con.StartFailTotal), fmt.Sprintf("%.1f%%", 100*cmp.PeakOOMReduction)})
+				res.Figures[mk+".peak_oom_reduction"] = round(cmp.PeakOOMReduction)
+			}
 			res.Figures[mk+".oom_reduction"] = round(cmp.OOMReduction)
 			res.Figures[mk+".throughput_cost"] = round(cmp.ThroughputCost)
 			res.Figures[mk+".best_measured_cost"] = round(cmp.BestMeasuredCost)
 		}
 	}
 	tables = append(tables, oom)
+	if len(starts) > 0 {
+		st := benchfmt.Table{
+			Title:  "Failed evaluations split: OOMs (a peak above the device memory) and start failures (an engine that refused to start, at any memory use); the tuners see both as OOMs",
+			Header: []string{"operator", "baseline", "OOMs (start failures) baseline", "OOMs (start failures) constrained", "OOM reduction, start failures left out"},
+		}
+		for _, r := range starts {
+			st.AddRow(r...)
+		}
+		tables = append(tables, st)
+	}
 	res.Peers["goal.oom_reduction_vs_ei_oom0_min"] = 0.8
 	res.Peers["goal.throughput_cost_max"] = 0.02
 	res.Peers["goal.live_vs_oracle_min"] = 0.95
