@@ -392,3 +392,86 @@ func TestShortRunPeakIsNotExact(t *testing.T) {
 		}
 	}
 }
+
+// TestMemPriorCarriesMemoryAcrossWorkloads: a new session on a 64 GB device has measured
+// only its running configuration (57 GB). Alone, its memory surrogate presumes every other
+// configuration to be near the limit and none meets δ = 0.95. With the peaks an earlier
+// session measured at 16 configurations under a lighter workload (3 % less memory
+// everywhere), the configurations next to the prior's low-memory points meet δ, while the
+// configurations the prior puts at the limit, shifted to the new workload, still do not.
+// The prior enters neither the evaluations nor the initial design.
+func TestMemPriorCarriesMemoryAcrossWorkloads(t *testing.T) {
+	s := configspace.MustParse("a=float[0,1]; b=float[0,1]")
+	peak := func(a, b, load float64) float64 { return load * (40 + 22*a + 2*b) }
+	cfg := func(a, b float64) configspace.Config {
+		return configspace.Config{"a": configspace.Num(a), "b": configspace.Num(b)}
+	}
+	var prior []MemPoint
+	for i := 1; i <= 16; i++ {
+		a, b := radicalInverse(i, 2), radicalInverse(i, 3)
+		prior = append(prior, MemPoint{Config: cfg(a, b), PeakMem: peak(a, b, 1)})
+	}
+	prior = append(prior, MemPoint{Config: cfg(0.7, 0.5), PeakMem: peak(0.7, 0.5, 1)})
+	ctx := context.Background()
+	session := func(withPrior bool) *Optimizer {
+		opts := Options{MemLimit: 64, Margin: 3.2, PeakK: 2, Delta: 0.95, InitPoints: 1}
+		if withPrior {
+			opts.MemPrior = prior
+		}
+		o, err := New(s, opts, rand.New(rand.NewPCG(3, 3)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Observe(cfg(0.7, 0.5), 10, peak(0.7, 0.5, 1.03), false); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	pf := func(o *Optimizer, a, b float64) float64 {
+		p, err := o.Predict(ctx, cfg(a, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.PFeasible
+	}
+	without, with := session(false), session(true)
+	for i := 0; i <= 10; i++ {
+		for j := 0; j <= 10; j++ {
+			if a, b := float64(i)/10, float64(j)/10; a != 0.7 || b != 0.5 {
+				if p := pf(without, a, b); p >= 0.95 {
+					t.Fatalf("without the prior, (%v, %v) has P(feasible) %.3f ≥ δ after one evaluation", a, b, p)
+				}
+			}
+		}
+	}
+	low := 0
+	for _, p := range prior {
+		a, b := p.Config["a"].Float(), p.Config["b"].Float()
+		if a > 0.3 {
+			continue
+		}
+		low++
+		if got := pf(with, a+0.01, b); got < 0.95 {
+			t.Errorf("with the prior, (%.3f, %.3f), next to a %.1f GB prior point, has P(feasible) %.3f < δ", a+0.01, b, p.PeakMem, got)
+		}
+	}
+	if low < 3 {
+		t.Fatalf("only %d low-memory prior points", low)
+	}
+	// 63.4 GB under the prior's workload, 65.3 GB under this one: over the limit.
+	if got := pf(with, 1, 0.7); got >= 0.5 {
+		t.Errorf("with the prior, (1, 0.7) at %.1f GB has P(feasible) %.3f", peak(1, 0.7, 1.03), got)
+	}
+	if n := len(with.Observations()); n != 1 {
+		t.Errorf("%d observations, want the session's own 1", n)
+	}
+	// InitPoints 1 is spent by the own evaluation: the next suggestion comes from the
+	// acquisition, and it meets δ.
+	c, err := with.Suggest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pf(with, c["a"].Float(), c["b"].Float()); got < 0.95 {
+		t.Errorf("suggestion %s has P(feasible) %.3f < δ", c, got)
+	}
+}
