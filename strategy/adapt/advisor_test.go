@@ -250,3 +250,88 @@ func TestConcludeEndsTheSessionEarly(t *testing.T) {
 		t.Errorf("Next after Conclude: %+v ok %v err %v; want the tuned recommendation, no evaluation", next, ok, err)
 	}
 }
+
+// fitRecorder is a memory surrogate that remembers the inputs of its latest fit.
+type fitRecorder struct {
+	bo.Surrogate
+	last *[][]float64
+}
+
+func (r fitRecorder) Fit(ctx context.Context, xs [][]float64, ys []float64) error {
+	*r.last = append([][]float64(nil), xs...)
+	return r.Surrogate.Fit(ctx, xs, ys)
+}
+
+// TestMemoryPriorCarriesOverToTheNextCluster: the session of the second workload cluster
+// fits its memory surrogate to its own first evaluation and to the peaks the first
+// cluster's session measured; with MemoryPrior negative, to its own evaluation alone.
+func TestMemoryPriorCarriesOverToTheNextCluster(t *testing.T) {
+	for _, keep := range []int{0, -1} {
+		e := opmodel.TextOCR()
+		var last [][]float64
+		mem := func(dim int) bo.Surrogate {
+			g := bo.NewGPSurrogate(dim, bo.GPOptions{Restarts: 1, FixedMean: true, Mean: math.Log(e.DeviceMemGB)})
+			return fitRecorder{Surrogate: g, last: &last}
+		}
+		a, err := New(opmodel.Space(), 2, Options{
+			Cluster: cluster.Options{Log: []bool{true, true}},
+			BO:      bo.Options{MemLimit: e.DeviceMemGB, Margin: 3, Delta: 0.9, MemSurrogate: mem},
+			Budget:  6, MemoryPrior: keep,
+		}, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := rand.New(rand.NewPCG(2, 2))
+		ctx := context.Background()
+		first := map[string]bool{}
+		var second []Advice
+		for k, r := range [][2]float64{{2200, 1000}, {900, 150}} {
+			w := opmodel.DocumentWorkload(r[0], r[1])
+			for i := range 400 {
+				if _, err := a.ObserveRequest([]float64{r[0] * math.Exp(0.12*env.NormFloat64()), r[1] * math.Exp(0.25*env.NormFloat64())}); err != nil {
+					t.Fatal(err)
+				}
+				if i%10 != 9 || k == 1 && len(second) > 0 {
+					continue
+				}
+				adv, ok, err := a.Next(ctx)
+				if err != nil || !ok || !adv.Evaluate {
+					continue
+				}
+				m, err := e.Evaluate(adv.Config, w, 2*time.Minute, env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Report(adv.Cluster, adv.Config, m.Throughput, m.PeakMemGB, m.OOM); err != nil {
+					t.Fatal(err)
+				}
+				if k == 0 {
+					first[adv.Config.String()] = true
+				} else {
+					second = append(second, adv)
+				}
+			}
+		}
+		if len(first) != 6 || len(second) != 1 {
+			t.Fatalf("keep %d: %d evaluations in the first cluster, %d in the second; want 6 and 1", keep, len(first), len(second))
+		}
+		if _, err := a.Predict(ctx, second[0].Cluster, second[0].Config); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if keep == 0 {
+			want += len(first)
+			if first[second[0].Config.String()] {
+				want-- // the own measurement replaces the prior's
+			}
+		}
+		// The last fit of the memory surrogate is the session's (a prior-only fit, if
+		// any, comes before it).
+		if len(last) != want {
+			t.Errorf("keep %d: the second cluster's memory surrogate was fitted to %d points, want %d", keep, len(last), want)
+		}
+		if got := len(a.MemoryPrior()); keep == 0 && got != 7 && got != 6 {
+			t.Errorf("keep %d: %d measurements kept, want the 7 (or 6, one config twice) of both sessions", keep, got)
+		}
+	}
+}
