@@ -31,15 +31,6 @@ type Options struct {
 	// regime shift usually moves the optimum only part of the way, so a previous optimum
 	// is a strong early point.
 	WarmStart int
-	// MemoryPrior is how many of the operator's most recent peak-memory measurements, of
-	// every session so far, a new session's memory surrogate starts from
-	// (bo.Options.MemPrior; default 60, negative: none). A configuration's memory depends
-	// mostly on the configuration (model weights, KV cache sizing), little on the
-	// workload, so a new workload cluster's session need not relearn it: without them its
-	// surrogate knows only its first one or two evaluations, and no configuration but
-	// those passes the memory-safety threshold. Only the latest measurement of each
-	// configuration is kept.
-	MemoryPrior int
 	// Logger receives tuning milestones (default: discard).
 	Logger *slog.Logger
 }
@@ -69,9 +60,6 @@ type Advisor struct {
 	rng    *rand.Rand
 	c      *cluster.Clusterer
 	tuners map[int]*bo.Optimizer
-	// memory holds the most recent peak-memory measurements of every session, oldest
-	// first, at most MemoryPrior, one per configuration.
-	memory []bo.MemPoint
 }
 
 // New returns an Advisor for an operator with the given space and number of workload
@@ -88,9 +76,6 @@ func New(space *configspace.Space, features int, o Options, rng *rand.Rand) (*Ad
 	}
 	if o.Budget < 1 {
 		return nil, fmt.Errorf("adapt: budget %d must be positive", o.Budget)
-	}
-	if o.MemoryPrior == 0 {
-		o.MemoryPrior = 60
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -172,7 +157,6 @@ func (a *Advisor) Report(id int, c configspace.Config, throughput, peakMem float
 	if err := t.Observe(c, throughput, peakMem, oom); err != nil {
 		return fmt.Errorf("adapt: cluster %d: %w", id, err)
 	}
-	a.remember(t)
 	return nil
 }
 
@@ -195,29 +179,8 @@ func (a *Advisor) Record(c configspace.Config, throughput, peakMem float64, oom 
 	if err := t.Observe(c, throughput, peakMem, oom); err != nil {
 		return dom.ID, false, fmt.Errorf("adapt: cluster %d: %w", dom.ID, err)
 	}
-	a.remember(t)
 	return dom.ID, true, nil
 }
-
-// remember adds session t's latest evaluation to the memory measurements new sessions
-// start from (Options.MemoryPrior), replacing an earlier one of the same configuration.
-func (a *Advisor) remember(t *bo.Optimizer) {
-	if a.o.MemoryPrior < 0 {
-		return
-	}
-	obs := t.Observations()
-	ob := obs[len(obs)-1]
-	key := ob.Config.String()
-	a.memory = slices.DeleteFunc(a.memory, func(p bo.MemPoint) bool { return p.Config.String() == key })
-	a.memory = append(a.memory, bo.MemPoint{Config: ob.Config, PeakMem: ob.PeakMem, OOM: ob.OOM})
-	if n := len(a.memory) - a.o.MemoryPrior; n > 0 {
-		a.memory = slices.Delete(a.memory, 0, n)
-	}
-}
-
-// MemoryPrior returns the peak-memory measurements a new session would start from
-// (Options.MemoryPrior), oldest first.
-func (a *Advisor) MemoryPrior() []bo.MemPoint { return slices.Clone(a.memory) }
 
 // Retune discards the current dominant cluster's tuning (its session, or its tuned
 // recommendation, which failed in production): the next Next starts a new session for
@@ -257,7 +220,6 @@ func (a *Advisor) tuner(id int) (*bo.Optimizer, error) {
 	}
 	opts := a.o.BO
 	opts.Initial = append(slices.Clone(opts.Initial), a.warmStart(id)...)
-	opts.MemPrior = append(slices.Clone(opts.MemPrior), a.memory...)
 	t, err := bo.New(a.space, opts, rand.New(rand.NewPCG(a.rng.Uint64(), uint64(id))))
 	if err != nil {
 		return nil, fmt.Errorf("adapt: start tuning cluster %d: %w", id, err)

@@ -131,38 +131,8 @@ type Options struct {
 	// logarithm of peak memory (default: GP, one restart, prior mean log(MemLimit) so
 	// that configurations far from every evaluation are presumed to be at the limit).
 	MemSurrogate SurrogateFactory
-	// MemPrior are peak-memory measurements of the same operator taken in earlier tuning
-	// sessions (other workloads; constrained BO only). They enter the memory surrogate's
-	// fit and nothing else: not the throughput surrogate, not the set of evaluated
-	// configurations, not the initial design's count, not Observations. A prior point at
-	// a configuration this session has measured is left out (the own measurement is of
-	// the current workload).
-	//
-	// The workload changes the memory a configuration needs (longer documents, larger KV
-	// cache occupancy), mostly by a factor common to all configurations: the model weights
-	// and the cache sizing are the same. So the prior's log peaks are shifted by one
-	// offset, the mean difference between this session's feasible measurements and a
-	// memory surrogate fitted to the prior alone at the same configurations (the running
-	// configuration is usually measured in both); with no feasible measurement of its own
-	// the session takes the prior unshifted. An offset rather than a larger noise on the
-	// prior points: the GP has one noise level, and a workload that needs 5 % more memory
-	// everywhere is a systematic shift that a larger noise would average away towards the
-	// prior, the unsafe direction, while an offset removes it with one own measurement.
-	// What the offset does not explain stays as the surrogate's residual, and the own
-	// measurements, exact for this workload, outweigh nearby prior points as the session
-	// measures more. An OOM prior point is censored as an own OOM is: its bound
-	// MemLimit·(1+OOMPenalty) is shifted by the same offset, and the imputation takes the
-	// larger of that bound and the prediction from the feasible points, own and prior.
-	MemPrior []MemPoint
 	// Logger receives debug records (default: discard).
 	Logger *slog.Logger
-}
-
-// MemPoint is one peak-memory measurement of a configuration (Options.MemPrior).
-type MemPoint struct {
-	Config  configspace.Config
-	PeakMem float64 // measured peak memory (at least the limit after OOM)
-	OOM     bool
 }
 
 func (o Options) withDefaults(rng *rand.Rand) Options {
@@ -232,12 +202,6 @@ type Optimizer struct {
 	thr, mem        Surrogate
 	fittedAt        int // len(obs) when the surrogates were last fitted
 	haveFeasibleFit bool
-
-	// prior holds Options.MemPrior encoded (PeakMem as given, Throughput 0); priorMem is
-	// a memory surrogate fitted to its feasible points alone (nil: none), which gives the
-	// prior's prediction at this session's configurations.
-	prior    []Observation
-	priorMem Surrogate
 }
 
 // New returns an optimiser over space. rng drives every random choice.
@@ -277,26 +241,6 @@ func New(space *configspace.Space, opts Options, rng *rand.Rand) (*Optimizer, er
 		o.thr = opts.Surrogate(space.Dim())
 		if opts.Method == Constrained {
 			o.mem = opts.MemSurrogate(space.Dim())
-		}
-	}
-	if opts.Method == Constrained {
-		for i, p := range opts.MemPrior {
-			cc, err := space.Check(p.Config)
-			if err != nil {
-				return nil, fmt.Errorf("bo: memory prior point %d: %w", i, err)
-			}
-			x, err := space.Encode(cc)
-			if err != nil {
-				return nil, fmt.Errorf("bo: memory prior point %d: %w", i, err)
-			}
-			m := p.PeakMem
-			if p.OOM {
-				m = math.Max(m, opts.MemLimit)
-			}
-			if math.IsNaN(m) || math.IsInf(m, 0) {
-				return nil, fmt.Errorf("bo: memory prior point %d (%s): non-finite memory %v", i, cc, m)
-			}
-			o.prior = append(o.prior, Observation{Config: cc, X: x, PeakMem: m, OOM: p.OOM})
 		}
 	}
 	return o, nil
@@ -568,18 +512,15 @@ func (o *Optimizer) fitOn(ctx context.Context, obs []Observation) error {
 			tx, ty = append(tx, ob.X), append(ty, ob.Throughput)
 		}
 		if o.opts.Method == Constrained {
-			mx, my = append(mx, ob.X), append(my, o.logPeak(ob, 0))
+			m := ob.PeakMem
+			if ob.OOM {
+				m = math.Max(m, o.opts.MemLimit*(1+o.opts.OOMPenalty))
+			}
+			mx, my = append(mx, ob.X), append(my, math.Log(math.Max(m, 1e-9)))
 		}
 	}
 	if o.opts.Method == Constrained {
-		memObs := obs
-		if len(o.prior) > 0 {
-			var err error
-			if memObs, mx, my, err = o.withPrior(ctx, obs, mx, my); err != nil {
-				return err
-			}
-		}
-		if err := o.imputeOOM(ctx, memObs, mx, my); err != nil {
+		if err := o.imputeOOM(ctx, obs, mx, my); err != nil {
 			return err
 		}
 	}
@@ -595,62 +536,6 @@ func (o *Optimizer) fitOn(ctx context.Context, obs []Observation) error {
 		}
 	}
 	return nil
-}
-
-// logPeak returns the log peak memory of ob for the memory surrogate, shifted by offset
-// (log units): an OOM's peak is at least MemLimit·(1+OOMPenalty), before the shift.
-func (o *Optimizer) logPeak(ob Observation, offset float64) float64 {
-	m := ob.PeakMem
-	if ob.OOM {
-		m = math.Max(m, o.opts.MemLimit*(1+o.opts.OOMPenalty))
-	}
-	return math.Log(math.Max(m, 1e-9)) + offset
-}
-
-// withPrior appends the memory prior (Options.MemPrior) to the memory surrogate's data
-// (mx, my, aligned with obs): every prior point at a configuration not in obs, its log
-// peak shifted by the mean offset of obs's feasible points from the prior-only
-// surrogate. It returns the observations aligned with the extended data.
-func (o *Optimizer) withPrior(ctx context.Context, obs []Observation, mx [][]float64, my []float64) ([]Observation, [][]float64, []float64, error) {
-	if o.priorMem == nil {
-		var px [][]float64
-		var py []float64
-		for _, p := range o.prior {
-			if !p.OOM {
-				px, py = append(px, p.X), append(py, o.logPeak(p, 0))
-			}
-		}
-		if len(py) > 0 {
-			s := o.opts.MemSurrogate(o.space.Dim())
-			if err := s.Fit(ctx, px, py); err != nil {
-				return nil, nil, nil, fmt.Errorf("bo: fit memory surrogate to the memory prior: %w", err)
-			}
-			o.priorMem = s
-		}
-	}
-	offset, n := 0.0, 0
-	own := make(map[string]bool, len(obs))
-	for i, ob := range obs {
-		own[pointKey(ob.X)] = true
-		if !ob.OOM && o.priorMem != nil {
-			m, _ := o.priorMem.Predict(ob.X)
-			offset += my[i] - m
-			n++
-		}
-	}
-	if n > 0 {
-		offset /= float64(n)
-	}
-	all := append([]Observation(nil), obs...)
-	for _, p := range o.prior {
-		if own[pointKey(p.X)] {
-			continue
-		}
-		all = append(all, p)
-		mx, my = append(mx, p.X), append(my, o.logPeak(p, offset))
-	}
-	o.opts.Logger.Debug("bo: memory prior", "points", len(all)-len(obs), "offset", offset, "from", n)
-	return all, mx, my, nil
 }
 
 // imputeOOM treats the log peak memory of OOM evaluations as censored: the peak is only
