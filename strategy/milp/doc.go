@@ -109,6 +109,18 @@
 //     instances it sat 3-19 % above the optimum, with them at it (het/10/s3: 242.3 ->
 //     203.63, optimum 203.63; test); on bench milp -hetero they lower 6 of 50 LP bounds
 //     (het/128/s10 413.8 -> 354.1, het/32/s10 629.4 -> 589.7, the optimum).
+//   - Slot rows (slotRows; Options.NoSlotRows leaves them out): per node with
+//     accelerators, the device row lifted by what an instance's cores and memory leave
+//     unusable, "slot_n": sum_i a_i x_in <= V_n with a_i = g_i + V0 - R_i (V0 the most
+//     devices whole instances can use on n, R_i the most with an instance of i among
+//     them) and V_n the exact maximum of the left-hand side over the integer vectors that
+//     fit the node (enumeration): valid for any a_i. On a 2-GPU, 128 GiB node beside a
+//     1-GPU, 128 GiB operator this is 2 x_big + x_mid + x_small <= 2, which the LP
+//     relaxation's 0.39/0.83/0.78 instances violate: het/128/s10's LP falls from 354.15
+//     to 348.67 (HiGHS's root cuts reach 348.4), and no other LP of bench milp -hetero
+//     moves. The LP that guides rounding and RENS is solved without them (with them
+//     both started from worse points on het/128/s10), and only the rows its optimum
+//     violates stay in the model HiGHS and the sub-MIPs solve (keepCutSlotRows).
 //   - Phased search (search.go), every phase on the clock of Options.TimeLimit and the
 //     whole solve stopping as soon as the best plan is proven within RelGap of the best
 //     bound: (1) the greedy plan (bisection on T, minimum parallelism, migration-aware

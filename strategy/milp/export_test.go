@@ -80,6 +80,7 @@ func LNSFrom(p *Problem, s *Solution, limit time.Duration) (*Solution, error) {
 	}
 	opts := Options{}.withDefaults()
 	m := buildModel(q, opts)
+	m.guideLP(context.Background(), opts, time.Now().Add(limit)) // the slot rows Solve keeps
 	return m.lns(context.Background(), s, math.Inf(1), opts, time.Now().Add(limit), func(string, highsResult) {}), nil
 }
 

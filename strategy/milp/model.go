@@ -47,6 +47,20 @@ func (m *lp) addRow(name string, lo, up float64, idx []int, val []float64) {
 
 func (m *lp) numRows() int { return len(m.rowLo) }
 
+// rowPrefix returns m with only its first r rows (sharing m's slices, capped so that
+// appending to the copy cannot write into m).
+func (m *lp) rowPrefix(r int) lp {
+	c := *m
+	if r >= m.numRows() {
+		return c
+	}
+	c.rowName, c.rowLo, c.rowUp = m.rowName[:r:r], m.rowLo[:r:r], m.rowUp[:r:r]
+	c.start = m.start[: r+1 : r+1]
+	e := m.start[r]
+	c.index, c.value = m.index[:e:e], m.value[:e:e]
+	return c
+}
+
 // model is the Trident MILP of one Problem plus the column map back to decisions.
 type model struct {
 	lp
@@ -63,6 +77,8 @@ type model struct {
 	y       [][][]int // y_ink instances of i on n using device class k (integer), nil/-1 when absent
 	classes [][]int   // identical-node classes (size >= 2) used for symmetry breaking
 	capRow  [][]int   // capRow[i][n]: the row of operator i's capacity on node n (Eq. 13)
+	// slotFrom is the first of the slot rows (slotRows), the model's last rows.
+	slotFrom int
 }
 
 // buildModel writes the complete model of Sec. 6 (Eqs. 10-26) in the per-node
@@ -91,6 +107,10 @@ func buildModel(q *prep, opts Options) *model {
 	}
 	if opts.SymmetryRows {
 		b.symmetryRows()
+	}
+	b.slotFrom = b.numRows()
+	if !opts.NoSlotRows {
+		b.slotRows()
 	}
 	return b.model
 }

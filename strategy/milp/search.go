@@ -79,10 +79,9 @@ func (s *search) starts() {
 	if s.done() {
 		return
 	}
-	relaxed := m.lp
-	relaxed.integer = make([]bool, len(m.integer))
-	lp := runHiGHS(s.ctx, &relaxed, nil, s.opts, s.share(lpShare))
+	relaxed, lp := m.guideLP(s.ctx, s.opts, s.share(lpShare))
 	s.logPhase("lp", lp)
+	s.log.Debug("milp: slot rows", "cutting", m.numRows()-m.slotFrom)
 	// a simplex LP cut short by its share (64 nodes on a loaded machine) leaves no point;
 	// the interior-point LP below, often faster, still guides RENS
 	var guide []float64
@@ -122,6 +121,23 @@ func (s *search) starts() {
 			s.consider(m.fillRoute(s.ctx, r, s.opts, s.share(routeShare)), "rens")
 		}
 	}
+}
+
+// guideLP solves the LP relaxation without the slot rows, whose points guide LP rounding
+// and RENS better (with them, het/128/s10's rounding reached 181 instead of 276 and RENS
+// 237 instead of 330), and keeps in the model (for HiGHS and the sub-MIPs) only the slot
+// rows its optimum violates (none when it has no point). It returns the relaxation it
+// solved, for the interior-point LP, and the result.
+func (m *model) guideLP(ctx context.Context, opts Options, deadline time.Time) (lp, highsResult) {
+	relaxed := m.rowPrefix(m.slotFrom)
+	relaxed.integer = make([]bool, len(m.integer))
+	res := runHiGHS(ctx, &relaxed, nil, opts, deadline)
+	v := res.values
+	if res.err != nil {
+		v = nil
+	}
+	m.keepCutSlotRows(v)
+	return relaxed, res
 }
 
 // mip runs HiGHS on the full model from the best plan, with opts, until deadline.

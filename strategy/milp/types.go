@@ -243,6 +243,8 @@ type Options struct {
 	// rows w_in <= U_in x_in that tighten the LP relaxation on bandwidth-bound clusters
 	// (linkRows; ablation).
 	NoLinkRows bool
+	// NoSlotRows leaves out the lifted device rows per node (slotRows; ablation).
+	NoSlotRows bool
 	// AlwaysMIP runs HiGHS even when the greedy plan is already proven within RelGap by
 	// the aggregate bound (HiGHS may then still improve the tie-breakers).
 	AlwaysMIP bool
