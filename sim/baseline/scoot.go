@@ -86,4 +86,3 @@ func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, 
 	}
 	return sim.ConfigOf(spec.Space, res.Recommendation.Config), nil
 }
-
