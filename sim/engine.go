@@ -603,6 +603,9 @@ func (o *opState) census(st *OpStats, nodes int) {
 		if in.state != stStopping && in.probe == 0 && in.cfg.Equal(o.target) {
 			st.OnTarget++
 			st.PerNodeOnTarget[in.node]++
+			if in.state == stRunning {
+				st.RunningOnTarget++
+			}
 		}
 	}
 }

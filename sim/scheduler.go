@@ -107,10 +107,12 @@ type OpStats struct {
 	// OutMB is the mean size of an output record.
 	OutMB float64
 	// Config is the operator's target configuration and OnTarget how many instances run it
-	// (PerNodeOnTarget per node, non-stopping, probe excluded).
+	// (PerNodeOnTarget per node, non-stopping, probe excluded); RunningOnTarget counts
+	// those of them that run (started and healthy).
 	Config          OpConfig
 	OnTarget        int
 	PerNodeOnTarget []int
+	RunningOnTarget int
 	// Probes are the probe instances' metrics by slot (as in OpPlan.Probes).
 	Probes []ProbeStats
 	// Configs split the running production instances' metrics by configuration (probes

@@ -215,7 +215,7 @@ const canaryKey = "canary"
 type applyState struct {
 	decision     uint64
 	since        float64 // when an instance was last seen to start running (progress)
-	ready        int     // the most instances seen running since
+	ready        int     // the most instances seen running the decision's config since
 	unplacedFrom float64 // -1: everything placed
 	canaries     map[int]*canaryState
 	final        bool
@@ -819,7 +819,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	for i := range snap.Ops {
 		st := &snap.Ops[i]
 		unplaced += st.Unplaced
-		ready += st.Running
+		ready += st.RunningOnTarget
 		// An instance restarting in place (a running allocation's OOM restart) does not
 		// hold a deployment in Nomad; one restarting onto the candidate is counted by
 		// OnTarget. A trial's probe starting onto its next config is not part of the job
@@ -846,7 +846,9 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	}
 	if unplaced == 0 && s.now-s.applying.since >= s.opt.ProgressDeadlineS {
 		// Nomad fails a deployment in which no allocation became healthy within its
-		// progress deadline (here: no instance more running).
+		// progress deadline, which restarts whenever one does (here: no instance more
+		// running the decision's config; a config transition replaces instances, so the
+		// count of running ones does not grow while it progresses).
 		return s.failed(fmt.Sprintf("deployment not healthy after %.0fs: progress deadline exceeded", s.now-s.applying.since)), nil
 	}
 	return planner.StepResult{Status: fsm.StatusApplying, Detail: "deployment running"}, nil

@@ -287,3 +287,32 @@ func TestActuatorProgressDeadline(t *testing.T) {
 		t.Errorf("starting for 100 s: %s, want failed", got)
 	}
 }
+
+// A config transition replaces instances: the number running stays the same while it
+// progresses. As in Nomad, each instance that becomes healthy on the decision's config
+// restarts the progress deadline, so a rollout slower than the deadline as a whole does
+// not fail while it progresses; once it stops progressing it fails.
+func TestProgressDeadlineRestartsOnEachHealthyInstance(t *testing.T) {
+	s := testScheduler(t, Options{ProgressDeadlineS: 100})
+	d := fsm.Decision{Index: 9, Operators: map[string]fsm.OpTarget{
+		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
+		"b": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}, "n2": {Current: 2}}},
+	}}
+	step(t, s, d, 0)
+	// b moves 4 instances to a new config one at a time, 80 s each: 320 s in all, four
+	// running throughout.
+	for k := 0; k < 4; k++ {
+		now := float64(80 * (k + 1))
+		b := sim.OpStats{PerNode: []int{2, 2}, Running: 3, Starting: 1, OnTarget: k + 1, RunningOnTarget: k}
+		if got := step(t, s, d, now, sim.OpStats{PerNode: []int{2, 0}, Running: 2, RunningOnTarget: 2}, b).Status; got != fsm.StatusApplying {
+			t.Fatalf("at %.0f s, %d of 4 replaced: %s, want applying (each healthy instance restarts the deadline)", now, k, got)
+		}
+	}
+	stalled := []sim.OpStats{{PerNode: []int{2, 0}, Running: 2, RunningOnTarget: 2}, {PerNode: []int{2, 2}, Running: 3, Starting: 1, OnTarget: 4, RunningOnTarget: 3}}
+	if got := step(t, s, d, 330, stalled...).Status; got != fsm.StatusApplying {
+		t.Errorf("third instance healthy at 330 s: %s, want applying", got)
+	}
+	if got := step(t, s, d, 430, stalled...).Status; got != fsm.StatusFailed {
+		t.Errorf("no instance healthy for 100 s: %s, want failed", got)
+	}
+}
