@@ -262,14 +262,7 @@ func TestStartFailuresAreSplit(t *testing.T) {
 		t.Errorf("default: start fails %v (%v), want false", f, err)
 	}
 
-	cfg := DefaultBOConfig()
-	cfg.Seeds, cfg.Budget = 2, 10
-	all := DefaultVariants(cfg)
-	cfg.Variants = []Variant{all[0], all[4]}
-	res, err := RunBO(context.Background(), cfg, IndependentBOCases())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, res := runIndependent(t, 2, 10)
 	for _, c := range res {
 		for _, m := range c.Methods {
 			if m.StartFailTotal < 0 || m.StartFailTotal > m.OOMTotal {
@@ -291,6 +284,25 @@ func TestStartFailuresAreSplit(t *testing.T) {
 	}
 }
 
+// runIndependent runs constrained BO and EI(OOM = 0) (DefaultVariants' first and fifth)
+// on the independent surface's cases over seeds 1..seeds, with budget evaluations per run
+// (0: the default), and returns the configuration and the outcomes.
+func runIndependent(t *testing.T, seeds, budget int) (BOConfig, []CaseOutcome) {
+	t.Helper()
+	cfg := DefaultBOConfig()
+	cfg.Seeds = seeds
+	if budget > 0 {
+		cfg.Budget = budget
+	}
+	all := DefaultVariants(cfg)
+	cfg.Variants = []Variant{all[0], all[4]}
+	res, err := RunBO(context.Background(), cfg, IndependentBOCases())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, res
+}
+
 // TestConstrainedBOHasNoPeakOOMOnKVServe guards the independent surface's OOM figures:
 // over seeds 1..5 (30 evaluations) constrained BO's failed evaluations on both kvserve
 // cases are start failures only, none a peak above the device memory, while EI that
@@ -300,14 +312,7 @@ func TestConstrainedBOHasNoPeakOOMOnKVServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 20 BO tuning runs")
 	}
-	cfg := DefaultBOConfig()
-	cfg.Seeds = 5
-	all := DefaultVariants(cfg)
-	cfg.Variants = []Variant{all[0], all[4]}
-	res, err := RunBO(context.Background(), cfg, IndependentBOCases())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := runIndependent(t, 5, 0)
 	for _, c := range res {
 		con, _ := c.Method(VariantTrident)
 		ei, _ := c.Method(VariantEIZero)

@@ -302,13 +302,7 @@ func (q *prep) transitionable(i int) bool { return q.dmax[i] > 0 && q.muT[i] > 0
 // free[k] free devices of each accelerator class devs[k] (an instance takes its devices
 // from one class it accepts).
 func fit(o *Operator, cpu, mem float64, devs []Device, free []int) int {
-	best := math.MaxInt32
-	if o.CPU > 0 {
-		best = min(best, int(math.Floor(cpu/o.CPU+1e-9)))
-	}
-	if o.MemMB > 0 {
-		best = min(best, int(math.Floor(mem/o.MemMB+1e-9)))
-	}
+	best := fitPools(o, cpu, mem)
 	if o.GPUs > 0 {
 		n := 0
 		for k, d := range devs {
@@ -319,6 +313,19 @@ func fit(o *Operator, cpu, mem float64, devs []Device, free []int) int {
 		best = min(best, n)
 	}
 	return max(best, 0)
+}
+
+// fitPools returns how many instances of operator o fit in cpu free cores and mem free
+// MiB (math.MaxInt32 when o needs neither; negative when a pool is overdrawn).
+func fitPools(o *Operator, cpu, mem float64) int {
+	best := math.MaxInt32
+	if o.CPU > 0 {
+		best = min(best, int(math.Floor(cpu/o.CPU+1e-9)))
+	}
+	if o.MemMB > 0 {
+		best = min(best, int(math.Floor(mem/o.MemMB+1e-9)))
+	}
+	return best
 }
 
 // fitNode returns how many instances of o fit on the empty node nd.

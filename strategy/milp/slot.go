@@ -182,13 +182,7 @@ func (q *prep) nodeMax(n int, c []float64, need int) (best float64, ok bool) {
 	x := make([]int, q.N)
 	best, visits := -1.0, 0
 	fits := func(o *Operator, cpu, mem float64, dev int) int {
-		k := math.MaxInt32
-		if o.CPU > 0 {
-			k = min(k, int(math.Floor(cpu/o.CPU+1e-9)))
-		}
-		if o.MemMB > 0 {
-			k = min(k, int(math.Floor(mem/o.MemMB+1e-9)))
-		}
+		k := fitPools(o, cpu, mem)
 		if o.GPUs > 0 {
 			k = min(k, dev/o.GPUs)
 		}
