@@ -839,7 +839,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	case s.applying.unplacedFrom < 0:
 		s.applying.unplacedFrom = s.now
 	case s.now-s.applying.unplacedFrom >= s.opt.ProgressDeadlineS:
-		return s.failed(fmt.Sprintf("%d instances unplaced for %.0fs: progress deadline exceeded", unplaced, s.now-s.applying.unplacedFrom)), nil
+		return s.revert(d, fmt.Sprintf("%d instances unplaced for %.0fs: progress deadline exceeded", unplaced, s.now-s.applying.unplacedFrom)), nil
 	}
 	if ready > s.applying.ready {
 		s.applying.ready, s.applying.since = ready, s.now
@@ -849,7 +849,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 		// progress deadline, which restarts whenever one does (here: no instance more
 		// running the decision's config; a config transition replaces instances, so the
 		// count of running ones does not grow while it progresses).
-		return s.failed(fmt.Sprintf("deployment not healthy after %.0fs: progress deadline exceeded", s.now-s.applying.since)), nil
+		return s.revert(d, fmt.Sprintf("deployment not healthy after %.0fs: progress deadline exceeded", s.now-s.applying.since)), nil
 	}
 	return planner.StepResult{Status: fsm.StatusApplying, Detail: "deployment running"}, nil
 }
@@ -993,17 +993,26 @@ func (s *Scheduler) oomAbort(d fsm.Decision) (planner.StepResult, bool) {
 			if cs.OOMs == 0 || !cs.Config.Equal(cand) {
 				continue
 			}
-			pl := sim.PlanFromCounts(s.deployed)
-			for k, o := range s.env.Pipeline.Ops {
-				if tk, ok := d.Operators[o.Name]; ok && tk.CandidateConfig != "" && s.spaces[k] != nil {
-					if cur, err := s.simConfig(k, tk.Config); err == nil {
-						pl.Ops[k].Config, pl.Ops[k].Transition = cur, sim.TransitionAll
-					}
-				}
-			}
-			s.pending = pl
-			return s.failed(fmt.Sprintf("an allocation of %s on its candidate config was OOM-killed: deployment failed, job reverted to its stable version", op.Name)), true
+			return s.revert(d, fmt.Sprintf("an allocation of %s on its candidate config was OOM-killed", op.Name)), true
 		}
 	}
 	return planner.StepResult{}, false
+}
+
+// revert fails decision d as Nomad fails a deployment and, with the auto_revert the
+// actuator sets, reverts the job to its stable version: the engine is handed the deployed
+// counts with every instance of d's tunable operators back on its running config. Without
+// it a failed transition would leave instances on a candidate config that the planner and
+// the tuner no longer attribute to any decision.
+func (s *Scheduler) revert(d fsm.Decision, cause string) planner.StepResult {
+	pl := sim.PlanFromCounts(s.deployed)
+	for k, o := range s.env.Pipeline.Ops {
+		if tk, ok := d.Operators[o.Name]; ok && tk.CandidateConfig != "" && s.spaces[k] != nil {
+			if cur, err := s.simConfig(k, tk.Config); err == nil {
+				pl.Ops[k].Config, pl.Ops[k].Transition = cur, sim.TransitionAll
+			}
+		}
+	}
+	s.pending = pl
+	return s.failed(cause + ": deployment failed, job reverted to its stable version")
 }

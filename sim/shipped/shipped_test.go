@@ -2,6 +2,8 @@ package shipped
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/trident-sched/trident/planner"
@@ -285,6 +287,39 @@ func TestActuatorProgressDeadline(t *testing.T) {
 	}
 	if got := step(t, s, d, 120, starting...).Status; got != fsm.StatusFailed {
 		t.Errorf("starting for 100 s: %s, want failed", got)
+	}
+}
+
+// A transition that stops progressing fails its progress deadline and, as Nomad's
+// auto_revert does, reverts the job to its stable version: the engine is handed the
+// deployed counts with every instance back on the running config, so no instance stays
+// on a candidate that no decision holds any more.
+func TestProgressDeadlineRevertsToTheStableVersion(t *testing.T) {
+	s := testScheduler(t, Options{ProgressDeadlineS: 100})
+	sp := s.spaces[1]
+	cc, err := sp.ParseConfig("block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=512")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := sp.Default().String()
+	runCfg, _ := s.simConfig(1, running)
+	d := fsm.Decision{Index: 13, Operators: map[string]fsm.OpTarget{
+		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
+		"b": {Config: running, CandidateConfig: cc.String(), Transitions: 2, NoCanary: true, Nodes: map[string]fsm.Placement{"n1": {Candidate: 1}, "n2": {Candidate: 1}}},
+	}}
+	step(t, s, d, 0)
+	stuck := []sim.OpStats{{PerNode: []int{2, 0}, Running: 2, RunningOnTarget: 2}, {PerNode: []int{1, 1}, Running: 1, Starting: 1, OnTarget: 1}}
+	step(t, s, d, 10, stuck...)
+	res := step(t, s, d, 110, stuck...)
+	if res.Status != fsm.StatusFailed || !strings.Contains(res.Detail, "reverted to its stable version") {
+		t.Fatalf("no progress for 100 s: %+v, want failed and reverted", res)
+	}
+	pl := s.pending
+	if !pl.Ops[1].Config.Equal(runCfg) || pl.Ops[1].Transition != sim.TransitionAll {
+		t.Errorf("after the failure the engine is handed %+v, want the running config back on every instance", pl.Ops[1])
+	}
+	if !slices.Equal(pl.Ops[1].PerNode, s.deployed[1]) || !slices.Equal(pl.Ops[0].PerNode, s.deployed[0]) {
+		t.Errorf("after the failure the engine is handed counts %v / %v, want the deployed %v", pl.Ops[0].PerNode, pl.Ops[1].PerNode, s.deployed)
 	}
 }
 
