@@ -645,8 +645,8 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	ev := Evaluation{Epoch: e, Config: cfgStr, Cluster: id, Throughput: thr, PeakMiB: peakMiB, OOM: st.oom}
 	t.mu.Lock()
 	ot.evals = append(ot.evals, ev)
-	ot.stalled = 0 // the memory model changes: suggestions may meet Delta again
 	t.mu.Unlock()
+	ot.stalled = 0 // the memory model changes: suggestions may meet Delta again
 	t.o.Logger.Info("tune: evaluation recorded", "job", ot.job, "operator", ot.op, "epoch", e, "config", cfgStr,
 		"cluster", id, "throughput", thr, "peak_mib", peakMiB, "oom", st.oom)
 	return nil
