@@ -65,7 +65,6 @@ func (s *SCOOT) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 // memory over a 10-minute profiling run of each sampled record type.
 func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, budget int, rng *rand.Rand) (sim.OpConfig, error) {
 	spec := &env.Pipeline.Ops[op]
-	space := spec.Space
 	limit := env.Cluster.Nodes[0].AccMemGB
 	obj := func(_ context.Context, c configspace.Config) (float64, float64, bool, error) {
 		cfg := sim.ConfigOf(spec.Space, c)
@@ -80,7 +79,7 @@ func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, 
 		}
 		return thr, peak, false, nil
 	}
-	res, err := bo.Run(ctx, space, bo.Options{Method: bo.Constrained, MemLimit: limit, Margin: 2}, rng, obj, budget)
+	res, err := bo.Run(ctx, spec.Space, bo.Options{Method: bo.Constrained, MemLimit: limit, Margin: 2}, rng, obj, budget)
 	if err != nil {
 		return nil, fmt.Errorf("offline tuning: %w", err)
 	}

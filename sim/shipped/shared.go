@@ -125,7 +125,7 @@ func (h *Shared) Close() error { return h.s.Close() }
 func (s *Scheduler) adviseStep(d fsm.Decision) (planner.StepResult, error) {
 	for i, op := range s.env.Pipeline.Ops {
 		t, ok := d.Operators[op.Name]
-		if !ok || t.CandidateConfig == "" || t.Transitions == 0 || s.spaces[i] == nil {
+		if !ok || t.CandidateConfig == "" || t.Transitions == 0 || s.space(i) == nil {
 			continue
 		}
 		cfg, err := s.simConfig(i, t.CandidateConfig)

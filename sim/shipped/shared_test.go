@@ -17,12 +17,12 @@ func TestSharedHandsDecidedConfigsAndTrials(t *testing.T) {
 	s.advisor = true
 	s.advice = make([]sim.OpConfig, 2)
 	h := &Shared{s: s, applied: make([]sim.OpConfig, 2), probes: make([]sim.OpConfig, 2)}
-	cand, err := s.spaces[1].ParseConfig("block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128")
+	cand, err := s.space(1).ParseConfig("block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128")
 	if err != nil {
 		t.Fatal(err)
 	}
 	candCfg, _ := s.simConfig(1, cand.String())
-	trial, _ := s.spaces[1].ParseConfig("block_size=16, enable_chunked_prefill=1, max_num_batched_tokens=4096, max_num_seqs=32")
+	trial, _ := s.space(1).ParseConfig("block_size=16, enable_chunked_prefill=1, max_num_batched_tokens=4096, max_num_seqs=32")
 	trialCfg, _ := s.simConfig(1, trial.String())
 
 	pl := sim.PlanFromCounts([][]int{{2, 0}, {1, 1}})

@@ -133,7 +133,6 @@ type Scheduler struct {
 	env    *sim.Env
 	pipe   fsm.Pipeline
 	nodeIx map[string]int
-	spaces []*configspace.Space // per operator; nil for operators without parameters
 	epoch  time.Time
 
 	srv    *planner.Server
@@ -279,10 +278,7 @@ func (s *Scheduler) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 	for i, n := range env.Cluster.Nodes {
 		s.nodeIx[n.Name] = i
 	}
-	var err error
-	if s.pipe, s.spaces, err = declare(env, s.opt.ProfileSamples); err != nil {
-		return nil, err
-	}
+	s.pipe = declare(env, s.opt.ProfileSamples)
 	s.win = make([]opWindow, len(p.Ops))
 	s.inst = make([]map[string]feed.Instance, len(p.Ops))
 	for i := range s.inst {
@@ -337,12 +333,11 @@ func (s *Scheduler) submitted(env *sim.Env) ([][]int, error) {
 // resources, features, parameter space (trident_params) and default config, cold start
 // and synchronous flag, and the amplification and output record size measured on a
 // pilot sample (what an operator author declares in trident_amplification and
-// trident_output_bytes). It returns the operators' parameter spaces beside.
-func declare(env *sim.Env, samples int) (fsm.Pipeline, []*configspace.Space, error) {
+// trident_output_bytes).
+func declare(env *sim.Env, samples int) fsm.Pipeline {
 	p := env.Pipeline
 	attrs := env.Profiler.Sample(samples)
 	out := fsm.Pipeline{Job: Job}
-	spaces := make([]*configspace.Space, len(p.Ops))
 	accMemMB := 0
 	for _, n := range env.Cluster.Nodes {
 		if n.Cap.Acc > 0 && (accMemMB == 0 || int(n.AccMemGB*1024) < accMemMB) {
@@ -367,14 +362,20 @@ func declare(env *sim.Env, samples int) (fsm.Pipeline, []*configspace.Space, err
 			o.GPUMemoryMB = accMemMB
 		}
 		if spec.Tunable() {
-			sp := spec.Space
-			spaces[i] = sp
-			o.Params = sp.String()
-			o.Config = sp.Default().String()
+			o.Params = spec.Space.String()
+			o.Config = spec.Space.Default().String()
 		}
 		out.Operators = append(out.Operators, o)
 	}
-	return out, spaces, nil
+	return out
+}
+
+// space is operator i's parameter space, nil for an operator without parameters.
+func (s *Scheduler) space(i int) *configspace.Space {
+	if spec := &s.env.Pipeline.Ops[i]; spec.Tunable() {
+		return spec.Space
+	}
+	return nil
 }
 
 // configString is operator i's configuration cfg as the planner names it ("" for an
@@ -389,14 +390,14 @@ func (s *Scheduler) configString(i int, cfg sim.OpConfig) string {
 
 // simConfig is operator i's configuration named config, in the simulator's form.
 func (s *Scheduler) simConfig(i int, config string) (sim.OpConfig, error) {
-	if s.spaces[i] == nil {
+	if s.space(i) == nil {
 		return nil, fmt.Errorf("operator %s has no parameters", s.env.Pipeline.Ops[i].Name)
 	}
-	c, err := s.spaces[i].ParseConfig(config)
+	c, err := s.space(i).ParseConfig(config)
 	if err != nil {
 		return nil, err
 	}
-	return sim.ConfigOf(s.spaces[i], c), nil
+	return sim.ConfigOf(s.space(i), c), nil
 }
 
 // start starts the planner server (raft in memory, API on loopback, loop driven by Round)
@@ -722,17 +723,17 @@ func (a actuator) CheckConfig(op fsm.Operator, config string) error {
 	if i < 0 {
 		return fmt.Errorf("shipped: unknown operator %q", op.Name)
 	}
-	if a.s.spaces[i] == nil {
+	if a.s.space(i) == nil {
 		if config != "" && config != op.Config {
 			return fmt.Errorf("shipped: operator %s has no tunable parameters", op.Name)
 		}
 		return nil
 	}
-	c, err := a.s.spaces[i].ParseConfig(config)
+	c, err := a.s.space(i).ParseConfig(config)
 	if err != nil {
 		return fmt.Errorf("shipped: operator %s: %w", op.Name, err)
 	}
-	if _, err := a.s.spaces[i].Check(c); err != nil {
+	if _, err := a.s.space(i).Check(c); err != nil {
 		return fmt.Errorf("shipped: operator %s: %w", op.Name, err)
 	}
 	return nil
@@ -792,7 +793,7 @@ func (a actuator) Step(_ context.Context, _ *fsm.Pipeline, d fsm.Decision) (plan
 	want := make([]int, len(target))
 	for i, op := range s.env.Pipeline.Ops {
 		t, ok := d.Operators[op.Name]
-		if !ok || t.CandidateConfig == "" || s.spaces[i] == nil {
+		if !ok || t.CandidateConfig == "" || s.space(i) == nil {
 			continue
 		}
 		cfg, err := s.simConfig(i, t.CandidateConfig)
@@ -864,7 +865,7 @@ func (a actuator) canaries(d fsm.Decision) map[int]*canaryState {
 	out := map[int]*canaryState{}
 	for i, op := range s.env.Pipeline.Ops {
 		t, ok := d.Operators[op.Name]
-		if !ok || s.spaces[i] == nil || t.CandidateConfig == "" || t.Transitions == 0 || t.NoCanary || s.slot[i] == t.CandidateConfig {
+		if !ok || s.space(i) == nil || t.CandidateConfig == "" || t.Transitions == 0 || t.NoCanary || s.slot[i] == t.CandidateConfig {
 			continue
 		}
 		cfg, err := s.simConfig(i, t.CandidateConfig)
@@ -982,7 +983,7 @@ func (s *Scheduler) oomAbort(d fsm.Decision) (planner.StepResult, bool) {
 	for i, op := range s.env.Pipeline.Ops {
 		t, ok := d.Operators[op.Name]
 		st := s.lastOp(i)
-		if !ok || t.CandidateConfig == "" || s.spaces[i] == nil || st == nil {
+		if !ok || t.CandidateConfig == "" || s.space(i) == nil || st == nil {
 			continue
 		}
 		cand, err := s.simConfig(i, t.CandidateConfig)
@@ -1007,7 +1008,7 @@ func (s *Scheduler) oomAbort(d fsm.Decision) (planner.StepResult, bool) {
 func (s *Scheduler) revert(d fsm.Decision, cause string) planner.StepResult {
 	pl := sim.PlanFromCounts(s.deployed)
 	for k, o := range s.env.Pipeline.Ops {
-		if tk, ok := d.Operators[o.Name]; ok && tk.CandidateConfig != "" && s.spaces[k] != nil {
+		if tk, ok := d.Operators[o.Name]; ok && tk.CandidateConfig != "" && s.space(k) != nil {
 			if cur, err := s.simConfig(k, tk.Config); err == nil {
 				pl.Ops[k].Config, pl.Ops[k].Transition = cur, sim.TransitionAll
 			}

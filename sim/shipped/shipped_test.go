@@ -55,7 +55,6 @@ func testScheduler(t *testing.T, o Options) *Scheduler {
 	s.env = &sim.Env{Pipeline: p, Cluster: sim.Cluster{Nodes: []sim.Node{{Name: "n1"}, {Name: "n2"}}}}
 	s.nodeIx = map[string]int{"n1": 0, "n2": 1}
 	sp := p.Ops[1].Space
-	s.spaces = []*configspace.Space{nil, sp}
 	s.slot = []string{"", sp.Default().String()}
 	s.deployed = [][]int{{2, 0}, {1, 1}}
 	s.applying.unplacedFrom = -1
@@ -117,7 +116,7 @@ func TestActuatorFollowsDeploymentSemantics(t *testing.T) {
 func TestActuatorCanariesCandidates(t *testing.T) {
 	s := testScheduler(t, Options{})
 	cand := "block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128"
-	c, err := s.spaces[1].ParseConfig(cand)
+	c, err := s.space(1).ParseConfig(cand)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +179,7 @@ func TestActuatorRunsTrialsOnTheProbeSlot(t *testing.T) {
 	s := testScheduler(t, Options{})
 	s.handed = sim.PlanFromCounts(s.deployed)
 	trial := "block_size=16, enable_chunked_prefill=1, max_num_batched_tokens=4096, max_num_seqs=32"
-	c, err := s.spaces[1].ParseConfig(trial)
+	c, err := s.space(1).ParseConfig(trial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +205,7 @@ func TestActuatorRunsTrialsOnTheProbeSlot(t *testing.T) {
 		t.Errorf("probes unchanged, yet a version handed again: %+v", again)
 	}
 	cand := "block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128"
-	cc, _ := s.spaces[1].ParseConfig(cand)
+	cc, _ := s.space(1).ParseConfig(cand)
 	candCfg, _ := s.simConfig(1, cc.String())
 	d := fsm.Decision{Index: 9, Operators: map[string]fsm.OpTarget{
 		"a": {Nodes: map[string]fsm.Placement{"n1": {Current: 2}}},
@@ -237,7 +236,7 @@ func TestActuatorRunsTrialsOnTheProbeSlot(t *testing.T) {
 // trial, or a revert) starts without a canary.
 func TestActuatorRevertsOOMKilledCandidates(t *testing.T) {
 	s := testScheduler(t, Options{})
-	sp := s.spaces[1]
+	sp := s.space(1)
 	cand := "block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=512"
 	cc, err := sp.ParseConfig(cand)
 	if err != nil {
@@ -296,7 +295,7 @@ func TestActuatorProgressDeadline(t *testing.T) {
 // on a candidate that no decision holds any more.
 func TestProgressDeadlineRevertsToTheStableVersion(t *testing.T) {
 	s := testScheduler(t, Options{ProgressDeadlineS: 100})
-	sp := s.spaces[1]
+	sp := s.space(1)
 	cc, err := sp.ParseConfig("block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=512")
 	if err != nil {
 		t.Fatal(err)

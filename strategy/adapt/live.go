@@ -32,8 +32,8 @@ type Tuning struct {
 
 // LiveTuning returns the tuning configuration the live tuner runs by default: 20
 // evaluations per cluster from the running configuration, δ 0.95, a margin of 5 % of the
-// device memory and at least 1 GiB, and a sustained-peak allowance of 2 noise deviations (the expected largest of about 30 short
-// runs, i.e. an hour of 2-minute evaluations).
+// device memory and at least 1 GiB, and a sustained-peak allowance of 2 noise deviations
+// (the expected largest of about 30 short runs, i.e. an hour of 2-minute evaluations).
 //
 // The margin was 1 GiB. In `trident bench e2e`'s shipped loop (64 GB devices, 7 seeds)
 // recommendations that fitted on their trials then ran out of device memory in

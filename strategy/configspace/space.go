@@ -249,17 +249,22 @@ func (s *Space) Snap(u, dst []float64) (bool, error) {
 	if len(u) != len(s.Params) || len(dst) != len(s.Params) {
 		return false, fmt.Errorf("configspace: snap %d coordinates into %d in a %d-parameter space", len(u), len(dst), len(s.Params))
 	}
+	var vals []float64 // decoded values, for the constraints
+	if len(s.Constraints) > 0 {
+		vals = make([]float64, len(s.Params))
+	}
 	for i, p := range s.Params {
 		if math.IsNaN(u[i]) {
 			return false, fmt.Errorf("configspace: snap parameter %q: coordinate is NaN", p.Name)
 		}
-		dst[i] = s.encodeValue(i, s.decodeValue(i, u[i]))
+		v := s.decodeValue(i, u[i])
+		dst[i] = s.encodeValue(i, v)
+		if vals != nil {
+			vals[i] = v.Float()
+		}
 	}
 	for _, con := range s.Constraints {
-		if !con.holds(func(name string) float64 {
-			i := s.index[name]
-			return s.decodeValue(i, u[i]).Float()
-		}) {
+		if !con.holds(func(name string) float64 { return vals[s.index[name]] }) {
 			return false, nil
 		}
 	}
