@@ -57,6 +57,12 @@ type FitOptions struct {
 	// length scale (input units; 0 or less: none), raising the default bound of 1e-2 times
 	// the feature's range. It wins over MaxLengthScales where the two cross.
 	MinLengthScales []float64
+	// Tolerance, if positive, ends each start's search once the log marginal likelihood
+	// gains less than Tolerance nats (or Tolerance·1e-3 of its magnitude) over three
+	// iterations, or the gradient's norm falls below Tolerance/10. Zero keeps the tight
+	// search (1e-7 nats over ten iterations, gradient 1e-6), which small models such as
+	// BO surrogates can afford.
+	Tolerance float64
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -221,6 +227,10 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 			MajorIterations:   o.MaxIter,
 			GradientThreshold: 1e-6,
 			Converger:         &ctxConverger{ctx: ctx, inner: &optimize.FunctionConverge{Absolute: 1e-7, Relative: 1e-9, Iterations: 10}},
+		}
+		if o.Tolerance > 0 {
+			set.GradientThreshold = o.Tolerance / 10
+			set.Converger = &ctxConverger{ctx: ctx, inner: &optimize.FunctionConverge{Absolute: o.Tolerance, Relative: o.Tolerance * 1e-3, Iterations: 3}}
 		}
 		// Errors (e.g. a failed line search) are tolerated: eval records the best point seen.
 		_, _ = optimize.Minimize(prob, s, set, &optimize.LBFGS{})

@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -400,7 +401,7 @@ func (s *Scheduler) simConfig(i int, config string) (sim.OpConfig, error) {
 	return sim.ConfigOf(s.space(i), c), nil
 }
 
-// start starts the planner server (raft in memory, API on loopback, loop driven by Round)
+// start starts the planner server (raft in memory, API served in process, loop driven by Round)
 // and the feed that publishes the observation layer's estimates to it (and tunes, with
 // Options.Tune).
 func (s *Scheduler) start(ctx context.Context) error {
@@ -429,7 +430,7 @@ func (s *Scheduler) start(ctx context.Context) error {
 	} else {
 		lc.Actuator = canaryActuator{actuator{s}}
 	}
-	srv, err := planner.New(planner.Config{ID: "sim", InMemory: true, HTTPAddr: "127.0.0.1:0",
+	srv, err := planner.New(planner.Config{ID: "sim", InMemory: true,
 		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, Loop: lc, Logger: s.opt.Logger})
 	if err != nil {
 		s.thread.Close()
@@ -446,7 +447,9 @@ func (s *Scheduler) start(ctx context.Context) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	pc, err := client.New(client.Config{Address: srv.HTTPAddr()})
+	// The feed reaches the planner's API in process (no listener: the simulation serves
+	// no one else).
+	pc, err := client.New(client.Config{Address: "http://planner.sim", HTTPClient: &http.Client{Transport: inProcess{srv.Handler()}}})
 	if err != nil {
 		_ = s.Close()
 		return fmt.Errorf("shipped: planner client: %w", err)
