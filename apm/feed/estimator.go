@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -239,6 +241,12 @@ func usefulTimeRate(prev, cur Snapshot) (float64, float64, bool) {
 	return recs / useful, newest, true
 }
 
+// instanceIDs returns s's instance IDs in order. The estimator walks instances in this
+// order wherever the order shows: the observation layer's sample sequence (its filters
+// and the GP's window depend on it) and floating-point sums over instances. Map order
+// would make two runs on the same input differ.
+func instanceIDs(s Snapshot) []string { return slices.Sorted(maps.Keys(s.Instances)) }
+
 // newestEpochIntervals calls f with the previous and current counters of every instance
 // of cur's newest config epoch that prev shows on the same epoch, its records counter not
 // gone back (a restart), and returns that epoch.
@@ -247,7 +255,8 @@ func newestEpochIntervals(prev, cur Snapshot, f func(old, m Instance)) float64 {
 	for _, m := range cur.Instances {
 		newest = math.Max(newest, m.Epoch)
 	}
-	for id, m := range cur.Instances {
+	for _, id := range instanceIDs(cur) {
+		m := cur.Instances[id]
 		if old, ok := prev.Instances[id]; ok && m.Epoch == newest && old.Epoch == m.Epoch && m.RecordsIn >= old.RecordsIn {
 			f(old, m)
 		}
@@ -381,7 +390,8 @@ func (e *Estimator) observe(k string, prev, cur Snapshot) bool {
 	e.mu.Unlock()
 	mean := make([]float64, len(names))
 	count := 0
-	for id, m := range cur.Instances {
+	for _, id := range instanceIDs(cur) {
+		m := cur.Instances[id]
 		fv := featureVector(names, m)
 		for i := range mean {
 			mean[i] += fv[i]
@@ -571,7 +581,8 @@ const selAlpha = 0.5
 // recordsDelta sums records in and out over the instances present in both snapshots whose
 // counters did not go back (restarts).
 func recordsDelta(prev, cur Snapshot) (in, out float64) {
-	for id, m := range cur.Instances {
+	for _, id := range instanceIDs(cur) {
+		m := cur.Instances[id]
 		old, ok := prev.Instances[id]
 		if !ok || m.RecordsIn < old.RecordsIn || m.RecordsOut < old.RecordsOut {
 			continue
@@ -605,7 +616,8 @@ func (e *Estimator) Latest(job, group string) (Snapshot, bool) {
 // reports its share of the stage's input queue, so the shares add up.
 func Backlog(s Snapshot) float64 {
 	b := 0.0
-	for _, m := range s.Instances {
+	for _, id := range instanceIDs(s) {
+		m := s.Instances[id]
 		if m.QueueLength > 0 && !math.IsInf(m.QueueLength, 0) {
 			b += m.QueueLength
 		}
