@@ -182,10 +182,34 @@ func renderTrials(existing *api.Job, trials map[string]fsm.Trial) (*api.Job, boo
 	return &job, changed, nil
 }
 
+// TrialSlots implements planner.TrialActuator: one trial per operator, in its canary slot
+// group (the planner refuses trials in slots above 0).
+func (a *Actuator) TrialSlots() int { return 1 }
+
+// slotZero returns the trial in slot 0 of every operator of trials, or an error naming a
+// trial in a higher slot, which no group of the job can run.
+func slotZero(trials map[string]fsm.TrialSlots) (map[string]fsm.Trial, error) {
+	out := make(map[string]fsm.Trial, len(trials))
+	for op, ts := range trials {
+		for _, t := range ts {
+			if t.Slot != 0 {
+				return nil, fmt.Errorf("operator %q: trial slot %d: the Nomad actuator runs one trial per operator, in its canary slot group (slot 0)", op, t.Slot)
+			}
+			out[op] = t
+		}
+	}
+	return out, nil
+}
+
 // SetTrials implements planner.TrialActuator: it registers a version of job whose canary
-// slots run exactly trials, when the registered version does not already (a no-op
-// otherwise). The version keeps the decision meta of the one it replaces.
-func (a *Actuator) SetTrials(ctx context.Context, job string, trials map[string]fsm.Trial) error {
+// slots run exactly trials (slot 0 of each operator; a trial in another slot is an
+// error), when the registered version does not already (a no-op otherwise). The version
+// keeps the decision meta of the one it replaces.
+func (a *Actuator) SetTrials(ctx context.Context, job string, slots map[string]fsm.TrialSlots) error {
+	trials, err := slotZero(slots)
+	if err != nil {
+		return fmt.Errorf("job %q: %w", job, err)
+	}
 	existing, _, err := a.c.Jobs().Info(job, a.q(ctx))
 	if err != nil {
 		if isNotFound(err) && len(trials) == 0 {

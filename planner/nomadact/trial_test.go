@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,7 +182,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 	}
 
 	tr := fsm.Trial{Config: "batch=32", Epoch: fsm.TrialEpochBase + 7}
-	if err := a.SetTrials(t.Context(), job, map[string]fsm.Trial{"gpu": tr}); err != nil {
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil {
 		t.Fatal(err)
 	}
 	trialAlloc := waitSlot("trial", func(m map[string]string) bool {
@@ -191,7 +192,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 		t.Errorf("the trial restarted gpu's production instance (%s -> %s)", prod, got)
 	}
 	v := version()
-	if err := a.SetTrials(t.Context(), job, map[string]fsm.Trial{"gpu": tr}); err != nil || version() != v {
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil || version() != v {
 		t.Errorf("the same trials again: version %d -> %d (%v), want none", v, version(), err)
 	}
 
@@ -206,7 +207,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 	// A trial that crashes (exit 137, as an OOM kill) fails its deployment but does not
 	// revert the job: the slot keeps the trial's config until the trial ends.
 	bad := fsm.Trial{Config: "batch=64,fail=oom", Epoch: fsm.TrialEpochBase + 9}
-	if err := a.SetTrials(t.Context(), job, map[string]fsm.Trial{"gpu": bad}); err != nil {
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {bad}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(90 * time.Second)
@@ -238,5 +239,23 @@ func TestTrialAgainstNomad(t *testing.T) {
 	waitSlot("trial ended", func(m map[string]string) bool { return maps.Equal(m, before) })
 	if got := prodAlloc(); got != prod {
 		t.Errorf("the trials restarted gpu's production instance (%s -> %s)", prod, got)
+	}
+}
+
+// The Nomad actuator runs one trial per operator: it declares one slot, and trials in a
+// higher slot are refused with an error naming the slot, before Nomad is asked anything.
+func TestTrialSlotsAboveZeroRefused(t *testing.T) {
+	a := &Actuator{}
+	if n := a.TrialSlots(); n != 1 {
+		t.Errorf("TrialSlots() = %d, want 1", n)
+	}
+	tr := fsm.Trial{Config: "batch=32", Epoch: fsm.TrialEpochBase + 7}
+	got, err := slotZero(map[string]fsm.TrialSlots{"gpu": {tr}})
+	if err != nil || got["gpu"] != tr {
+		t.Errorf("slot 0: %v, %v", got, err)
+	}
+	err = a.SetTrials(t.Context(), "pdf", map[string]fsm.TrialSlots{"gpu": {tr, {Config: "batch=8", Epoch: fsm.TrialEpochBase + 8, Slot: 1}}})
+	if err == nil || !strings.Contains(err.Error(), "trial slot 1") {
+		t.Errorf("a trial in slot 1: %v, want an error naming the slot", err)
 	}
 }

@@ -161,9 +161,9 @@ type Scheduler struct {
 	deployed [][]int
 	applying applyState
 	slot     []string
-	// trials are the operators' tuning trials (planner.TrialActuator); handed is the last
-	// version handed to the engine.
-	trials []*trialRun
+	// trials are the operators' tuning trials by slot (planner.TrialActuator); handed is
+	// the last version handed to the engine.
+	trials [][]*trialRun
 	handed *sim.Plan
 	// advisor marks the shared layers (Shared): decisions only decide configs, which
 	// advice holds per operator (nil: the job file's) for the baseline to apply.
@@ -240,6 +240,10 @@ func (s *Scheduler) SetLogger(l *slog.Logger) {
 		s.opt.Logger = l
 	}
 }
+
+// SetTuneParallel sets how many trials of one operator the tuner runs at once
+// (feed.TunerOptions.Parallel; 0: its default); it has effect only before Init.
+func (s *Scheduler) SetTuneParallel(n int) { s.opt.Tuning.Parallel = n }
 
 // Options returns the scheduler's options, defaults applied.
 func (s *Scheduler) Options() Options { return s.opt }
@@ -528,10 +532,12 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 			iw.ooms += cs.OOMs
 			iw.endInFlight, iw.endRunning = cs.InFlight, float64(cs.Running)
 		}
-		if len(st.Probes) > 0 {
-			ps := st.Probes[0]
-			t := s.trialOf(i)
-			key := probeKey(t)
+		for k, ps := range st.Probes {
+			t := s.trialOf(i, k)
+			if t == nil && k > 0 {
+				continue // a slot being emptied: no trial's and no canary's
+			}
+			key := probeKey(k, t)
 			if ps.OOM {
 				if iw := w.insts[key]; iw != nil {
 					iw.ooms++
