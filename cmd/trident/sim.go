@@ -44,7 +44,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	p, s := set.Pipeline, set.Scheduler
 	if sh, ok := s.(*shipped.Scheduler); ok && *verbose {
-		sh.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		sh.SetLogger(slog.New(simTimeHandler{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}), sh.SimTime}))
 	}
 	if sh, ok := s.(*shipped.Scheduler); ok && *parallel > 0 {
 		sh.SetTuneParallel(*parallel)
@@ -81,4 +81,23 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "\nsource finished dataset parts at t = %v s\n", res.RegimeEnd)
 	}
 	return nil
+}
+
+// simTimeHandler adds the simulated time of the round ("sim_s") to every record.
+type simTimeHandler struct {
+	slog.Handler
+	now func() float64
+}
+
+func (h simTimeHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.Float64("sim_s", h.now()))
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h simTimeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return simTimeHandler{h.Handler.WithAttrs(as), h.now}
+}
+
+func (h simTimeHandler) WithGroup(name string) slog.Handler {
+	return simTimeHandler{h.Handler.WithGroup(name), h.now}
 }

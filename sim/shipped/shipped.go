@@ -23,6 +23,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trident-sched/trident/apm/feed"
@@ -143,8 +144,10 @@ type Scheduler struct {
 	feeder *feed.Feeder
 
 	mu sync.Mutex
-	// now is the virtual time in seconds.
-	now float64
+	// now is the virtual time in seconds; simNow the same as float64 bits, read without
+	// the lock (SimTime).
+	now    float64
+	simNow atomic.Uint64
 	// win accumulates each operator's metrics since the last scrape; inst holds each
 	// operator's scraped instances (counters) by instance key; scrape and prev are the
 	// last two scrapes.
@@ -255,6 +258,10 @@ func (s *Scheduler) Name() string {
 	}
 	return "trident"
 }
+
+// SimTime returns the virtual time of the newest round in seconds (safe to call from a
+// log handler while the scheduler holds its lock).
+func (s *Scheduler) SimTime() float64 { return math.Float64frombits(s.simNow.Load()) }
 
 // Interval implements sim.Scheduler.
 func (s *Scheduler) Interval() float64 { return s.opt.IntervalS }
@@ -566,6 +573,7 @@ func (s *Scheduler) Decide(ctx context.Context, snap *sim.Snapshot) (*sim.Plan, 
 	start := time.Now()
 	s.mu.Lock()
 	s.now = snap.Time
+	s.simNow.Store(math.Float64bits(snap.Time))
 	s.takeScrape(snap)
 	s.mu.Unlock()
 	if err := s.feeder.Round(ctx); err != nil {
