@@ -910,8 +910,11 @@ func (t *Tuner) fillSlot(ctx context.Context, ot *opTuner, op fsm.Operator, runn
 			return false, nil // no dominant workload yet
 		}
 		if !adv.Evaluate {
+			// The dominant workload is tuned (it may have moved while trials run): end
+			// every trial, those the plan shows and those put this round.
+			put := len(ot.trials) > 0
 			ot.trials = nil
-			if err := t.dropTrials(ctx, ot, trial); err != nil {
+			if err := t.dropTrials(ctx, ot, trial || put); err != nil {
 				return false, err
 			}
 			return false, t.recommend(ctx, ot, op, adv, running)
