@@ -74,9 +74,9 @@ type TunerOptions struct {
 	// suggestion made with the others pending, so a session needs about Budget/Parallel
 	// trial rounds [1]. A trial takes a production instance's place: an operator runs at
 	// most half its planned instances (at least one) as trials. The session's first trial
-	// (the running config) runs alone. A planner that refuses a slot (HTTP 501, e.g. the
-	// Nomad actuator's one canary slot) caps it at the slots it accepted. Plugin config
-	// key tune_parallel.
+	// (the running config) runs alone. A planner that refuses a slot (HTTP 501: its
+	// actuator runs fewer) caps it at the slots it accepted. Plugin config key
+	// tune_parallel.
 	Parallel int
 	// WarmStart is how many recommendations of recently tuned workload clusters a new
 	// cluster's session evaluates first (adapt.Options.WarmStart) [2; negative: none].

@@ -634,8 +634,8 @@ func TestOOMGuardAbortsAFailingTransition(t *testing.T) {
 // the session's first trial (the running config) runs alone, then several trials run at
 // once, each in its own slot at its own epoch, and each is measured separately at its own
 // rate (2.5·b), not the others'; the session spends exactly its budget, with every
-// evaluation a distinct config. A planner accepting fewer slots (501 above them; the Nomad
-// actuator accepts one) caps the trials running at once at what it accepts.
+// evaluation a distinct config. A planner accepting fewer slots (501 above them) caps the
+// trials running at once at what it accepts, down to one.
 func TestTunerRunsParallelTrials(t *testing.T) {
 	for _, tc := range []struct{ parallel, accepted int }{{4, 4}, {4, 2}, {4, 1}} {
 		t.Run(fmt.Sprintf("parallel=%d,accepted=%d", tc.parallel, tc.accepted), func(t *testing.T) {
