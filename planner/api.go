@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/candidates/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handleDropCandidate))))
 	mux.HandleFunc("PUT /v1/trials/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handlePutTrial))))
 	mux.HandleFunc("DELETE /v1/trials/{job}/{op}", s.auth(limit(MaxSmallBody, s.write(s.handleDropTrial))))
+	mux.HandleFunc("PUT /v1/trials/{job}/{op}/{slot}", s.auth(limit(MaxSmallBody, s.write(s.handlePutTrial))))
+	mux.HandleFunc("DELETE /v1/trials/{job}/{op}/{slot}", s.auth(limit(MaxSmallBody, s.write(s.handleDropTrial))))
 	mux.HandleFunc("GET /v1/decisions", s.auth(s.handleDecisions))
 	mux.HandleFunc("GET /v1/inventory", s.auth(s.handleInventory))
 	mux.HandleFunc("PUT /v1/inventory", s.auth(limit(MaxInventoryBody, s.write(s.handlePutInventory))))
@@ -510,9 +513,12 @@ func planResponse(st *fsm.State, d fsm.Decision) *client.PlanResponse {
 			Config: t.Config, ConfigEpoch: t.Epoch, CandidateConfig: t.CandidateConfig, Transitions: t.Transitions,
 			ObservationEpoch: st.Epochs[d.Job][name],
 		}
-		if tr, ok := st.Trials[d.Job][name]; ok {
+		if trs := st.Trials[d.Job][name]; len(trs) > 0 {
 			g := resp.Groups[name]
-			g.TrialConfig, g.TrialEpoch = tr.Config, tr.Epoch
+			g.Trials = slices.Clone(trs)
+			if tr, ok := trs.Slot(0); ok {
+				g.TrialConfig, g.TrialEpoch = tr.Config, tr.Epoch
+			}
 			resp.Groups[name] = g
 		}
 	}

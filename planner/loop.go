@@ -190,7 +190,7 @@ type Loop struct {
 	// the user's unpinned one.
 	adopted map[string]bool
 	// trials holds, per job, the trials the TrialActuator last applied this term.
-	trials map[string]map[string]fsm.Trial
+	trials map[string]map[string]fsm.TrialSlots
 }
 
 type solveResult struct {
@@ -369,7 +369,7 @@ func (l *Loop) startTerm() {
 	l.queued = map[string]bool{}
 	l.fitsCache = map[[sha256.Size]byte]fitsAnswer{}
 	l.joint = jointCache{}
-	l.trials = map[string]map[string]fsm.Trial{}
+	l.trials = map[string]map[string]fsm.TrialSlots{}
 }
 
 // roundSync runs one round and then waits for the solves it started, commits their

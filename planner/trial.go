@@ -3,23 +3,29 @@ package planner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 
 	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
 // TrialActuator is an optional Actuator extension that runs tuning trials (fsm.Trial):
-// one instance of an operator on a trial config beside its production instances, taking
+// instances of an operator on trial configs beside its production instances, each taking
 // the place of one of them. Without it the planner refuses trials (HTTP 501) and a tuner
 // measures configurations by rolling them out.
 type TrialActuator interface {
-	// SetTrials makes job's running trials exactly trials (operator -> trial): it starts
-	// or replaces the listed ones and ends any other. The loop calls it only while no
-	// decision of job applies, when the committed trials change, after each decision and
-	// again after an error, so it must be idempotent.
-	SetTrials(ctx context.Context, job string, trials map[string]fsm.Trial) error
+	// SetTrials makes job's running trials exactly trials (operator -> trials by slot):
+	// it starts or replaces the listed ones and ends any other. The loop calls it only
+	// while no decision of job applies, when the committed trials change, after each
+	// decision and again after an error, so it must be idempotent.
+	SetTrials(ctx context.Context, job string, trials map[string]fsm.TrialSlots) error
+	// TrialSlots is how many trials of one operator it runs at once (slots 0 to n-1, at
+	// least 1); the planner refuses a trial in a higher slot (HTTP 501).
+	TrialSlots() int
 }
 
 // syncTrials hands job's committed trials to the actuator when they differ from what it
@@ -30,9 +36,9 @@ func (l *Loop) syncTrials(ctx context.Context, job string) {
 	if !ok {
 		return
 	}
-	var trials map[string]fsm.Trial
+	var trials map[string]fsm.TrialSlots
 	l.s.fsm.Read(func(st *fsm.State) { trials = maps.Clone(st.Trials[job]) })
-	if applied, ok := l.trials[job]; ok && maps.Equal(applied, trials) {
+	if applied, ok := l.trials[job]; ok && maps.EqualFunc(applied, trials, slices.Equal) {
 		return
 	}
 	if err := ta.SetTrials(ctx, job, trials); err != nil {
@@ -42,34 +48,68 @@ func (l *Loop) syncTrials(ctx context.Context, job string) {
 	l.trials[job] = trials
 }
 
+// trialSlot returns the slot the request's path names (0 without one), or writes the
+// error and reports false.
+func trialSlot(w http.ResponseWriter, r *http.Request) (int, bool) {
+	raw := r.PathValue("slot")
+	if raw == "" {
+		return 0, true
+	}
+	k, err := strconv.Atoi(raw)
+	if err != nil || k < 0 || k >= fsm.MaxTrialSlots {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("trial slot %q: want an integer in [0, %d)", raw, fsm.MaxTrialSlots))
+		return 0, false
+	}
+	return k, true
+}
+
 func (s *Server) handlePutTrial(w http.ResponseWriter, r *http.Request) {
 	var req client.TrialRequest
 	if !decodeBody(w, r, &req, false) || !s.found(w, r.PathValue("job"), r.PathValue("op")) {
+		return
+	}
+	slot, ok := trialSlot(w, r)
+	if !ok {
 		return
 	}
 	if s.loop == nil {
 		writeErr(w, http.StatusNotImplemented, errors.New("this planner runs no scheduling loop: nothing would run the trial"))
 		return
 	}
-	if _, ok := s.loop.cfg.Actuator.(TrialActuator); !ok {
+	ta, can := s.loop.cfg.Actuator.(TrialActuator)
+	if !can {
 		writeErr(w, http.StatusNotImplemented, errors.New("this planner's actuator cannot run tuning trials: propose candidates instead (PUT /v1/candidates)"))
+		return
+	}
+	if n := max(1, ta.TrialSlots()); slot >= n {
+		writeErr(w, http.StatusNotImplemented, fmt.Errorf("trial slot %d: this planner's actuator runs %d trial slot(s) per operator (slots 0 to %d)", slot, n, n-1))
 		return
 	}
 	if !s.configFits(w, r, req.Config) {
 		return
 	}
-	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetTrial, Job: r.PathValue("job"), Operator: r.PathValue("op"), Trial: &fsm.Trial{Config: req.Config}})
+	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpSetTrial, Job: r.PathValue("job"), Operator: r.PathValue("op"), Trial: &fsm.Trial{Config: req.Config, Slot: slot}})
 	if ok {
 		s.loop.nudge()
 		writeJSON(w, http.StatusOK, client.IndexResponse{Index: idx})
 	}
 }
 
+// handleDropTrial ends the trial in the slot the path names, or every trial of the
+// operator when it names none.
 func (s *Server) handleDropTrial(w http.ResponseWriter, r *http.Request) {
 	if !s.found(w, r.PathValue("job"), r.PathValue("op")) {
 		return
 	}
-	idx, ok := s.propose(w, r, fsm.Command{Op: fsm.OpDropTrial, Job: r.PathValue("job"), Operator: r.PathValue("op")})
+	c := fsm.Command{Op: fsm.OpDropTrial, Job: r.PathValue("job"), Operator: r.PathValue("op")}
+	if r.PathValue("slot") != "" {
+		slot, ok := trialSlot(w, r)
+		if !ok {
+			return
+		}
+		c.Trial = &fsm.Trial{Slot: slot}
+	}
+	idx, ok := s.propose(w, r, c)
 	if ok {
 		if s.loop != nil {
 			s.loop.nudge()

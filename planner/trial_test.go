@@ -17,11 +17,14 @@ import (
 type trialFake struct {
 	*fakeCluster
 	tmu      sync.Mutex
-	calls    []map[string]fsm.Trial
+	calls    []map[string]fsm.TrialSlots
 	inFlight int
+	slots    int
 }
 
-func (f *trialFake) SetTrials(_ context.Context, job string, trials map[string]fsm.Trial) error {
+func (f *trialFake) TrialSlots() int { return f.slots }
+
+func (f *trialFake) SetTrials(_ context.Context, job string, trials map[string]fsm.TrialSlots) error {
 	f.fakeCluster.mu.Lock()
 	busy := false
 	for _, n := range f.steps {
@@ -37,7 +40,7 @@ func (f *trialFake) SetTrials(_ context.Context, job string, trials map[string]f
 	return nil
 }
 
-func (f *trialFake) last() (map[string]fsm.Trial, int) {
+func (f *trialFake) last() (map[string]fsm.TrialSlots, int) {
 	f.tmu.Lock()
 	defer f.tmu.Unlock()
 	if len(f.calls) == 0 {
@@ -50,7 +53,9 @@ func (f *trialFake) last() (map[string]fsm.Trial, int) {
 // committed with its trial epoch, handed to the actuator once (not every round), shown in
 // GET /v1/plan, handed again after the next decision is applied (never while it is), and
 // ended by DELETE; an operator without tunable parameters is refused. A planner whose
-// actuator cannot run trials answers 501.
+// actuator cannot run trials answers 501, and so does one asked for a slot beyond its
+// actuator's. Slots: a trial in slot 1 runs beside slot 0's with its own epoch, a DELETE
+// naming a slot ends only it, one naming none ends every slot.
 func TestTrialsReachTheActuator(t *testing.T) {
 	nodes := []fsm.Node{{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000}}
 	p := testPipeline()
@@ -66,7 +71,7 @@ func TestTrialsReachTheActuator(t *testing.T) {
 		t.Errorf("trial on an actuator without trials: HTTP %d %s, want 501", code, body)
 	}
 
-	tf := &trialFake{fakeCluster: &fakeCluster{steps: map[uint64]int{}, delay: 3, nodes: nodes}}
+	tf := &trialFake{fakeCluster: &fakeCluster{steps: map[uint64]int{}, delay: 3, nodes: nodes}, slots: 2}
 	c := newTestCluster(t, 1, func(int) *LoopConfig {
 		return &LoopConfig{Interval: 50 * time.Millisecond, Actuator: tf, Invalidator: tf}
 	})
@@ -83,12 +88,12 @@ func TestTrialsReachTheActuator(t *testing.T) {
 	}
 	var n int
 	waitFor(t, "the trial handed to the actuator", 10*time.Second, func() bool {
-		var tr map[string]fsm.Trial
+		var tr map[string]fsm.TrialSlots
 		tr, n = tf.last()
-		return tr["embed"].Config == "batch=16"
+		return slot(tr, 0).Config == "batch=16"
 	})
 	tr, _ := tf.last()
-	if got := tr["embed"]; got.Epoch != fsm.TrialEpochBase+idx.Index || len(tr) != 1 {
+	if got := slot(tr, 0); got.Epoch != fsm.TrialEpochBase+idx.Index || len(tr) != 1 || len(tr["embed"]) != 1 {
 		t.Errorf("actuator given %+v, want embed's trial at epoch base+%d only", tr, idx.Index)
 	}
 	var plan client.PlanResponse
@@ -114,7 +119,7 @@ func TestTrialsReachTheActuator(t *testing.T) {
 		done := len(tf.applied) > applied
 		tf.fakeCluster.mu.Unlock()
 		tr, m := tf.last()
-		return done && m > n && tr["embed"].Config == "batch=16"
+		return done && m > n && slot(tr, 0).Config == "batch=16"
 	})
 	_, n = tf.last()
 	tf.tmu.Lock()
@@ -122,6 +127,38 @@ func TestTrialsReachTheActuator(t *testing.T) {
 		t.Errorf("trials handed to the actuator %d times while a decision was half applied", tf.inFlight)
 	}
 	tf.tmu.Unlock()
+
+	if code, body := c.do(http.MethodPut, ld+"/v1/trials/pdf/embed/2", client.TrialRequest{Config: "batch=4"}); code != http.StatusNotImplemented {
+		t.Errorf("trial in slot 2 of an actuator with 2 slots: HTTP %d %s, want 501", code, body)
+	}
+	if code, body := c.do(http.MethodPut, ld+"/v1/trials/pdf/embed/x", client.TrialRequest{Config: "batch=4"}); code != http.StatusBadRequest {
+		t.Errorf("trial in slot x: HTTP %d %s, want 400", code, body)
+	}
+	code, body = c.do(http.MethodPut, ld+"/v1/trials/pdf/embed/1", client.TrialRequest{Config: "batch=8"})
+	var idx1 client.IndexResponse
+	if code != http.StatusOK || json.Unmarshal(body, &idx1) != nil {
+		t.Fatalf("trial in slot 1: HTTP %d %s", code, body)
+	}
+	waitFor(t, "both slots handed to the actuator", 10*time.Second, func() bool {
+		tr, _ := tf.last()
+		return slot(tr, 0).Config == "batch=16" && slot(tr, 1).Config == "batch=8"
+	})
+	tr, n = tf.last()
+	if e0, e1 := slot(tr, 0).Epoch, slot(tr, 1).Epoch; e1 != fsm.TrialEpochBase+idx1.Index || e0 == e1 {
+		t.Errorf("slot epochs %d, %d: want slot 1's at base+%d, apart from slot 0's", e0, e1, idx1.Index)
+	}
+	if _, body := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil); json.Unmarshal(body, &plan) != nil ||
+		len(plan.Groups["embed"].Trials) != 2 || plan.Groups["embed"].Trials[1].Config != "batch=8" || plan.Groups["embed"].TrialConfig != "batch=16" {
+		t.Errorf("plan %+v: want both slots, slot 0's also as trial_config", plan.Groups["embed"])
+	}
+	if code, body := c.do(http.MethodDelete, ld+"/v1/trials/pdf/embed/0", nil); code != http.StatusOK {
+		t.Fatalf("end slot 0: HTTP %d %s", code, body)
+	}
+	waitFor(t, "slot 0 ended, slot 1 left", 10*time.Second, func() bool {
+		tr, m := tf.last()
+		return m > n && len(tr["embed"]) == 1 && slot(tr, 1).Config == "batch=8"
+	})
+	_, n = tf.last()
 	if code, body := c.do(http.MethodDelete, ld+"/v1/trials/pdf/embed", nil); code != http.StatusOK {
 		t.Fatalf("end trial: HTTP %d %s", code, body)
 	}
@@ -129,4 +166,10 @@ func TestTrialsReachTheActuator(t *testing.T) {
 		tr, m := tf.last()
 		return m > n && len(tr) == 0
 	})
+}
+
+// slot returns embed's trial in slot k of trials (zero: none).
+func slot(trials map[string]fsm.TrialSlots, k int) fsm.Trial {
+	t, _ := trials["embed"].Slot(k)
+	return t
 }

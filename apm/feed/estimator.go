@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,7 @@ type Instance struct {
 // filtered GP estimate (EMA during cold start) at the group's current features.
 type Estimator struct {
 	layer *observe.Layer
+	log   *slog.Logger
 
 	mu       sync.Mutex
 	features map[string][]string  // key -> declared feature names
@@ -78,6 +80,11 @@ type Estimator struct {
 	// ratesOnly answers every estimate from the observed rates, not the model
 	// (SetRatesOnly).
 	ratesOnly bool
+	// decl holds each operator's declaration (key -> declaration), for trial lanes
+	// registered on demand; lanes maps each operator's trial epochs to the trial model
+	// (lane) their instances feed (key -> epoch -> lane, see trialLanes).
+	decl  map[string]Declaration
+	lanes map[string]map[uint64]int
 }
 
 // SetRatesOnly makes the estimator answer every estimate from the operator's observed
@@ -100,8 +107,12 @@ type Counters struct {
 
 // NewEstimator returns an estimator over a new observation layer.
 func NewEstimator(log *slog.Logger) *Estimator {
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Estimator{
 		layer:    observe.NewLayer(log),
+		log:      log,
 		features: map[string][]string{},
 		latest:   map[string][]float64{},
 		rate:     map[string]epochRate{},
@@ -113,6 +124,8 @@ func NewEstimator(log *slog.Logger) *Estimator {
 		accepted: map[string]time.Time{},
 		snaps:    map[string]Snapshot{},
 		starts:   map[string]map[string]time.Time{},
+		decl:     map[string]Declaration{},
+		lanes:    map[string]map[uint64]int{},
 	}
 }
 
@@ -132,27 +145,112 @@ func (e *Estimator) Declare(job, group string, d Declaration) error {
 	if _, ok := e.features[k]; ok {
 		return nil
 	}
+	// The operator's tuning trials get models of their own (trialKey, one per trial
+	// running at once): a trial's instance runs another config beside the production
+	// instances, and neither must be taken for the other.
+	e.decl[k] = d
+	for _, kk := range []string{k, trialKey(k, 0)} {
+		if err := e.register(kk, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// register adds model kk with declaration d to the layer. The caller holds e.mu.
+func (e *Estimator) register(kk string, d Declaration) error {
 	features := d.Features
 	if len(features) == 0 {
 		// An operator without declared features still gets a (constant-input) model.
 		features = []string{"const"}
 	}
-	// The operator's tuning trials get a model of their own (trialKey): a trial's instance
-	// runs another config beside the production instances, and neither must be taken for
-	// the other.
-	for _, kk := range []string{k, trialKey(k)} {
-		if err := e.layer.Register(kk, observe.OperatorSpec{Features: features, Config: EstimatorConfig(d)}); err != nil {
-			return err
-		}
-		e.features[kk] = features
-		e.sync[kk] = d.Synchronous
-		e.stats[kk] = &Counters{Rejected: map[string]int{}}
+	if err := e.layer.Register(kk, observe.OperatorSpec{Features: features, Config: EstimatorConfig(d)}); err != nil {
+		return err
 	}
+	e.features[kk] = features
+	e.sync[kk] = d.Synchronous
+	e.stats[kk] = &Counters{Rejected: map[string]int{}}
 	return nil
 }
 
-// trialKey is the observation-layer key of the tuning trials of the operator keyed k.
-func trialKey(k string) string { return k + "#trial" }
+// trialKey is the observation-layer key of trial lane j of the operator keyed k: the
+// model of one of its tuning trials running at once.
+func trialKey(k string, j int) string {
+	if j == 0 {
+		return k + "#trial"
+	}
+	return k + "#trial" + strconv.Itoa(j)
+}
+
+// laneSnaps is one trial lane's share of two snapshots.
+type laneSnaps struct {
+	key       string
+	prev, cur Snapshot
+}
+
+// trialLanes splits the trial instances of prev and cur (both trial instances only) of
+// the operator keyed k among its trial models, one per trial epoch running at once: an
+// epoch keeps its lane while its instances are scraped, and a new epoch takes the lowest
+// lane no epoch of cur holds (a lane's model then resets to the newer epoch, as trial
+// epochs only grow). One trial at a time always uses lane 0. Lanes are registered on
+// first use.
+func (e *Estimator) trialLanes(k string, prev, cur Snapshot) ([]laneSnaps, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	lanes := e.lanes[k]
+	if lanes == nil {
+		lanes = map[uint64]int{}
+		e.lanes[k] = lanes
+	}
+	prevLane := map[string]int{}
+	for id, m := range prev.Instances {
+		if j, ok := lanes[uint64(m.Epoch)]; ok {
+			prevLane[id] = j
+		}
+	}
+	var epochs []uint64
+	held := map[int]bool{}
+	for _, m := range cur.Instances {
+		ep := uint64(m.Epoch)
+		if j, ok := lanes[ep]; ok {
+			held[j] = true
+		} else if !slices.Contains(epochs, ep) {
+			epochs = append(epochs, ep)
+		}
+	}
+	slices.Sort(epochs)
+	for _, ep := range epochs {
+		j := 0
+		for held[j] {
+			j++
+		}
+		maps.DeleteFunc(lanes, func(_ uint64, l int) bool { return l == j }) // epochs gone from the scrape
+		lanes[ep], held[j] = j, true
+		if kk := trialKey(k, j); e.features[kk] == nil {
+			if err := e.register(kk, e.decl[k]); err != nil {
+				return nil, fmt.Errorf("trial lane %d: %w", j, err)
+			}
+		}
+	}
+	by := map[int]*laneSnaps{}
+	lane := func(j int) *laneSnaps {
+		if by[j] == nil {
+			by[j] = &laneSnaps{key: trialKey(k, j), prev: Snapshot{Time: prev.Time, Instances: map[string]Instance{}}, cur: Snapshot{Time: cur.Time, Instances: map[string]Instance{}}}
+		}
+		return by[j]
+	}
+	for id, j := range prevLane {
+		lane(j).prev.Instances[id] = prev.Instances[id]
+	}
+	for id, m := range cur.Instances {
+		lane(lanes[uint64(m.Epoch)]).cur.Instances[id] = m
+	}
+	out := make([]laneSnaps, 0, len(by))
+	for _, j := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, *by[j])
+	}
+	return out, nil
+}
 
 // splitTrials returns the instances of s that run a tuning trial (fsm.IsTrialEpoch) and
 // the others, as two snapshots of s's time.
@@ -333,7 +431,13 @@ func (e *Estimator) Observe(job, group string, prev, cur Snapshot) {
 		return
 	}
 	if len(curT.Instances) > 0 || len(prevT.Instances) > 0 {
-		e.observe(trialKey(k), prevT, curT)
+		lanes, err := e.trialLanes(k, prevT, curT)
+		if err != nil {
+			e.log.Warn("feed: trial instances not observed", "operator", k, "err", err)
+		}
+		for _, l := range lanes {
+			e.observe(l.key, l.prev, l.cur)
+		}
 	}
 	e.mu.Lock()
 	e.snaps[k] = cur
@@ -497,10 +601,18 @@ func (e *Estimator) Estimate(job, group string) (observe.Estimate, error) {
 	return e.estimate(key(job, group))
 }
 
-// TrialEstimate returns the estimate of job/group's newest tuning trial (its Epoch is the
-// trial's epoch), at the features its instance saw, on the same terms as Estimate.
-func (e *Estimator) TrialEstimate(job, group string) (observe.Estimate, error) {
-	return e.estimate(trialKey(key(job, group)))
+// TrialEstimate returns the estimate of job/group's tuning trial at config epoch epoch
+// (its Epoch is the trial's epoch once the trial's model has a sample of it), at the
+// features its instance saw, on the same terms as Estimate.
+func (e *Estimator) TrialEstimate(job, group string, epoch uint64) (observe.Estimate, error) {
+	k := key(job, group)
+	e.mu.Lock()
+	j, ok := e.lanes[k][epoch]
+	e.mu.Unlock()
+	if !ok {
+		return observe.Estimate{}, fmt.Errorf("no instance of trial epoch %d scraped", epoch)
+	}
+	return e.estimate(trialKey(k, j))
 }
 
 func (e *Estimator) estimate(k string) (observe.Estimate, error) {

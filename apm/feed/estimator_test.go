@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trident-sched/trident/apm/observe"
+	"github.com/trident-sched/trident/planner/fsm"
 )
 
 // steady builds snapshots of one instance processing rate records/s with noise, a stable
@@ -444,5 +445,54 @@ func TestRatesOnlySkipsTheModel(t *testing.T) {
 	e2.Observe("pdf", "ocr", idle, next)
 	if _, err := e2.Estimate("pdf", "ocr"); err == nil {
 		t.Error("an operator that processed nothing has no rate: want an error")
+	}
+}
+
+// Trials running at once are modelled apart, each by its epoch: beside a production
+// instance, two trial instances at different rates get their own estimates; a trial that
+// replaces one of them takes its model (lane) and the other's estimate is untouched.
+func TestConcurrentTrialsAreModelledApart(t *testing.T) {
+	e := NewEstimator(nil)
+	if err := e.Declare("pdf", "ocr", Declaration{Features: []string{"tokens"}}); err != nil {
+		t.Fatal(err)
+	}
+	e1, e2, e3 := fsm.TrialEpochBase+10, fsm.TrialEpochBase+11, fsm.TrialEpochBase+12
+	rng := rand.New(rand.NewPCG(5, 6))
+	prod := steady(80, 12, 0, rng)
+	tr := map[string][]Snapshot{"t1": steady(40, 6, float64(e1), rng), "t2": steady(80, 20, float64(e2), rng), "t3": steady(40, 9, float64(e3), rng)}
+	snap := func(i int, trials ...string) Snapshot {
+		s := Snapshot{Time: prod[i].Time, Instances: map[string]Instance{"a1": prod[i].Instances["a1"]}}
+		for _, id := range trials {
+			j := i
+			if id == "t3" {
+				j = i - 40 // started when t1 ended
+			}
+			s.Instances[id] = tr[id][j].Instances["a1"]
+		}
+		return s
+	}
+	check := func(epoch uint64, want float64) {
+		t.Helper()
+		est, err := e.TrialEstimate("pdf", "ocr", epoch)
+		if err != nil || est.Epoch != epoch || math.Abs(est.Capacity-want)/want > 0.05 {
+			t.Errorf("trial epoch %d: estimate %+v (%v), want %.0f ± 5%% at its epoch", epoch, est, err, want)
+		}
+	}
+	for i := 1; i < 40; i++ {
+		e.Observe("pdf", "ocr", snap(i-1, "t1", "t2"), snap(i, "t1", "t2"))
+	}
+	check(e1, 6)
+	check(e2, 20)
+	if est, err := e.Estimate("pdf", "ocr"); err != nil || math.Abs(est.Capacity-12)/12 > 0.05 {
+		t.Errorf("production estimate %+v (%v), want 12 ± 5%%", est, err)
+	}
+	e.Observe("pdf", "ocr", snap(39, "t1", "t2"), snap(40, "t2", "t3"))
+	for i := 41; i < 80; i++ {
+		e.Observe("pdf", "ocr", snap(i-1, "t2", "t3"), snap(i, "t2", "t3"))
+	}
+	check(e2, 20)
+	check(e3, 9)
+	if _, err := e.TrialEstimate("pdf", "ocr", e1); err == nil {
+		t.Error("the replaced trial's epoch still has an estimate")
 	}
 }

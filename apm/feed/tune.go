@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/trident-sched/trident/apm/observe"
 	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/adapt"
@@ -67,6 +70,14 @@ type TunerOptions struct {
 	// answers 501 turns trials off for the job. Off, every evaluation is a candidate the
 	// planner rolls out. Plugin config key tune_trials (the plugin's default: on).
 	Trials bool
+	// Parallel is how many trials of one operator run at once (trial slots), each a BO
+	// suggestion made with the others pending, so a session needs about Budget/Parallel
+	// trial rounds [1]. A trial takes a production instance's place: an operator runs at
+	// most half its planned instances (at least one) as trials. The session's first trial
+	// (the running config) runs alone. A planner that refuses a slot (HTTP 501: its
+	// actuator runs fewer) caps it at the slots it accepted. Plugin config key
+	// tune_parallel.
+	Parallel int
 	// WarmStart is how many recommendations of recently tuned workload clusters a new
 	// cluster's session evaluates first (adapt.Options.WarmStart) [2; negative: none].
 	WarmStart int
@@ -150,6 +161,9 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	}
 	if o.TrialRounds <= 0 {
 		o.TrialRounds = 60
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 1
 	}
 	if o.StallRounds <= 0 {
 		o.StallRounds = 60
@@ -354,9 +368,12 @@ type opTuner struct {
 	pending  *pendingProposal
 	round    int
 	// noTrials is set once the planner refused a trial (501): configurations are then
-	// measured by rolling them out. trial is the trial the Tuner put and waits on.
+	// measured by rolling them out. trials are the trials the Tuner put and waits on, by
+	// slot; slots caps the slots used once the planner refused a higher one (0: none
+	// refused).
 	noTrials bool
-	trial    *trialWait
+	trials   map[int]*trialWait
+	slots    int
 	// stalled counts the rounds in a row whose suggestions all fell below Delta, since
 	// the last evaluation was recorded.
 	stalled int
@@ -472,10 +489,13 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 	if candidate != "" {
 		ot.epochCfg[g.ConfigEpoch+1] = candidate
 	}
-	trial := canonical(ot.space, g.TrialConfig)
-	if trial != "" {
-		ot.epochCfg[g.TrialEpoch] = trial
+	trs := planTrials(g)
+	for _, tr := range trs {
+		if c := canonical(ot.space, tr.Config); c != "" {
+			ot.epochCfg[tr.Epoch] = c
+		}
 	}
+	trial := len(trs) > 0
 
 	snap, ok := t.est.Latest(job, op.Name)
 	if !ok || len(snap.Instances) == 0 || (ot.prev != nil && !snap.Time.After(ot.prev.Time)) {
@@ -497,12 +517,12 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 			return err
 		}
 	}
-	if trial != "" {
-		if err := t.evaluate(ot, g.TrialEpoch); err != nil {
+	for _, tr := range trs {
+		if err := t.evaluate(ot, tr.Epoch); err != nil {
 			return err
 		}
 	}
-	return t.trialStep(ctx, ot, op, g, running, candidate, trial)
+	return t.trialStep(ctx, ot, op, g, running, candidate, trs)
 }
 
 // absorb folds a new snapshot into the per-epoch state, feeds the workload features to the
@@ -574,7 +594,7 @@ func (ot *opTuner) epoch(e uint64) *epochState {
 func (t *Tuner) stable(ot *opTuner, e uint64, st *epochState) (float64, bool) {
 	estimate := t.est.Estimate
 	if fsm.IsTrialEpoch(e) {
-		estimate = t.est.TrialEstimate
+		estimate = func(job, op string) (observe.Estimate, error) { return t.est.TrialEstimate(job, op, e) }
 	}
 	if est, err := estimate(ot.job, ot.op); err == nil && est.Epoch == e && !Fallback(est.Source) &&
 		est.Samples >= t.o.MinSamples && est.StdDev <= t.o.MaxRelStd*est.Capacity {
@@ -805,15 +825,18 @@ func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv
 }
 
 // trialStep advances tuning by trials: while no transition is in flight and the
-// operator runs saturated, it waits for the trial it put to be measured (evaluate records
-// it) or to time out, then puts the next one: the running config first in a new session
-// (so every configuration of a session is measured alike, on the trial's instance), then
-// the BO's suggestions. A tuned cluster's recommendation ends the trials and is proposed
-// as a trialled candidate, which the planner rolls out without a canary.
-func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g client.PlanGroup, running, candidate, trial string) error {
+// operator runs saturated, it waits for the trials it put to be measured (evaluate records
+// them) or to time out, and puts the next ones into the free slots (slotCount): the
+// running config first in a new session, alone (so every configuration of a session is
+// measured alike, on a trial's instance), then the BO's suggestions, each drawn with the
+// trials still running as pending points. A tuned cluster's recommendation ends the
+// trials and is proposed as a trialled candidate, which the planner rolls out without a
+// canary.
+func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g client.PlanGroup, running, candidate string, trs []fsm.Trial) error {
+	trial := len(trs) > 0
 	if candidate != "" {
-		ot.pending, ot.trial = nil, nil // a transition runs: its canary holds the slot
-		return t.dropTrial(ctx, ot, trial)
+		ot.pending, ot.trials = nil, nil // a transition runs: its canary holds the slot
+		return t.dropTrials(ctx, ot, trial)
 	}
 	if t.awaitPending(ot, running) {
 		return nil
@@ -822,47 +845,93 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 		// Not saturated now (or never measured): a trial would not be saturated either, so
 		// it would measure nothing, and a faster config would not raise the pipeline's
 		// throughput.
-		ot.trial = nil
-		return t.dropTrial(ctx, ot, trial)
+		ot.trials = nil
+		return t.dropTrials(ctx, ot, trial)
 	}
-	if tr := ot.trial; tr != nil {
-		st := ot.epoch(g.TrialEpoch)
+	for _, slot := range slices.Sorted(maps.Keys(ot.trials)) {
+		tr := ot.trials[slot]
+		st := ot.epoch(tr.epoch)
+		shown := slices.ContainsFunc(trs, func(r fsm.Trial) bool { return r.Slot == slot && r.Epoch == tr.epoch })
 		switch {
-		case g.TrialEpoch == tr.epoch && (st.recorded || st.oomRecord):
-			ot.trial = nil // measured: put the next
+		case shown && (st.recorded || st.oomRecord):
+			delete(ot.trials, slot) // measured: put the next
 		case ot.round-tr.round < t.o.TrialRounds:
-			return nil // starting, or being measured
+			// starting, or being measured
 		default:
-			t.o.Logger.Info("tune: trial not measured in time; setting it aside", "job", ot.job, "operator", ot.op, "config", tr.config, "rounds", t.o.TrialRounds)
+			t.o.Logger.Info("tune: trial not measured in time; setting it aside", "job", ot.job, "operator", ot.op, "config", tr.config, "slot", slot, "rounds", t.o.TrialRounds)
 			ot.declined[tr.config] = true
-			ot.trial = nil
+			delete(ot.trials, slot)
 		}
+	}
+	for slot := range t.slotCount(ot, g) {
+		if ot.trials[slot] != nil {
+			continue
+		}
+		if more, err := t.fillSlot(ctx, ot, op, running, trial, slot); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// slotCount is how many trial slots ot uses: Parallel, capped by the slots the planner
+// accepted and by half the operator's planned instances (at least one).
+func (t *Tuner) slotCount(ot *opTuner, g client.PlanGroup) int {
+	n := t.o.Parallel
+	if ot.slots > 0 {
+		n = min(n, ot.slots)
+	}
+	return max(1, min(n, g.Count/2))
+}
+
+// fillSlot puts the next trial into the free slot: the running config when the session
+// has recorded nothing yet and no trial runs, else the first of the BO's suggestions
+// (drawn with the running trials pending) that is proposable. It reports whether another
+// slot may be filled this round. When every suggestion drawn fails and no trial runs,
+// the round counts towards concluding a stalled session (conclude), whose recommendation
+// follows.
+func (t *Tuner) fillSlot(ctx context.Context, ot *opTuner, op fsm.Operator, running string, trial bool, slot int) (bool, error) {
+	pending := make([]configspace.Config, 0, len(ot.trials))
+	for _, s := range slices.Sorted(maps.Keys(ot.trials)) {
+		if c, err := ot.space.ParseConfig(ot.trials[s].config); err == nil {
+			pending = append(pending, c)
+		}
+	}
+	if len(pending) == 0 {
+		pending = nil // Next's own draw: one slot behaves as before slots existed
 	}
 	unsafe, tries := 0, t.tries(ot) // unsafe: suggestions skipped as below Delta
 	for range tries {
-		adv, ok, err := ot.adv.Next(ctx)
+		adv, ok, err := ot.adv.NextPending(ctx, pending)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
-			return nil // no dominant workload yet
+			return false, nil // no dominant workload yet
 		}
 		if !adv.Evaluate {
-			if err := t.dropTrial(ctx, ot, trial); err != nil {
-				return err
+			// The dominant workload is tuned (it may have moved while trials run): end
+			// every trial, those the plan shows and those put this round.
+			put := len(ot.trials) > 0
+			ot.trials = nil
+			if err := t.dropTrials(ctx, ot, trial || put); err != nil {
+				return false, err
 			}
-			return t.recommend(ctx, ot, op, adv, running)
+			return false, t.recommend(ctx, ot, op, adv, running)
+		}
+		if len(ot.trials) >= adv.Remaining {
+			return false, nil // the running trials take the rest of the budget
 		}
 		cfgStr := adv.Config.String()
 		if adv.Remaining == t.o.Budget {
-			if ot.declined[running] {
-				return nil // what runs could not be measured on a trial: nothing to compare with
+			if ot.declined[running] || len(ot.trials) > 0 {
+				return false, nil // what runs could not be measured on a trial, or is being measured
 			}
 			cfgStr = running // a new session measures what runs first
 		} else if ot.oomCfg[cfgStr] || ot.declined[cfgStr] {
 			continue
 		} else if pred, err := ot.adv.Predict(ctx, adv.Cluster, adv.Config); err != nil {
-			return err
+			return false, err
 		} else if pred.PFeasible < t.o.Delta {
 			t.o.Logger.Debug("tune: suggestion skipped", "job", ot.job, "operator", ot.op, "config", cfgStr, "p_feasible", pred.PFeasible)
 			if pred.HaveThroughput {
@@ -870,31 +939,44 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 			}
 			continue
 		}
-		resp, err := t.planner.PutTrial(ctx, ot.job, ot.op, client.TrialRequest{Config: cfgStr})
+		resp, err := t.planner.PutTrial(ctx, ot.job, ot.op, slot, client.TrialRequest{Config: cfgStr})
 		if err != nil {
-			if client.IsNotImplemented(err) {
-				t.o.Logger.Info("tune: the planner runs no trials; measuring configurations by rolling them out", "job", ot.job, "operator", ot.op)
-				ot.noTrials = true
-				return nil
+			if !client.IsNotImplemented(err) {
+				return false, fmt.Errorf("trial %s in slot %d: %w", cfgStr, slot, err)
 			}
-			return fmt.Errorf("trial %s: %w", cfgStr, err)
+			if slot > 0 {
+				t.o.Logger.Info("tune: the planner runs fewer trial slots; running fewer trials at once", "job", ot.job, "operator", ot.op, "slots", slot, "err", err)
+				ot.slots = slot
+				return false, nil
+			}
+			t.o.Logger.Info("tune: the planner runs no trials; measuring configurations by rolling them out", "job", ot.job, "operator", ot.op)
+			ot.noTrials = true
+			return false, nil
 		}
-		ot.trial = &trialWait{config: cfgStr, epoch: fsm.TrialEpochBase + resp.Index, round: ot.round}
+		if ot.trials == nil {
+			ot.trials = map[int]*trialWait{}
+		}
+		ot.trials[slot] = &trialWait{config: cfgStr, epoch: fsm.TrialEpochBase + resp.Index, round: ot.round}
 		ot.stalled = 0
 		t.mu.Lock()
 		ot.proposals = append(ot.proposals, Proposal{Config: cfgStr, Trial: true})
 		t.mu.Unlock()
-		t.o.Logger.Info("tune: trial put", "job", ot.job, "operator", ot.op, "config", cfgStr, "cluster", adv.Cluster, "remaining", adv.Remaining)
-		return nil
+		t.o.Logger.Info("tune: trial put", "job", ot.job, "operator", ot.op, "config", cfgStr, "slot", slot, "cluster", adv.Cluster, "remaining", adv.Remaining)
+		return true, nil
+	}
+	if len(ot.trials) > 0 {
+		// The running trials' measurements will change the memory model: not a stall.
+		return false, nil
 	}
 	adv, ok, err := t.conclude(ctx, ot, unsafe == tries)
 	if err != nil || !ok {
-		return err
+		return false, err
 	}
-	if err := t.dropTrial(ctx, ot, trial); err != nil {
-		return err
+	ot.trials = nil
+	if err := t.dropTrials(ctx, ot, trial); err != nil {
+		return false, err
 	}
-	return t.recommend(ctx, ot, op, adv, running)
+	return false, t.recommend(ctx, ot, op, adv, running)
 }
 
 // trialSaturation is how recently an operator's production instances must have been seen
@@ -902,15 +984,24 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 // samples are rejected for that long anyway).
 const trialSaturation = 2 * time.Minute
 
-// dropTrial ends the operator's trial when the plan shows one.
-func (t *Tuner) dropTrial(ctx context.Context, ot *opTuner, trial string) error {
-	if trial == "" {
+// dropTrials ends the operator's trials in every slot when the plan shows one (trial).
+func (t *Tuner) dropTrials(ctx context.Context, ot *opTuner, trial bool) error {
+	if !trial {
 		return nil
 	}
-	if _, err := t.planner.DropTrial(ctx, ot.job, ot.op); err != nil {
-		return fmt.Errorf("end trial %s: %w", trial, err)
+	if _, err := t.planner.DropTrials(ctx, ot.job, ot.op); err != nil {
+		return fmt.Errorf("end trials: %w", err)
 	}
 	return nil
+}
+
+// planTrials returns the trials plan group g shows, by slot; a planner that predates
+// slots shows its one trial as TrialConfig only (slot 0).
+func planTrials(g client.PlanGroup) []fsm.Trial {
+	if len(g.Trials) == 0 && g.TrialConfig != "" {
+		return []fsm.Trial{{Config: g.TrialConfig, Epoch: g.TrialEpoch}}
+	}
+	return g.Trials
 }
 
 // guard is the OOM guard. A config that ran within the device memory while it was
@@ -923,7 +1014,7 @@ func (t *Tuner) dropTrial(ctx context.Context, ot *opTuner, trial string) error 
 // the failing config is that transition's candidate, else to the job file's config. It
 // reports whether it acted. The job file's config itself failing, or an epoch already
 // reverted, leave it to the planner and the user.
-func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running, candidate, trial string, cur uint64) (bool, error) {
+func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running, candidate string, trial bool, cur uint64) (bool, error) {
 	st := ot.epoch(cur)
 	if t.o.OOMGuard < 0 || st.ooms < t.o.OOMGuard || st.reverted {
 		return false, nil
@@ -940,8 +1031,8 @@ func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running
 		return false, err
 	}
 	st.reverted = true
-	ot.trial, ot.pending = nil, nil
-	if err := t.dropTrial(ctx, ot, trial); err != nil {
+	ot.trials, ot.pending = nil, nil
+	if err := t.dropTrials(ctx, ot, trial); err != nil {
 		return false, err
 	}
 	capacity := op.CapacityHint

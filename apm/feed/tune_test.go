@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,13 +41,16 @@ type synthCluster struct {
 	paths   []string
 	adopt   bool
 
-	// trial is the running tuning trial's config ("" none) and trialEpoch its epoch;
-	// trials records every trial config by epoch, trialPuts counts the trial PUTs.
-	trial      string
-	trialEpoch uint64
+	// slots holds the running tuning trials by slot; maxSlots is how many slots the
+	// fake planner accepts (a PUT to a higher one answers 501; 0: one). trials records
+	// every trial config by epoch, trialSlot its slot, trialPuts counts the trial PUTs;
+	// concurrent is the most trials seen running at once.
+	slots      map[int]*synthTrial
+	maxSlots   int
 	trials     map[uint64]string
+	trialSlot  map[uint64]int
 	trialPuts  int
-	trialInst  *Instance
+	concurrent int
 	// inflight is the candidate config of a transition in flight ("" none): instance a1
 	// runs it at epoch+1.
 	inflight string
@@ -57,7 +64,7 @@ type synthCluster struct {
 
 func newSynthCluster(t *testing.T, b int) *synthCluster {
 	c := &synthCluster{t: t, rng: rand.New(rand.NewPCG(11, 12)), config: fmt.Sprintf("b=%d", b), adopt: true,
-		history: map[uint64]string{0: fmt.Sprintf("b=%d", b)}, trials: map[uint64]string{}, now: time.Unix(2_000_000, 0), insts: map[string]*Instance{}, tokens: 512}
+		history: map[uint64]string{0: fmt.Sprintf("b=%d", b)}, trials: map[uint64]string{}, trialSlot: map[uint64]int{}, slots: map[int]*synthTrial{}, now: time.Unix(2_000_000, 0), insts: map[string]*Instance{}, tokens: 512}
 	for _, id := range []string{"a1", "a2"} {
 		c.insts[id] = &Instance{QueueLength: 100, Utilization: 0.9, FeatureMean: map[string]float64{"tokens": 512}}
 	}
@@ -79,21 +86,37 @@ func (c *synthCluster) handler(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/pipelines":
 		fmt.Fprintf(w, `[{"job":"pdf","operators":[{"name":"ocr","gpus":1,"gpu_memory_mb":%d,"cold_start_s":30,"features":["tokens"],"params":"b=int[1,64]","config":"b=8"}]}]`, memLimitMiB)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/plan/pdf":
-		json.NewEncoder(w).Encode(map[string]any{"groups": map[string]any{"ocr": map[string]any{"config": c.config, "config_epoch": c.epoch,
-			"candidate_config": c.inflight, "trial_config": c.trial, "trial_epoch": c.trialEpoch}}})
-	case r.Method == http.MethodPut && r.URL.Path == "/v1/trials/pdf/ocr":
+		g := map[string]any{"config": c.config, "config_epoch": c.epoch, "candidate_config": c.inflight, "count": 8}
+		var trs []fsm.Trial
+		for _, k := range slices.Sorted(maps.Keys(c.slots)) {
+			trs = append(trs, fsm.Trial{Config: c.slots[k].config, Epoch: c.slots[k].epoch, Slot: k})
+		}
+		if len(trs) > 0 {
+			g["trials"] = trs
+		}
+		if s0, ok := c.slots[0]; ok {
+			g["trial_config"], g["trial_epoch"] = s0.config, s0.epoch
+		}
+		json.NewEncoder(w).Encode(map[string]any{"groups": map[string]any{"ocr": g}})
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/trials/pdf/ocr/"):
 		var body struct{ Config string }
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Config == "" {
+		slot, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/v1/trials/pdf/ocr/"))
+		if err != nil || json.NewDecoder(r.Body).Decode(&body) != nil || body.Config == "" {
 			http.Error(w, "bad trial", 400)
+			return
+		}
+		if slot >= max(1, c.maxSlots) {
+			http.Error(w, `{"error":"this planner's actuator runs fewer trial slots"}`, http.StatusNotImplemented)
 			return
 		}
 		c.trialPuts++
 		idx := uint64(100 + c.trialPuts)
-		c.trial, c.trialEpoch, c.trialInst = body.Config, fsm.TrialEpochBase+idx, nil
-		c.trials[c.trialEpoch] = body.Config
+		c.slots[slot] = &synthTrial{config: body.Config, epoch: fsm.TrialEpochBase + idx}
+		c.trials[fsm.TrialEpochBase+idx], c.trialSlot[fsm.TrialEpochBase+idx] = body.Config, slot
+		c.concurrent = max(c.concurrent, len(c.slots))
 		fmt.Fprintf(w, `{"index":%d}`, idx)
 	case r.Method == http.MethodDelete && r.URL.Path == "/v1/trials/pdf/ocr":
-		c.trial, c.trialEpoch, c.trialInst = "", 0, nil
+		clear(c.slots)
 		fmt.Fprint(w, `{"index":1}`)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/observations":
 		fmt.Fprint(w, `{"index":1}`)
@@ -150,22 +173,28 @@ func (c *synthCluster) snapshot() Snapshot {
 		c.advance(m, b, 2)
 		s.Instances[id] = *m
 	}
-	if c.trial != "" {
-		// The trial's instance (a new allocation per trial) runs at its admission limit,
+	for _, tr := range c.slots {
+		// A trial's instance (a new allocation per trial) runs at its admission limit,
 		// 2.5·b records/s: faster than a production instance's 2·b at its share of the
 		// queue.
-		tc, err := configspace.ParseConfig(c.trial)
+		tc, err := configspace.ParseConfig(tr.config)
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		tb := tc.Int("b")
-		if c.trialInst == nil {
-			c.trialInst = &Instance{QueueLength: 100, Utilization: 0.95, Epoch: float64(c.trialEpoch)}
+		if tr.inst == nil {
+			tr.inst = &Instance{QueueLength: 100, Utilization: 0.95, Epoch: float64(tr.epoch)}
 		}
-		c.advance(c.trialInst, tb, 2.5)
-		s.Instances[fmt.Sprintf("trial-%d", c.trialEpoch)] = *c.trialInst
+		c.advance(tr.inst, tc.Int("b"), 2.5)
+		s.Instances[fmt.Sprintf("trial-%d", tr.epoch)] = *tr.inst
 	}
 	return s
+}
+
+// synthTrial is a trial the fake planner runs: its config, epoch and instance.
+type synthTrial struct {
+	config string
+	epoch  uint64
+	inst   *Instance
 }
 
 // advance moves instance m on config b by 5 s: it processes perB·b records/s (2 % noise)
@@ -513,8 +542,8 @@ func TestTunerConcludesWhenNothingSafeIsLeft(t *testing.T) {
 					t.Errorf("evaluation %+v: an OOM, though only configurations meeting Delta are measured", ev)
 				}
 			}
-			if c.trial != "" {
-				t.Errorf("trial %q still running after the session concluded", c.trial)
+			if len(c.slots) > 0 {
+				t.Errorf("trials %v still running after the session concluded", c.slots)
 			}
 			var rec *Proposal
 			for i, p := range st.Proposals {
@@ -598,5 +627,73 @@ func TestOOMGuardAbortsAFailingTransition(t *testing.T) {
 	})
 	if len(cands) != 1 || cands[0]["revert"] != true || cands[0]["config"] != "b=8" {
 		t.Errorf("candidates %v: want exactly one, a revert to the running b=8", cands)
+	}
+}
+
+// TestTunerRunsParallelTrials runs the tuner with trial slots against the fake planner:
+// the session's first trial (the running config) runs alone, then several trials run at
+// once, each in its own slot at its own epoch, and each is measured separately at its own
+// rate (2.5·b), not the others'; the session spends exactly its budget, with every
+// evaluation a distinct config. A planner accepting fewer slots (501 above them) caps the
+// trials running at once at what it accepts, down to one.
+func TestTunerRunsParallelTrials(t *testing.T) {
+	for _, tc := range []struct{ parallel, accepted int }{{4, 4}, {4, 2}, {4, 1}} {
+		t.Run(fmt.Sprintf("parallel=%d,accepted=%d", tc.parallel, tc.accepted), func(t *testing.T) {
+			c := newSynthCluster(t, 8)
+			c.adopt, c.maxSlots = false, tc.accepted
+			srv := httptest.NewServer(http.HandlerFunc(c.handler))
+			defer srv.Close()
+			f := c.feederWith(t, srv.URL, TunerOptions{Budget: 9, Trials: true, Parallel: tc.parallel})
+			ctx := context.Background()
+			firstAlone := true
+			for range 300 {
+				if err := f.Round(ctx); err != nil {
+					t.Fatal(err)
+				}
+				c.mu.Lock()
+				if c.trialPuts == 1 && len(c.slots) > 1 {
+					firstAlone = false
+				}
+				c.mu.Unlock()
+			}
+			st := f.Tuner().Stats("pdf", "ocr")
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.trials[fsm.TrialEpochBase+101] != "b=8" || !firstAlone {
+				t.Errorf("first trial %q (alone: %v), want the running config b=8 alone", c.trials[fsm.TrialEpochBase+101], firstAlone)
+			}
+			if c.concurrent < min(2, tc.accepted) || c.concurrent > tc.accepted {
+				t.Errorf("at most %d trials ran at once, want %d to %d", c.concurrent, min(2, tc.accepted), tc.accepted)
+			}
+			if len(st.Evaluations) != 9 {
+				t.Fatalf("evaluations %+v: want the budget, 9", st.Evaluations)
+			}
+			configs, slots := map[string]bool{}, map[int]bool{}
+			for _, ev := range st.Evaluations {
+				want, ok := c.trials[ev.Epoch]
+				if !ok || ev.Config != want {
+					t.Errorf("evaluation %+v: not attributed to its trial's config (%q)", ev, want)
+					continue
+				}
+				if configs[ev.Config] {
+					t.Errorf("config %s evaluated twice", ev.Config)
+				}
+				configs[ev.Config], slots[c.trialSlot[ev.Epoch]] = true, true
+				cfg, _ := configspace.ParseConfig(ev.Config)
+				b := float64(cfg.Int("b"))
+				if synthPeakMiB(int(b)) > memLimitMiB {
+					if !ev.OOM {
+						t.Errorf("evaluation %+v of an OOM config: want OOM", ev)
+					}
+					continue
+				}
+				if ev.OOM || math.Abs(ev.Throughput-2.5*b)/(2.5*b) > 0.1 {
+					t.Errorf("evaluation %+v: want its own trial's rate %.1f ± 10%%", ev, 2.5*b)
+				}
+			}
+			if len(slots) != c.concurrent {
+				t.Errorf("evaluations measured in slots %v, want %d slots", slots, c.concurrent)
+			}
+		})
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/trident-sched/trident/apm/feed"
 	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/internal/hclogslog"
+	"github.com/trident-sched/trident/planner/fsm"
 )
 
 // Name is the plugin's name in the autoscaler's `apm` block.
@@ -56,6 +57,7 @@ const (
 	ConfigTuneMarginMB  = "tune_margin_mb" // tuning: memory safety margin below the device memory, MiB (default: 5 % of it, at least 1024)
 	ConfigTunePeakK     = "tune_peak_k"    // tuning: sustained-peak allowance, noise deviations of the memory surrogate (default 2)
 	ConfigTuneTrials    = "tune_trials"    // tuning: measure evaluations as trials beside production (planner trials API; default true, "false": roll each out)
+	ConfigTuneParallel  = "tune_parallel"  // tuning: trials per operator at once (trial slots; default feed.TunerOptions.Parallel's)
 )
 
 // minScrapeGap is the shortest interval between two scrapes of one group.
@@ -198,6 +200,13 @@ func tuningOptions(config map[string]string) (feed.TunerOptions, error) {
 			return o, fmt.Errorf("trident-apm: config %s=%q: want true or false", ConfigTuneTrials, v)
 		}
 		o.Trials = b
+	}
+	if v := config[ConfigTuneParallel]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > fsm.MaxTrialSlots {
+			return o, fmt.Errorf("trident-apm: config %s=%q: want an integer from 1 to %d", ConfigTuneParallel, v, fsm.MaxTrialSlots)
+		}
+		o.Parallel = n
 	}
 	for key, dst := range map[string]*float64{ConfigTuneMarginMB: &o.MarginMB, ConfigTunePeakK: &o.PeakK} {
 		v := config[key]

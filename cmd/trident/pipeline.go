@@ -260,16 +260,25 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 }
 
 // planTable prints each operator's planned count, config, candidate config, tuning trial
-// and placement.
+// (slot 0's, and how many more slots run one) and placement.
 func (c *pipelineCmd) planTable(ops []client.Operator, groups map[string]client.PlanGroup) error {
 	fmt.Fprintln(c.out, "\nOperators")
 	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tCount\tConfig\tCandidate\tTrial\tPlacement")
 	for _, o := range ops {
 		g := groups[o.Name]
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", o.Name, g.Count, orDash(g.Config), orDash(g.CandidateConfig), orDash(g.TrialConfig), placement(g))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", o.Name, g.Count, orDash(g.Config), orDash(g.CandidateConfig), trialCell(g), placement(g))
 	}
 	return tw.Flush()
+}
+
+// trialCell is the Trial column of g: slot 0's config ("-" none) and the count of trials
+// in other slots.
+func trialCell(g client.PlanGroup) string {
+	if more := len(g.Trials) - 1; more > 0 && g.TrialConfig != "" {
+		return fmt.Sprintf("%s (+%d slots)", g.TrialConfig, more)
+	}
+	return orDash(g.TrialConfig)
 }
 
 // canaryTable prints the newest decision's canaries, if any.

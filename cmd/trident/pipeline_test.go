@@ -184,12 +184,14 @@ func TestSecret(t *testing.T) {
 
 // TestCanaryTable: `trident pipeline status` lists the newest decision's canaries with
 // their verdict, who gave it and the capacities behind it.
-// The operators table shows each operator's candidate and tuning trial, "-" for none.
+// The operators table shows each operator's candidate and tuning trial, "-" for none, and
+// how many more trial slots run.
 func TestPlanTable(t *testing.T) {
 	var b strings.Builder
 	c := &pipelineCmd{out: &b}
-	err := c.planTable([]client.Operator{{Name: "parse"}, {Name: "ocr"}}, map[string]client.PlanGroup{
+	err := c.planTable([]client.Operator{{Name: "parse"}, {Name: "ocr"}, {Name: "embed"}}, map[string]client.PlanGroup{
 		"parse": {Count: 2, Config: "threads=2", Nodes: map[string]fsm.Placement{"cpu1": {Current: 2}}},
+		"embed": {Count: 4, Config: "batch=8", TrialConfig: "batch=16", Trials: []fsm.Trial{{Config: "batch=16"}, {Config: "batch=32", Slot: 1}}, Nodes: map[string]fsm.Placement{"gpu1": {Current: 4}}},
 		"ocr":   {Count: 3, Config: "max_num_seqs=8", TrialConfig: "max_num_seqs=16", CandidateConfig: "max_num_seqs=12", Nodes: map[string]fsm.Placement{"gpu1": {Current: 2, Candidate: 1}}},
 	})
 	if err != nil {
@@ -199,6 +201,7 @@ func TestPlanTable(t *testing.T) {
 		`(?m)^Name\s+Count\s+Config\s+Candidate\s+Trial\s+Placement$`,
 		`(?m)^parse\s+2\s+threads=2\s+-\s+-\s+cpu1=2$`,
 		`(?m)^ocr\s+3\s+max_num_seqs=8\s+max_num_seqs=12\s+max_num_seqs=16\s+gpu1=2\+1$`,
+		`(?m)^embed\s+4\s+batch=8\s+-\s+batch=16 \(\+1 slots\)\s+gpu1=4$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(b.String()) {
 			t.Errorf("operators table lacks %s:\n%s", re, b.String())

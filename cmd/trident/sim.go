@@ -25,8 +25,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	seed := fs.Uint64("seed", 1, "random seed")
 	verbose := fs.Bool("v", false, "log the shipped planner's and its feed's decisions on stderr (Trident schedulers)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	parallel := fs.Int("tune-parallel", 0, "trials per operator the tuner runs at once (the plugin's tune_parallel; 0: its default; Trident schedulers)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *parallel < 0 {
+		return fmt.Errorf("-tune-parallel %d: want 0 (the default) or a positive count", *parallel)
 	}
 	if !(*scale > 0) {
 		return fmt.Errorf("-scale %v: want a positive multiplier", *scale)
@@ -40,7 +44,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	p, s := set.Pipeline, set.Scheduler
 	if sh, ok := s.(*shipped.Scheduler); ok && *verbose {
-		sh.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		sh.SetLogger(slog.New(simTimeHandler{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}), sh.SimTime}))
+	}
+	if sh, ok := s.(*shipped.Scheduler); ok && *parallel > 0 {
+		sh.SetTuneParallel(*parallel)
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -74,4 +81,23 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "\nsource finished dataset parts at t = %v s\n", res.RegimeEnd)
 	}
 	return nil
+}
+
+// simTimeHandler adds the simulated time of the round ("sim_s") to every record.
+type simTimeHandler struct {
+	slog.Handler
+	now func() float64
+}
+
+func (h simTimeHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.Float64("sim_s", h.now()))
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h simTimeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return simTimeHandler{h.Handler.WithAttrs(as), h.now}
+}
+
+func (h simTimeHandler) WithGroup(name string) slog.Handler {
+	return simTimeHandler{h.Handler.WithGroup(name), h.now}
 }

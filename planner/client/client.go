@@ -339,17 +339,27 @@ func (c *Client) DropCandidate(ctx context.Context, job, op string) (IndexRespon
 	return out, c.Do(ctx, http.MethodDelete, "/v1/candidates/"+url.PathEscape(job)+"/"+url.PathEscape(op), nil, &out)
 }
 
-// PutTrial starts (or replaces) the tuning trial of job's operator op. A planner whose
-// actuator cannot run trials answers 501 (IsNotImplemented).
-func (c *Client) PutTrial(ctx context.Context, job, op string, req TrialRequest) (IndexResponse, error) {
+// PutTrial starts (or replaces) the tuning trial in slot of job's operator op. A planner
+// whose actuator cannot run trials, or not in that slot, answers 501 (IsNotImplemented).
+func (c *Client) PutTrial(ctx context.Context, job, op string, slot int, req TrialRequest) (IndexResponse, error) {
 	var out IndexResponse
-	return out, c.Do(ctx, http.MethodPut, "/v1/trials/"+url.PathEscape(job)+"/"+url.PathEscape(op), req, &out)
+	return out, c.Do(ctx, http.MethodPut, trialPath(job, op)+"/"+strconv.Itoa(slot), req, &out)
 }
 
-// DropTrial ends the tuning trial of job's operator op (none: no change).
-func (c *Client) DropTrial(ctx context.Context, job, op string) (IndexResponse, error) {
+// DropTrial ends the tuning trial in slot of job's operator op (none: no change).
+func (c *Client) DropTrial(ctx context.Context, job, op string, slot int) (IndexResponse, error) {
 	var out IndexResponse
-	return out, c.Do(ctx, http.MethodDelete, "/v1/trials/"+url.PathEscape(job)+"/"+url.PathEscape(op), nil, &out)
+	return out, c.Do(ctx, http.MethodDelete, trialPath(job, op)+"/"+strconv.Itoa(slot), nil, &out)
+}
+
+// DropTrials ends every tuning trial of job's operator op (none: no change).
+func (c *Client) DropTrials(ctx context.Context, job, op string) (IndexResponse, error) {
+	var out IndexResponse
+	return out, c.Do(ctx, http.MethodDelete, trialPath(job, op), nil, &out)
+}
+
+func trialPath(job, op string) string {
+	return "/v1/trials/" + url.PathEscape(job) + "/" + url.PathEscape(op)
 }
 
 // Decisions lists committed decisions with an index above since (job "" : every job).

@@ -152,10 +152,12 @@ type PlanGroup struct {
 	Transitions     int                      `json:"transitions"`
 	// ObservationEpoch is the operator's observation epoch (bumped per committed transition).
 	ObservationEpoch uint64 `json:"observation_epoch"`
-	// TrialConfig is the config of the operator's running tuning trial ("" none) and
+	// TrialConfig is the config of the operator's tuning trial in slot 0 ("" none) and
 	// TrialEpoch the config epoch its instance exports (fsm.IsTrialEpoch).
 	TrialConfig string `json:"trial_config,omitempty"`
 	TrialEpoch  uint64 `json:"trial_epoch,omitempty"`
+	// Trials are the operator's running tuning trials in every slot, in slot order.
+	Trials []fsm.Trial `json:"trials,omitempty"`
 }
 
 // ObservationRequest is one element of POST /v1/observations (a single object or an array).
@@ -208,8 +210,9 @@ type CandidateRequest struct {
 	Revert bool `json:"revert,omitempty"`
 }
 
-// TrialRequest is PUT /v1/trials/<job>/<op>: run one instance of the operator on Config
-// beside its production instances, for the tuner to measure.
+// TrialRequest is PUT /v1/trials/<job>/<op>[/<slot>]: run one instance of the operator on
+// Config in the trial slot (0 without one) beside its production instances, for the
+// tuner to measure.
 type TrialRequest struct {
 	Config string `json:"config"`
 }

@@ -61,7 +61,8 @@ type Command struct {
 	Canary *Canary `json:"canary,omitempty"`
 	// Queue for OpQueue: the whole admission queue (job -> entry), replacing the last.
 	Queue map[string]Queued `json:"queue,omitempty"`
-	// Trial for OpSetTrial (with Job and Operator; its epoch and index are set on apply).
+	// Trial for OpSetTrial (with Job and Operator; its epoch and index are set on apply),
+	// and for OpDropTrial the slot to end (nil: every slot of the operator).
 	Trial *Trial `json:"trial,omitempty"`
 }
 
@@ -295,7 +296,7 @@ func check(st *State, c Command, admit bool) error {
 	case OpSetTrial:
 		return checkTrial(st, c)
 	case OpDropTrial:
-		return knownOp(st, c.Job, c.Operator)
+		return checkDropTrial(st, c)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}

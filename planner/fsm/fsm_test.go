@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -484,7 +485,7 @@ func TestTrialLifecycle(t *testing.T) {
 	first := a.idx
 	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=32", Epoch: 3}})
 	var tr Trial
-	a.f.Read(func(s *State) { tr = s.Trials["pdf"]["embed"] })
+	a.f.Read(func(s *State) { tr, _ = s.Trials["pdf"]["embed"].Slot(0) })
 	if tr.Config != "batch=32" || tr.Index != first+1 || tr.Epoch != TrialEpochBase+first+1 || !IsTrialEpoch(tr.Epoch) || IsTrialEpoch(1<<39) {
 		t.Errorf("replaced trial %+v: want batch=32 at index %d, epoch base+index (a proposer's epoch ignored)", tr, first+1)
 	}
@@ -498,6 +499,98 @@ func TestTrialLifecycle(t *testing.T) {
 	a.f.Read(func(s *State) {
 		if len(s.Trials) != 0 {
 			t.Errorf("trials %v survive the pipeline's deletion", s.Trials)
+		}
+	})
+}
+
+// TestTrialSlots runs trials of one operator in several slots: each has its own epoch (its
+// command's index), replacing one slot leaves the others, a drop naming a slot ends only
+// it and a drop naming none ends them all; a slot out of range is refused.
+func TestTrialSlots(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	p := pipe()
+	p.Operators[1].Params = "batch=int[1,64]"
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: p})
+	for _, bad := range []int{-1, MaxTrialSlots} {
+		if err := a.do(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=8", Slot: bad}}); err == nil {
+			t.Errorf("trial in slot %d accepted", bad)
+		}
+	}
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=8", Slot: 2}})
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=16"}})
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=32", Slot: 1}})
+	slots := func() TrialSlots {
+		var s TrialSlots
+		a.f.Read(func(st *State) { s = slices.Clone(st.Trials["pdf"]["embed"]) })
+		return s
+	}
+	got := slots()
+	want := TrialSlots{
+		{Config: "batch=16", Epoch: TrialEpochBase + a.idx - 1, Index: a.idx - 1, Slot: 0},
+		{Config: "batch=32", Epoch: TrialEpochBase + a.idx, Index: a.idx, Slot: 1},
+		{Config: "batch=8", Epoch: TrialEpochBase + a.idx - 2, Index: a.idx - 2, Slot: 2},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("slots %+v, want %+v", got, want)
+	}
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=4", Slot: 1}})
+	if s1, _ := slots().Slot(1); s1.Config != "batch=4" || s1.Index != a.idx || len(slots()) != 3 {
+		t.Errorf("replacing slot 1: %+v", slots())
+	}
+	a.must(Command{Op: OpDropTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Slot: 2}})
+	if got := slots(); len(got) != 2 || got[0].Slot != 0 || got[1].Slot != 1 {
+		t.Errorf("after dropping slot 2: %+v", got)
+	}
+	if g := restored(t, a.f); stateJSON(t, g) != stateJSON(t, a.f) {
+		t.Error("slots differ after a snapshot round trip")
+	}
+	a.must(Command{Op: OpDropTrial, Job: "pdf", Operator: "embed"})
+	a.f.Read(func(st *State) {
+		if len(st.Trials) != 0 {
+			t.Errorf("a drop without a slot left %+v", st.Trials)
+		}
+	})
+}
+
+// TestTrialStateBeforeSlots restores a snapshot and replays commands written before trial
+// slots existed: a trial object is the operator's slot 0, a command without a slot sets
+// slot 0, and a drop without one ends it.
+func TestTrialStateBeforeSlots(t *testing.T) {
+	old := `{"trials":{"pdf":{"embed":{"config":"batch=16","epoch":1099511627781,"index":5}}}}`
+	f := New(nil)
+	if err := f.Restore(io.NopCloser(strings.NewReader(old))); err != nil {
+		t.Fatal(err)
+	}
+	var s TrialSlots
+	f.Read(func(st *State) { s = st.Trials["pdf"]["embed"] })
+	if want := (TrialSlots{{Config: "batch=16", Epoch: TrialEpochBase + 5, Index: 5}}); !slices.Equal(s, want) {
+		t.Fatalf("old trial restored as %+v, want %+v", s, want)
+	}
+
+	a := &applier{t: t, f: New(nil)}
+	p := pipe()
+	p.Operators[1].Params = "batch=int[1,64]"
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: p})
+	for _, raw := range []string{
+		`{"op":"set_trial","job":"pdf","operator":"embed","trial":{"config":"batch=16","epoch":0,"index":0}}`,
+		`{"op":"set_trial","job":"pdf","operator":"embed","trial":{"config":"batch=32","epoch":0,"index":0}}`,
+	} {
+		a.idx++
+		if res := a.f.Apply(&raft.Log{Index: a.idx, Type: raft.LogCommand, Data: []byte(raw)}).(Result); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	a.f.Read(func(st *State) { s = st.Trials["pdf"]["embed"] })
+	if want := (TrialSlots{{Config: "batch=32", Epoch: TrialEpochBase + a.idx, Index: a.idx}}); !slices.Equal(s, want) {
+		t.Fatalf("old commands left %+v, want %+v", s, want)
+	}
+	a.idx++
+	if res := a.f.Apply(&raft.Log{Index: a.idx, Type: raft.LogCommand, Data: []byte(`{"op":"drop_trial","job":"pdf","operator":"embed"}`)}).(Result); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	a.f.Read(func(st *State) {
+		if len(st.Trials) != 0 {
+			t.Errorf("an old drop left %+v", st.Trials)
 		}
 	})
 }

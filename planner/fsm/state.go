@@ -379,8 +379,9 @@ type State struct {
 	Canaries map[string]map[string]Canary `json:"canaries,omitempty"`
 	// Queue holds the batch pipelines waiting for admission: job -> entry.
 	Queue map[string]Queued `json:"queue,omitempty"`
-	// Trials holds each operator's running tuning trial (job -> operator -> trial).
-	Trials map[string]map[string]Trial `json:"trials,omitempty"`
+	// Trials holds each operator's running tuning trials (job -> operator -> trials by
+	// slot).
+	Trials map[string]map[string]TrialSlots `json:"trials,omitempty"`
 }
 
 // PlanError is a scheduling round's failure, kept so that every server can show it.
@@ -418,7 +419,7 @@ func NewState() *State {
 		PlanErrors:   map[string]PlanError{},
 		Canaries:     map[string]map[string]Canary{},
 		Queue:        map[string]Queued{},
-		Trials:       map[string]map[string]Trial{},
+		Trials:       map[string]map[string]TrialSlots{},
 	}
 }
 

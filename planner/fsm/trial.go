@@ -1,6 +1,11 @@
 package fsm
 
-import "fmt"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
 
 // TrialEpochBase is the first config epoch of tuning trials. A trial's instance exports
 // TrialEpochBase plus the raft index of the command that set the trial, so trial epochs
@@ -9,14 +14,17 @@ import "fmt"
 // is exact.
 const TrialEpochBase uint64 = 1 << 40
 
+// MaxTrialSlots bounds the trial slots of one operator (Trial.Slot < MaxTrialSlots).
+const MaxTrialSlots = 16
+
 // IsTrialEpoch reports whether config epoch e labels a tuning trial's instance.
 func IsTrialEpoch(e uint64) bool { return e >= TrialEpochBase }
 
 // Trial is a tuning trial of an operator: one instance of Config that runs beside the
 // operator's production instances, consumes from the same input and is measured by the
 // tuner. It is never part of a rollout: the MILP plans the production instances, and the
-// trial takes the place of one of them (as a canary does on a packed node). At most one
-// trial runs per operator; setting another replaces it.
+// trial takes the place of one of them (as a canary does on a packed node). An operator
+// runs at most one trial per slot; setting another in a slot replaces it.
 type Trial struct {
 	// Config is the configuration under trial.
 	Config string `json:"config"`
@@ -24,10 +32,56 @@ type Trial struct {
 	Epoch uint64 `json:"epoch"`
 	// Index is the raft index of the command that set it.
 	Index uint64 `json:"index"`
+	// Slot is the trial slot it runs in, 0 to MaxTrialSlots-1 (absent: 0, as in state
+	// and commands written before slots existed).
+	Slot int `json:"slot,omitempty"`
+}
+
+// TrialSlots is one operator's running trials, at most one per slot, in ascending slot
+// order. Its JSON is an array; a single trial object (state written before slots existed)
+// decodes as that trial in slot 0.
+type TrialSlots []Trial
+
+// UnmarshalJSON implements json.Unmarshaler, accepting the array and the older single
+// trial.
+func (s *TrialSlots) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '{' {
+		var tr Trial
+		if err := json.Unmarshal(t, &tr); err != nil {
+			return fmt.Errorf("decode trial: %w", err)
+		}
+		tr.Slot = 0
+		*s = TrialSlots{tr}
+		return nil
+	}
+	var out []Trial
+	if err := json.Unmarshal(b, &out); err != nil {
+		return fmt.Errorf("decode trial slots: %w", err)
+	}
+	*s = out
+	return nil
+}
+
+// Slot returns the trial in slot k.
+func (s TrialSlots) Slot(k int) (Trial, bool) {
+	for _, t := range s {
+		if t.Slot == k {
+			return t, true
+		}
+	}
+	return Trial{}, false
+}
+
+// with returns s with t in its slot (replacing the slot's trial).
+func (s TrialSlots) with(t Trial) TrialSlots {
+	out := slices.DeleteFunc(slices.Clone(s), func(o Trial) bool { return o.Slot == t.Slot })
+	out = append(out, t)
+	slices.SortFunc(out, func(a, b Trial) int { return a.Slot - b.Slot })
+	return out
 }
 
 // checkTrial validates an OpSetTrial command: the operator is registered and declares
-// tunable parameters, and the trial names a config.
+// tunable parameters, the trial names a config and its slot is in range.
 func checkTrial(st *State, c Command) error {
 	if err := knownOp(st, c.Job, c.Operator); err != nil {
 		return err
@@ -35,23 +89,50 @@ func checkTrial(st *State, c Command) error {
 	if c.Trial == nil || c.Trial.Config == "" {
 		return fmt.Errorf("operator %q: trial config is empty", c.Operator)
 	}
+	if err := checkSlot(c); err != nil {
+		return err
+	}
 	if o, _ := st.Pipelines[c.Job].Operator(c.Operator); o.Params == "" {
 		return fmt.Errorf("operator %q declares no tunable parameters (group meta trident_params): nothing to trial", c.Operator)
 	}
 	return nil
 }
 
-// applySetTrial records the trial of c's operator with its epoch.
-func applySetTrial(st *State, c Command, idx uint64) error {
-	if st.Trials == nil { // state restored from a snapshot that predates the field
-		st.Trials = map[string]map[string]Trial{}
+// checkSlot validates the slot of c's trial, if it names one.
+func checkSlot(c Command) error {
+	if c.Trial != nil && (c.Trial.Slot < 0 || c.Trial.Slot >= MaxTrialSlots) {
+		return fmt.Errorf("operator %q: trial slot %d out of range [0, %d)", c.Operator, c.Trial.Slot, MaxTrialSlots)
 	}
-	setIn(st.Trials, c.Job, c.Operator, Trial{Config: c.Trial.Config, Epoch: TrialEpochBase + idx, Index: idx})
 	return nil
 }
 
-// applyDropTrial ends the trial of c's operator (none: nothing to do).
+// checkDropTrial validates an OpDropTrial command.
+func checkDropTrial(st *State, c Command) error {
+	if err := knownOp(st, c.Job, c.Operator); err != nil {
+		return err
+	}
+	return checkSlot(c)
+}
+
+// applySetTrial records the trial of c's operator in its slot, with its epoch.
+func applySetTrial(st *State, c Command, idx uint64) error {
+	if st.Trials == nil { // state restored from a snapshot that predates the field
+		st.Trials = map[string]map[string]TrialSlots{}
+	}
+	t := Trial{Config: c.Trial.Config, Epoch: TrialEpochBase + idx, Index: idx, Slot: c.Trial.Slot}
+	setIn(st.Trials, c.Job, c.Operator, st.Trials[c.Job][c.Operator].with(t))
+	return nil
+}
+
+// applyDropTrial ends the trial in the slot c.Trial names, or every trial of c's operator
+// when c names none (nothing running there: nothing to do).
 func applyDropTrial(st *State, c Command) error {
+	if c.Trial != nil {
+		if s := slices.DeleteFunc(slices.Clone(st.Trials[c.Job][c.Operator]), func(t Trial) bool { return t.Slot == c.Trial.Slot }); len(s) > 0 {
+			st.Trials[c.Job][c.Operator] = s
+			return nil
+		}
+	}
 	delete(st.Trials[c.Job], c.Operator)
 	if len(st.Trials[c.Job]) == 0 {
 		delete(st.Trials, c.Job)

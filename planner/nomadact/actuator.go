@@ -798,9 +798,10 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 		if o.Canary && op.Params != "" {
 			takeSlot(op.Name, t, ws, existing)
 		}
+		carryTrialGroups(op.Name, ws, existing)
 		if phase == PhaseSurge && t.Transitions > 0 && existing != nil {
 			for _, g := range existing.TaskGroups {
-				if g.Meta[MetaOperator] != op.Name || g.Count == nil || *g.Count == 0 || g.Meta[MetaCanarySlot] == "true" {
+				if g.Meta[MetaOperator] != op.Name || g.Count == nil || *g.Count == 0 || g.Meta[MetaCanarySlot] == "true" || g.Meta[MetaTrialSlot] != "" {
 					continue
 				}
 				gen, _ := strconv.ParseUint(g.Meta[MetaConfigEpoch], 10, 64)
@@ -842,6 +843,9 @@ func Render(p *fsm.Pipeline, d fsm.Decision, phase string, existing *api.Job, no
 			}
 			if w.slot {
 				g.Meta[MetaCanarySlot] = "true"
+			}
+			if w.trialSlot > 0 {
+				g.Meta[MetaTrialSlot] = strconv.Itoa(w.trialSlot)
 			}
 			if w.trial != nil {
 				if err := startTrial(g, *w.trial); err != nil {
@@ -935,8 +939,10 @@ type groupWant struct {
 	// slot marks the operator's canary slot (SlotGroupName): one of its instances, in a
 	// group of its own so that a config change is a canary Nomad recognises.
 	slot bool
-	// trial, on a slot, is the tuning trial it keeps running over config and gen.
-	trial *fsm.Trial
+	// trial, on a slot or a trial slot group, is the tuning trial it keeps running over
+	// config and gen; trialSlot marks a trial slot group (TrialGroupName) with its slot.
+	trial     *fsm.Trial
+	trialSlot int
 }
 
 // fitSurge lowers, on every node the surge version would overfill in the planner's model

@@ -133,10 +133,11 @@ func endTrial(g *api.TaskGroup, base trialBase) error {
 }
 
 // renderTrials returns a copy of the registered job existing whose canary slots run
-// exactly trials (operator -> trial), and whether it differs from existing. An operator
-// with a trial but no running slot is an error: only an operator with a parameter space
-// and at least one instance has one.
-func renderTrials(existing *api.Job, trials map[string]fsm.Trial) (*api.Job, bool, error) {
+// exactly the trials in slot 0 of trials (operator -> trials by slot) and whose trial
+// slot groups run exactly those in higher slots (renderTrialGroups), and whether it
+// differs from existing. An operator with a trial in slot 0 but no running canary slot is
+// an error: only an operator with a parameter space and at least one instance has one.
+func renderTrials(existing *api.Job, trials map[string]fsm.TrialSlots) (*api.Job, bool, error) {
 	raw, err := json.Marshal(existing)
 	if err != nil {
 		return nil, false, fmt.Errorf("copy job: %w", err)
@@ -145,8 +146,14 @@ func renderTrials(existing *api.Job, trials map[string]fsm.Trial) (*api.Job, boo
 	if err := json.Unmarshal(raw, &job); err != nil {
 		return nil, false, fmt.Errorf("copy job: %w", err)
 	}
-	ops := make([]string, 0, len(trials))
-	for op := range trials {
+	zero := map[string]fsm.Trial{}
+	for op, ts := range trials {
+		if t, ok := ts.Slot(0); ok {
+			zero[op] = t
+		}
+	}
+	ops := make([]string, 0, len(zero))
+	for op := range zero {
 		ops = append(ops, op)
 	}
 	sort.Strings(ops)
@@ -164,7 +171,7 @@ func renderTrials(existing *api.Job, trials map[string]fsm.Trial) (*api.Job, boo
 		if err != nil {
 			return nil, false, err
 		}
-		want, wanted := trials[g.Meta[MetaOperator]]
+		want, wanted := zero[g.Meta[MetaOperator]]
 		switch {
 		case wanted && has && running.Config == want.Config && running.Epoch == want.Epoch:
 		case wanted:
@@ -179,13 +186,188 @@ func renderTrials(existing *api.Job, trials map[string]fsm.Trial) (*api.Job, boo
 			changed = true
 		}
 	}
-	return &job, changed, nil
+	more, err := renderTrialGroups(&job, trials)
+	if err != nil {
+		return nil, false, err
+	}
+	return &job, changed || more, nil
 }
 
+// Trials in slots above 0 run in trial slot groups.
+//
+// The trial in slot k >= 1 of an operator runs in the group TrialGroupName(op, k) (group
+// meta MetaTrialSlot = k): one instance taken from the operator's production group with
+// the most instances (its count less one), on the same node, running the trial as the
+// canary slot does (startTrial: the trial's config and epoch, MetaTrialBase recording the
+// production config and generation it replaces, no auto_revert). Ending it removes the
+// group and gives the instance back to the production group of its node and generation
+// (the group becomes that one when a decision left it out at count 0).
+// The decisions' versions carry it while they keep an instance of that generation on its
+// node (carryTrialGroups) and drop it otherwise; the loop hands the trials to the
+// actuator again after each decision, which starts a dropped one elsewhere.
+
+// MetaTrialSlot (group meta) marks a trial slot group with its slot (1 and above).
+const MetaTrialSlot = "trident_trial_slot"
+
+// TrialGroupName is the group that runs operator op's trial in slot k >= 1.
+func TrialGroupName(op string, k int) string { return op + "@trial" + strconv.Itoa(k) }
+
+// trialSlotOf returns the slot trial slot group g runs, or false for any other group.
+func trialSlotOf(g *api.TaskGroup) (int, bool) {
+	if g == nil || g.Name == nil {
+		return 0, false
+	}
+	k, err := strconv.Atoi(g.Meta[MetaTrialSlot])
+	return k, err == nil && k >= 1
+}
+
+// donorGroup returns the production group of op in job with the most instances (names
+// break ties), nil when none runs one.
+func donorGroup(job *api.Job, op string) *api.TaskGroup {
+	var best *api.TaskGroup
+	for _, g := range job.TaskGroups {
+		if g == nil || g.Name == nil || g.Meta[MetaOperator] != op || g.Meta[MetaCanarySlot] == "true" || g.Meta[MetaAnchor] == "true" ||
+			g.Meta[MetaTrialBase] != "" || g.Count == nil || *g.Count < 1 {
+			continue
+		}
+		if best == nil || *g.Count > *best.Count || *g.Count == *best.Count && *g.Name < *best.Name {
+			best = g
+		}
+	}
+	return best
+}
+
+// groupNamed returns job's group name, nil when it has none.
+func groupNamed(job *api.Job, name string) *api.TaskGroup {
+	for _, g := range job.TaskGroups {
+		if g != nil && g.Name != nil && *g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// renderTrialGroups makes job's trial slot groups run exactly the trials of trials in
+// slots above 0, and reports whether it changed job.
+func renderTrialGroups(job *api.Job, trials map[string]fsm.TrialSlots) (bool, error) {
+	changed := false
+	have := map[string]bool{}
+	kept := make([]*api.TaskGroup, 0, len(job.TaskGroups))
+	var ended []*api.TaskGroup
+	for _, g := range job.TaskGroups {
+		k, ok := trialSlotOf(g)
+		if !ok {
+			kept = append(kept, g)
+			continue
+		}
+		want, wanted := trials[g.Meta[MetaOperator]].Slot(k)
+		running, _, has, err := slotTrial(g)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case wanted && has && running.Config == want.Config && running.Epoch == want.Epoch:
+		case wanted:
+			if err := startTrial(g, want); err != nil {
+				return false, err
+			}
+			changed = true
+		default:
+			ended = append(ended, g)
+			changed = true
+			continue
+		}
+		have[*g.Name] = true
+		kept = append(kept, g)
+	}
+	job.TaskGroups = kept
+	for _, g := range ended {
+		// The instance goes back to the production group it was taken from; when the job
+		// no longer has that group (a decision rendered it at count 0), the trial's group
+		// becomes it.
+		_, base, _, err := slotTrial(g)
+		if err != nil {
+			return false, err
+		}
+		name := GroupName(g.Meta[MetaOperator], g.Meta[MetaNode], base.Epoch)
+		if pg := groupNamed(job, name); pg != nil && pg.Count != nil {
+			pg.Count = ptr(*pg.Count + 1)
+			continue
+		}
+		if err := endTrial(g, base); err != nil {
+			return false, err
+		}
+		delete(g.Meta, MetaTrialSlot)
+		g.Name = ptr(name)
+		job.TaskGroups = append(job.TaskGroups, g)
+	}
+	ops := make([]string, 0, len(trials))
+	for op := range trials {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		for _, t := range trials[op] {
+			if t.Slot < 1 || have[TrialGroupName(op, t.Slot)] {
+				continue
+			}
+			donor := donorGroup(job, op)
+			if donor == nil {
+				return false, fmt.Errorf("operator %q: no production instance to run the trial in slot %d on", op, t.Slot)
+			}
+			g, err := cloneGroup(donor)
+			if err != nil {
+				return false, err
+			}
+			donor.Count = ptr(*donor.Count - 1)
+			g.Name, g.Count = ptr(TrialGroupName(op, t.Slot)), ptr(1)
+			g.Meta[MetaTrialSlot] = strconv.Itoa(t.Slot)
+			if err := startTrial(g, t); err != nil {
+				return false, err
+			}
+			job.TaskGroups = append(job.TaskGroups, g)
+			changed = true
+		}
+	}
+	return changed, nil
+}
+
+// carryTrialGroups keeps the trial slot groups of op that existing runs in the decision's
+// groups ws: each takes one instance of the production group of its node and generation
+// when ws keeps one there (the instance it replaced), and is dropped otherwise.
+func carryTrialGroups(op string, ws map[string]groupWant, existing *api.Job) {
+	if existing == nil {
+		return
+	}
+	for _, g := range existing.TaskGroups {
+		k, ok := trialSlotOf(g)
+		if !ok || g.Meta[MetaOperator] != op || g.Count == nil || *g.Count < 1 {
+			continue
+		}
+		tr, base, has, err := slotTrial(g)
+		if err != nil || !has {
+			continue
+		}
+		name := GroupName(op, g.Meta[MetaNode], base.Epoch)
+		w, ok := ws[name]
+		if !ok || w.slot || w.count < 1 || w.final < 1 {
+			continue
+		}
+		w.count--
+		w.final--
+		ws[name] = w
+		ws[TrialGroupName(op, k)] = groupWant{node: w.node, config: w.config, gen: w.gen, count: 1, final: 1, trial: &tr, trialSlot: k}
+	}
+}
+
+// TrialSlots implements planner.TrialActuator: slot 0 in the operator's canary slot
+// group, the others in trial slot groups.
+func (a *Actuator) TrialSlots() int { return fsm.MaxTrialSlots }
+
 // SetTrials implements planner.TrialActuator: it registers a version of job whose canary
-// slots run exactly trials, when the registered version does not already (a no-op
-// otherwise). The version keeps the decision meta of the one it replaces.
-func (a *Actuator) SetTrials(ctx context.Context, job string, trials map[string]fsm.Trial) error {
+// slots and trial slot groups run exactly trials, when the registered version does not
+// already (a no-op otherwise). The version keeps the decision meta of the one it replaces.
+func (a *Actuator) SetTrials(ctx context.Context, job string, trials map[string]fsm.TrialSlots) error {
 	existing, _, err := a.c.Jobs().Info(job, a.q(ctx))
 	if err != nil {
 		if isNotFound(err) && len(trials) == 0 {
@@ -215,8 +397,10 @@ func (a *Actuator) SetTrials(ctx context.Context, job string, trials map[string]
 		return fmt.Errorf("register job %q with its trials: %w", job, err)
 	}
 	names := make([]string, 0, len(trials))
-	for op, t := range trials {
-		names = append(names, op+"="+t.Config)
+	for op, ts := range trials {
+		for _, t := range ts {
+			names = append(names, fmt.Sprintf("%s/%d=%s", op, t.Slot, t.Config))
+		}
 	}
 	sort.Strings(names)
 	a.log.Info("trials set", "job", job, "trials", names, "eval", resp.EvalID)

@@ -57,7 +57,7 @@ func TestTrialRunsInTheCanarySlot(t *testing.T) {
 	before := maps.Clone(group(base, slot).Meta)
 	tr := fsm.Trial{Config: "batch=32", Epoch: fsm.TrialEpochBase + 7}
 
-	withTrial, changed, err := renderTrials(base, map[string]fsm.Trial{"gpu": tr})
+	withTrial, changed, err := renderTrials(base, map[string]fsm.TrialSlots{"gpu": {tr}})
 	if err != nil || !changed {
 		t.Fatalf("start a trial: changed %v, %v", changed, err)
 	}
@@ -69,10 +69,10 @@ func TestTrialRunsInTheCanarySlot(t *testing.T) {
 	if other := group(withTrial, GroupName("gpu", "c2", 0)); fmt.Sprint(other.Meta) != fmt.Sprint(group(base, GroupName("gpu", "c2", 0)).Meta) {
 		t.Errorf("the trial changed the production group: %v", other.Meta)
 	}
-	if _, again, err := renderTrials(withTrial, map[string]fsm.Trial{"gpu": tr}); err != nil || again {
+	if _, again, err := renderTrials(withTrial, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil || again {
 		t.Errorf("the same trials again: changed %v (%v), want no new version", again, err)
 	}
-	if _, _, err := renderTrials(base, map[string]fsm.Trial{"src": {Config: "mode=slow", Epoch: fsm.TrialEpochBase + 8}}); err == nil {
+	if _, _, err := renderTrials(base, map[string]fsm.TrialSlots{"src": {{Config: "mode=slow", Epoch: fsm.TrialEpochBase + 8}}}); err == nil {
 		t.Error("a trial of an operator without a slot (no parameter space) was accepted")
 	}
 
@@ -92,7 +92,7 @@ func TestTrialRunsInTheCanarySlot(t *testing.T) {
 	if g := group(kept, slot); g.Meta[opcontract.MetaConfig] != "batch=32" || g.Meta[MetaConfigEpoch] != strconv.FormatUint(tr.Epoch, 10) || *g.Update.AutoRevert {
 		t.Errorf("a decision keeping gpu on c2 dropped the trial: slot meta %v", g.Meta)
 	}
-	if _, again, err := renderTrials(kept, map[string]fsm.Trial{"gpu": tr}); err != nil || again {
+	if _, again, err := renderTrials(kept, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil || again {
 		t.Errorf("after a decision that carried the trial: changed %v (%v), want no new version", again, err)
 	}
 	moved, err := Render(p, decide(102, 1, "c3"), PhaseFinal, withTrial, nil, o)
@@ -181,7 +181,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 	}
 
 	tr := fsm.Trial{Config: "batch=32", Epoch: fsm.TrialEpochBase + 7}
-	if err := a.SetTrials(t.Context(), job, map[string]fsm.Trial{"gpu": tr}); err != nil {
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil {
 		t.Fatal(err)
 	}
 	trialAlloc := waitSlot("trial", func(m map[string]string) bool {
@@ -191,7 +191,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 		t.Errorf("the trial restarted gpu's production instance (%s -> %s)", prod, got)
 	}
 	v := version()
-	if err := a.SetTrials(t.Context(), job, map[string]fsm.Trial{"gpu": tr}); err != nil || version() != v {
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil || version() != v {
 		t.Errorf("the same trials again: version %d -> %d (%v), want none", v, version(), err)
 	}
 
@@ -206,7 +206,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 	// A trial that crashes (exit 137, as an OOM kill) fails its deployment but does not
 	// revert the job: the slot keeps the trial's config until the trial ends.
 	bad := fsm.Trial{Config: "batch=64,fail=oom", Epoch: fsm.TrialEpochBase + 9}
-	if err := a.SetTrials(t.Context(), job, map[string]fsm.Trial{"gpu": bad}); err != nil {
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {bad}}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(90 * time.Second)
@@ -238,5 +238,170 @@ func TestTrialAgainstNomad(t *testing.T) {
 	waitSlot("trial ended", func(m map[string]string) bool { return maps.Equal(m, before) })
 	if got := prodAlloc(); got != prod {
 		t.Errorf("the trials restarted gpu's production instance (%s -> %s)", prod, got)
+	}
+}
+
+// A trial in slot 1 runs in its trial slot group: one instance taken from gpu's production
+// group on c2 (whose count drops by one), at the trial's config and epoch, without
+// auto-revert; slot 0 stays in the canary slot; the same trials again change nothing; a
+// decision keeping gpu on c2 carries it, one moving gpu away drops it; ending slot 1 gives
+// the production group its instance back and leaves slot 0.
+func TestTrialSlotGroups(t *testing.T) {
+	p, decide := trialPipeline(t)
+	o := Options{Canary: true}
+	base, err := Render(p, decide(100, 1, "c2"), PhaseFinal, nil, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := GroupName("gpu", "c2", 0)
+	if n := *group(base, prod).Count; n != 1 {
+		t.Fatalf("production group %s runs %d, want 1", prod, n)
+	}
+	t0 := fsm.Trial{Config: "batch=32", Epoch: fsm.TrialEpochBase + 7}
+	t1 := fsm.Trial{Config: "batch=16", Epoch: fsm.TrialEpochBase + 8, Slot: 1}
+	two, changed, err := renderTrials(base, map[string]fsm.TrialSlots{"gpu": {t0, t1}})
+	if err != nil || !changed {
+		t.Fatalf("start two trials: changed %v, %v", changed, err)
+	}
+	g := group(two, TrialGroupName("gpu", 1))
+	if g == nil || *g.Count != 1 || g.Meta[MetaTrialSlot] != "1" || g.Meta[opcontract.MetaConfig] != "batch=16" ||
+		g.Meta[MetaConfigEpoch] != strconv.FormatUint(t1.Epoch, 10) || g.Meta[MetaNode] != "c2" || *g.Update.AutoRevert {
+		t.Fatalf("slot 1's group %+v: want batch=16 at its epoch on c2, no auto-revert", g)
+	}
+	if s := group(two, SlotGroupName("gpu")); s.Meta[opcontract.MetaConfig] != "batch=32" {
+		t.Errorf("slot 0 runs %q, want its trial", s.Meta[opcontract.MetaConfig])
+	}
+	if n := count(two, prod); n != 0 {
+		t.Errorf("production group runs %d beside the trial, want 0 (the trial took its instance)", n)
+	}
+	if _, again, err := renderTrials(two, map[string]fsm.TrialSlots{"gpu": {t0, t1}}); err != nil || again {
+		t.Errorf("the same trials again: changed %v (%v)", again, err)
+	}
+	if _, _, err := renderTrials(two, map[string]fsm.TrialSlots{"gpu": {t0, t1, {Config: "batch=4", Epoch: fsm.TrialEpochBase + 9, Slot: 2}}}); err == nil {
+		t.Error("a third trial of an operator with no production instance left was accepted")
+	}
+
+	kept, err := Render(p, decide(101, 2, "c2"), PhaseFinal, two, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := group(kept, TrialGroupName("gpu", 1)); g == nil || g.Meta[opcontract.MetaConfig] != "batch=16" || g.Meta[MetaTrialSlot] != "1" || count(kept, prod) != 0 {
+		t.Errorf("a decision keeping gpu on c2: slot 1's group %v, production count %d; want the trial carried", g, count(kept, prod))
+	}
+	back, _, err := renderTrials(kept, map[string]fsm.TrialSlots{"gpu": {t0}})
+	if err != nil || count(back, prod) != 1 || group(back, prod).Meta[opcontract.MetaConfig] != "batch=8" || group(back, prod).Meta[MetaTrialBase] != "" || !*group(back, prod).Update.AutoRevert {
+		t.Errorf("ending slot 1 after a decision left the production group out: %v (%v), want it back with one instance of batch=8", group(back, prod), err)
+	}
+	if _, again, err := renderTrials(kept, map[string]fsm.TrialSlots{"gpu": {t0, t1}}); err != nil || again {
+		t.Errorf("after a decision that carried both trials: changed %v (%v)", again, err)
+	}
+	moved, err := Render(p, decide(102, 1, "c3"), PhaseFinal, two, nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := group(moved, TrialGroupName("gpu", 1)); g != nil {
+		t.Errorf("a decision moving gpu to c3 kept slot 1's group %v", g.Meta)
+	}
+
+	one, changed, err := renderTrials(two, map[string]fsm.TrialSlots{"gpu": {t0}})
+	if err != nil || !changed {
+		t.Fatalf("end slot 1: changed %v, %v", changed, err)
+	}
+	if group(one, TrialGroupName("gpu", 1)) != nil || count(one, prod) != 1 || group(one, SlotGroupName("gpu")).Meta[opcontract.MetaConfig] != "batch=32" {
+		t.Errorf("after ending slot 1: want no slot-1 group, the production instance back, slot 0 running")
+	}
+}
+
+// count returns the count of job's group name (0: absent).
+func count(job *api.Job, name string) int {
+	if g := group(job, name); g != nil && g.Count != nil {
+		return *g.Count
+	}
+	return 0
+}
+
+// groupRuns returns the IDs and group meta of job's running allocations of group name.
+func groupRuns(t *testing.T, c *api.Client, job, name string) []slotRun {
+	t.Helper()
+	allocs, _, err := c.Jobs().Allocations(job, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []slotRun
+	for _, al := range allocs {
+		if al.TaskGroup != name || al.DesiredStatus != "run" || al.ClientStatus != "running" {
+			continue
+		}
+		full, _, err := c.Allocations().Info(al.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range full.Job.TaskGroups {
+			if *g.Name == al.TaskGroup {
+				out = append(out, slotRun{id: al.ID, meta: g.Meta})
+			}
+		}
+	}
+	return out
+}
+
+// TestTrialSlotGroupAgainstNomad runs trials in slots 0 and 1 of gpu on a real Nomad job:
+// slot 1's group runs an allocation at its trial's config and epoch in place of gpu's
+// production instance on c2 while slot 0 runs in the canary slot; a decision keeping gpu
+// on c2 carries it without a restart; ending slot 1 brings the production instance back
+// and leaves slot 0's trial running.
+func TestTrialSlotGroupAgainstNomad(t *testing.T) {
+	n := startNomad(t)
+	a := newTestActuator(n)
+	a.o.Canary = true
+	p, decide := trialPipeline(t)
+	job := p.Job
+	if res := stepUntil(t, a, p, decide(100, 1, "c2"), 120*time.Second); res.Status != fsm.StatusDone {
+		t.Fatalf("decision 100: %+v", res)
+	}
+	wait := func(what, name string, want func(rs []slotRun) bool) []slotRun {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			rs := groupRuns(t, n.API(), job, name)
+			if want(rs) {
+				return rs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: group %s runs %v after 90 s", what, name, rs)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	t0 := fsm.Trial{Config: "batch=32", Epoch: fsm.TrialEpochBase + 7}
+	t1 := fsm.Trial{Config: "batch=16", Epoch: fsm.TrialEpochBase + 8, Slot: 1}
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {t0, t1}}); err != nil {
+		t.Fatal(err)
+	}
+	runs := wait("slot 1's trial", TrialGroupName("gpu", 1), func(rs []slotRun) bool {
+		return len(rs) == 1 && rs[0].meta[opcontract.MetaConfig] == "batch=16" && rs[0].meta[MetaConfigEpoch] == strconv.FormatUint(t1.Epoch, 10)
+	})
+	trial1 := runs[0].id
+	wait("slot 0's trial", SlotGroupName("gpu"), func(rs []slotRun) bool {
+		return len(rs) == 1 && rs[0].meta[MetaConfigEpoch] == strconv.FormatUint(t0.Epoch, 10)
+	})
+	wait("the production instance stopped", GroupName("gpu", "c2", 0), func(rs []slotRun) bool { return len(rs) == 0 })
+
+	if res := stepUntil(t, a, p, decide(101, 2, "c2"), 120*time.Second); res.Status != fsm.StatusDone {
+		t.Fatalf("decision 101: %+v", res)
+	}
+	if rs := groupRuns(t, n.API(), job, TrialGroupName("gpu", 1)); len(rs) != 1 || rs[0].id != trial1 {
+		t.Errorf("after decision 101 slot 1 runs %v, want its allocation %s", rs, trial1)
+	}
+
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {t0}}); err != nil {
+		t.Fatal(err)
+	}
+	wait("slot 1 ended", TrialGroupName("gpu", 1), func(rs []slotRun) bool { return len(rs) == 0 })
+	wait("the production instance back", GroupName("gpu", "c2", 0), func(rs []slotRun) bool {
+		return len(rs) == 1 && rs[0].meta[opcontract.MetaConfig] == "batch=8"
+	})
+	if rs := groupRuns(t, n.API(), job, SlotGroupName("gpu")); len(rs) != 1 || rs[0].meta[MetaConfigEpoch] != strconv.FormatUint(t0.Epoch, 10) {
+		t.Errorf("after ending slot 1 the canary slot runs %v, want slot 0's trial", rs)
 	}
 }

@@ -3,6 +3,7 @@ package shipped
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/trident-sched/trident/planner"
 	"github.com/trident-sched/trident/planner/fsm"
@@ -24,8 +25,9 @@ type Shared struct {
 	// next is the virtual time of the next feed and planner round.
 	next float64
 	// applied is each operator's config as the baseline was last handed it (nil: the job
-	// file's), probes its trial config (nil: none).
-	applied, probes []sim.OpConfig
+	// file's), probes its trial configs by slot (nil: none).
+	applied []sim.OpConfig
+	probes  [][]sim.OpConfig
 }
 
 // NewShared returns the shared layers: the shipped feed with its tuner on, measuring
@@ -50,7 +52,7 @@ func (h *Shared) Init(ctx context.Context, env *sim.Env) error {
 	h.ctx = context.WithoutCancel(ctx)
 	h.next = h.s.opt.IntervalS
 	h.applied = make([]sim.OpConfig, len(env.Pipeline.Ops))
-	h.probes = make([]sim.OpConfig, len(env.Pipeline.Ops))
+	h.probes = make([][]sim.OpConfig, len(env.Pipeline.Ops))
 	return nil
 }
 
@@ -97,14 +99,19 @@ func (h *Shared) Apply(_ context.Context, _ *sim.Snapshot, plan *sim.Plan) bool 
 	changed := false
 	for i := range plan.Ops {
 		op := &plan.Ops[i]
-		var probe sim.OpConfig
 		op.Probes = nil
-		if t := s.trialOf(i); t != nil {
-			probe = t.cfg
-			op.Probes = []sim.OpConfig{probe}
+		if i < len(s.trials) {
+			for k := range s.trials[i] {
+				if t := s.trialOf(i, k); t != nil {
+					for len(op.Probes) < k {
+						op.Probes = append(op.Probes, nil)
+					}
+					op.Probes = append(op.Probes, t.cfg)
+				}
+			}
 		}
-		if !probe.Equal(h.probes[i]) {
-			h.probes[i] = probe
+		if !slices.EqualFunc(op.Probes, h.probes[i], sim.OpConfig.Equal) {
+			h.probes[i] = op.Probes
 			changed = true
 		}
 		if a := s.advice[i]; a != nil && !a.Equal(h.applied[i]) {

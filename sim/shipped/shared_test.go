@@ -16,7 +16,7 @@ func TestSharedHandsDecidedConfigsAndTrials(t *testing.T) {
 	s := testScheduler(t, Options{})
 	s.advisor = true
 	s.advice = make([]sim.OpConfig, 2)
-	h := &Shared{s: s, applied: make([]sim.OpConfig, 2), probes: make([]sim.OpConfig, 2)}
+	h := &Shared{s: s, applied: make([]sim.OpConfig, 2), probes: make([][]sim.OpConfig, 2)}
 	cand, err := s.space(1).ParseConfig("block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128")
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestSharedHandsDecidedConfigsAndTrials(t *testing.T) {
 	if s.pending != nil {
 		t.Errorf("shared-layers decision handed the engine a version %+v (the baseline hands them)", s.pending)
 	}
-	if err := (actuator{s}).SetTrials(context.Background(), Job, map[string]fsm.Trial{"b": {Config: trial.String(), Epoch: fsm.TrialEpochBase + 1}}); err != nil {
+	if err := (actuator{s}).SetTrials(context.Background(), Job, map[string]fsm.TrialSlots{"b": {{Config: trial.String(), Epoch: fsm.TrialEpochBase + 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	pl = sim.PlanFromCounts([][]int{{2, 0}, {2, 1}})

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trident-sched/trident/apm/feed"
@@ -144,8 +145,10 @@ type Scheduler struct {
 	feeder *feed.Feeder
 
 	mu sync.Mutex
-	// now is the virtual time in seconds.
-	now float64
+	// now is the virtual time in seconds; simNow the same as float64 bits, read without
+	// the lock (SimTime).
+	now    float64
+	simNow atomic.Uint64
 	// win accumulates each operator's metrics since the last scrape; inst holds each
 	// operator's scraped instances (counters) by instance key; scrape and prev are the
 	// last two scrapes.
@@ -162,9 +165,9 @@ type Scheduler struct {
 	deployed [][]int
 	applying applyState
 	slot     []string
-	// trials are the operators' tuning trials (planner.TrialActuator); handed is the last
-	// version handed to the engine.
-	trials []*trialRun
+	// trials are the operators' tuning trials by slot (planner.TrialActuator); handed is
+	// the last version handed to the engine.
+	trials [][]*trialRun
 	handed *sim.Plan
 	// advisor marks the shared layers (Shared): decisions only decide configs, which
 	// advice holds per operator (nil: the job file's) for the baseline to apply.
@@ -242,6 +245,10 @@ func (s *Scheduler) SetLogger(l *slog.Logger) {
 	}
 }
 
+// SetTuneParallel sets how many trials of one operator the tuner runs at once
+// (feed.TunerOptions.Parallel; 0: its default); it has effect only before Init.
+func (s *Scheduler) SetTuneParallel(n int) { s.opt.Tuning.Parallel = n }
+
 // Options returns the scheduler's options, defaults applied.
 func (s *Scheduler) Options() Options { return s.opt }
 
@@ -252,6 +259,10 @@ func (s *Scheduler) Name() string {
 	}
 	return "trident"
 }
+
+// SimTime returns the virtual time of the newest round in seconds (safe to call from a
+// log handler while the scheduler holds its lock).
+func (s *Scheduler) SimTime() float64 { return math.Float64frombits(s.simNow.Load()) }
 
 // Interval implements sim.Scheduler.
 func (s *Scheduler) Interval() float64 { return s.opt.IntervalS }
@@ -531,10 +542,12 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 			iw.ooms += cs.OOMs
 			iw.endInFlight, iw.endRunning = cs.InFlight, float64(cs.Running)
 		}
-		if len(st.Probes) > 0 {
-			ps := st.Probes[0]
-			t := s.trialOf(i)
-			key := probeKey(t)
+		for k, ps := range st.Probes {
+			t := s.trialOf(i, k)
+			if t == nil && k > 0 {
+				continue // a slot being emptied: no trial's and no canary's
+			}
+			key := probeKey(k, t)
 			if ps.OOM {
 				if iw := w.insts[key]; iw != nil {
 					iw.ooms++
@@ -563,6 +576,7 @@ func (s *Scheduler) Decide(ctx context.Context, snap *sim.Snapshot) (*sim.Plan, 
 	start := time.Now()
 	s.mu.Lock()
 	s.now = snap.Time
+	s.simNow.Store(math.Float64bits(snap.Time))
 	s.takeScrape(snap)
 	s.mu.Unlock()
 	if err := s.feeder.Round(ctx); err != nil {

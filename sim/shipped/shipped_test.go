@@ -2,6 +2,7 @@ package shipped
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -188,13 +189,13 @@ func TestActuatorRunsTrialsOnTheProbeSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := actuator{s}
-	if err := a.SetTrials(context.Background(), Job, map[string]fsm.Trial{"b": {Config: c.String(), Epoch: fsm.TrialEpochBase + 5}}); err != nil {
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.TrialSlots{"b": {{Config: c.String(), Epoch: fsm.TrialEpochBase + 5}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.SetTrials(context.Background(), Job, map[string]fsm.Trial{"a": {Config: "x"}}); err == nil {
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.TrialSlots{"a": {{Config: "x"}}}); err == nil {
 		t.Error("a trial of an operator without a parameter space accepted")
 	}
-	if err := a.SetTrials(context.Background(), Job, map[string]fsm.Trial{"b": {Config: c.String(), Epoch: fsm.TrialEpochBase + 5}}); err != nil {
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.TrialSlots{"b": {{Config: c.String(), Epoch: fsm.TrialEpochBase + 5}}}); err != nil {
 		t.Fatal(err)
 	}
 	pl := s.probed(nil)
@@ -348,5 +349,53 @@ func TestProgressDeadlineRestartsOnEachHealthyInstance(t *testing.T) {
 	}
 	if got := step(t, s, d, 430, stalled...).Status; got != fsm.StatusFailed {
 		t.Errorf("no instance healthy for 100 s: %s, want failed", got)
+	}
+}
+
+// Trials in several slots run on the engine's probe slots of the same index, each
+// measured under its own instance key and epoch; ending one slot's trial empties only that
+// probe slot.
+func TestActuatorRunsTrialSlotsOnProbeSlots(t *testing.T) {
+	s := testScheduler(t, Options{})
+	s.handed = sim.PlanFromCounts(s.deployed)
+	cfgs := make([]sim.OpConfig, 2)
+	strs := []string{
+		"block_size=16, enable_chunked_prefill=1, max_num_batched_tokens=4096, max_num_seqs=32",
+		"block_size=32, enable_chunked_prefill=0, max_num_batched_tokens=8192, max_num_seqs=128",
+	}
+	for k, str := range strs {
+		c, err := s.space(1).ParseConfig(str)
+		if err != nil {
+			t.Fatal(err)
+		}
+		strs[k] = c.String()
+		if cfgs[k], err = s.simConfig(1, strs[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := actuator{s}
+	if a.TrialSlots() < 3 {
+		t.Fatalf("TrialSlots() = %d, want several", a.TrialSlots())
+	}
+	e0, e2 := fsm.TrialEpochBase+5, fsm.TrialEpochBase+6
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.TrialSlots{"b": {{Config: strs[0], Epoch: e0}, {Config: strs[1], Epoch: e2, Slot: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	pl := s.probed(nil)
+	if pl == nil || len(pl.Ops[1].Probes) != 3 || !pl.Ops[1].Probes[0].Equal(cfgs[0]) || pl.Ops[1].Probes[1] != nil || !pl.Ops[1].Probes[2].Equal(cfgs[1]) || len(pl.Ops[0].Probes) != 0 {
+		t.Fatalf("probes %v: want slot 0 and slot 2 on their trials, slot 1 empty", pl.Ops[1].Probes)
+	}
+	s.win = make([]opWindow, 2)
+	s.Observe(&sim.Snapshot{Ops: []sim.OpStats{{}, {Probes: []sim.ProbeStats{{Running: true, Processed: 5, BusySec: 1}, {}, {Running: true, Processed: 7, BusySec: 1}}}}})
+	w := s.win[1].insts
+	k0, k2 := fmt.Sprintf("trial:%d", e0), fmt.Sprintf("trial:%d", e2)
+	if len(w) != 2 || w[k0] == nil || w[k2] == nil || w[k0].processed != 5 || w[k2].processed != 7 || w[k0].trial.epoch != e0 || w[k2].trial.epoch != e2 {
+		t.Fatalf("instance windows %v: want %s with 5 records and %s with 7, each its own trial", w, k0, k2)
+	}
+	if err := a.SetTrials(context.Background(), Job, map[string]fsm.TrialSlots{"b": {{Config: strs[1], Epoch: e2, Slot: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if pl := s.probed(nil); pl == nil || len(pl.Ops[1].Probes) != 3 || pl.Ops[1].Probes[0] != nil || !pl.Ops[1].Probes[2].Equal(cfgs[1]) {
+		t.Errorf("after ending slot 0: probes %v, want slot 2 only", pl.Ops[1].Probes)
 	}
 }

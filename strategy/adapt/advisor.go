@@ -106,6 +106,14 @@ func (a *Advisor) ObserveRequest(features []float64) (cluster.Event, error) {
 // next configuration to evaluate while it is being tuned. ok is false before any cluster
 // dominates.
 func (a *Advisor) Next(ctx context.Context) (adv Advice, ok bool, err error) {
+	return a.NextPending(ctx, nil)
+}
+
+// NextPending is Next while the configurations in pending are still being evaluated
+// (trials running at once): a suggestion is never one of them, and the session's
+// surrogates treat them as measured at their posterior mean (bo.Optimizer.SuggestPending).
+// Remaining counts recorded evaluations only.
+func (a *Advisor) NextPending(ctx context.Context, pending []configspace.Config) (adv Advice, ok bool, err error) {
 	dom, ok := a.c.Dominant()
 	if !ok {
 		return Advice{}, false, nil
@@ -121,7 +129,7 @@ func (a *Advisor) Next(ctx context.Context) (adv Advice, ok bool, err error) {
 	if n >= a.o.Budget {
 		return a.finish(ctx, dom.ID, t)
 	}
-	c, err := t.Suggest(ctx)
+	c, err := t.SuggestPending(ctx, pending)
 	if err != nil {
 		return Advice{}, false, fmt.Errorf("adapt: cluster %d: %w", dom.ID, err)
 	}
