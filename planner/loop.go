@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -846,7 +848,10 @@ func supported(in sched.PlanInput, dep map[string]map[string]fsm.Placement) floa
 	for i, o := range in.Operators {
 		amp := amps[i]
 		c := 0.0
-		for _, pl := range dep[o.Name] {
+		// In node order: a sum in map order may differ in its last bit between two
+		// identical rounds, and the loop compares this figure with the plan's.
+		for _, n := range slices.Sorted(maps.Keys(dep[o.Name])) {
+			pl := dep[o.Name][n]
 			c += float64(pl.Current) * o.Capacity
 			if o.Candidate != nil {
 				c += float64(pl.Candidate) * o.Candidate.Capacity
