@@ -85,26 +85,7 @@ type slotRun struct {
 // slotRuns returns the running allocations of op's canary slot.
 func slotRuns(t *testing.T, c *api.Client, job, op string) []slotRun {
 	t.Helper()
-	allocs, _, err := c.Jobs().Allocations(job, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []slotRun
-	for _, al := range allocs {
-		if al.TaskGroup != SlotGroupName(op) || al.DesiredStatus != "run" || al.ClientStatus != "running" {
-			continue
-		}
-		full, _, err := c.Allocations().Info(al.ID, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range full.Job.TaskGroups {
-			if *g.Name == al.TaskGroup {
-				out = append(out, slotRun{id: al.ID, meta: g.Meta})
-			}
-		}
-	}
-	return out
+	return groupRuns(t, c, job, SlotGroupName(op))
 }
 
 // TestCanaryAgainstNomad: a candidate config's first instance is a Nomad canary of the

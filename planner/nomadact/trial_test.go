@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/trident-sched/trident/apm/opcontract"
+	"github.com/trident-sched/trident/e2e/harness"
 	"github.com/trident-sched/trident/planner/fsm"
 )
 
@@ -127,20 +128,28 @@ func slotAlloc(t *testing.T, c *api.Client, job, op string) (string, map[string]
 	return "", nil
 }
 
+// deployTrialPipeline starts Nomad and a canary-enabled actuator and applies
+// trialPipeline's decision 100 (gpu on c2), the starting point of the trial tests.
+func deployTrialPipeline(t *testing.T) (*harness.Nomad, *Actuator, *fsm.Pipeline, func(idx uint64, srcCount int, gpuNode string) fsm.Decision) {
+	t.Helper()
+	n := startNomad(t)
+	a := newTestActuator(n)
+	a.o.Canary = true
+	p, decide := trialPipeline(t)
+	if res := stepUntil(t, a, p, decide(100, 1, "c2"), 120*time.Second); res.Status != fsm.StatusDone {
+		t.Fatalf("decision 100: %+v", res)
+	}
+	return n, a, p, decide
+}
+
 // TestTrialAgainstNomad runs a tuning trial in the canary slot of a real Nomad job: the
 // slot's allocation is replaced by one running the trial's config and exporting its epoch
 // (NOMAD_META_trident_config_epoch) while the operator's other instance keeps running; a
 // decision that keeps the slot's node carries the trial without restarting it; a trial
 // that crashes does not revert the job; ending the trial restores the production config.
 func TestTrialAgainstNomad(t *testing.T) {
-	n := startNomad(t)
-	a := newTestActuator(n)
-	a.o.Canary = true
-	p, decide := trialPipeline(t)
+	n, a, p, decide := deployTrialPipeline(t)
 	job := p.Job
-	if res := stepUntil(t, a, p, decide(100, 1, "c2"), 120*time.Second); res.Status != fsm.StatusDone {
-		t.Fatalf("decision 100: %+v", res)
-	}
 	prodAlloc := func() string {
 		allocs, _, err := n.API().Jobs().Allocations(job, false, nil)
 		if err != nil {
@@ -351,14 +360,8 @@ func groupRuns(t *testing.T, c *api.Client, job, name string) []slotRun {
 // on c2 carries it without a restart; ending slot 1 brings the production instance back
 // and leaves slot 0's trial running.
 func TestTrialSlotGroupAgainstNomad(t *testing.T) {
-	n := startNomad(t)
-	a := newTestActuator(n)
-	a.o.Canary = true
-	p, decide := trialPipeline(t)
+	n, a, p, decide := deployTrialPipeline(t)
 	job := p.Job
-	if res := stepUntil(t, a, p, decide(100, 1, "c2"), 120*time.Second); res.Status != fsm.StatusDone {
-		t.Fatalf("decision 100: %+v", res)
-	}
 	wait := func(what, name string, want func(rs []slotRun) bool) []slotRun {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
