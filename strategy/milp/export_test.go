@@ -84,6 +84,24 @@ func LNSFrom(p *Problem, s *Solution, limit time.Duration) (*Solution, error) {
 	return m.lns(context.Background(), s, math.Inf(1), opts, time.Now().Add(limit), func(string, highsResult) {}), nil
 }
 
+// GrowFrom runs one grow round of the neighbourhood search (growRound, neighbourhoods of
+// 8 nodes) from the plan s, with up to limit of time. It returns the round's plan (nil
+// when none), the bottleneck operator (-1 when there is none) and the node cleared for
+// it (-1 when none could be).
+func GrowFrom(p *Problem, s *Solution, limit time.Duration) (r *Solution, b, target int, err error) {
+	q, err := newPrep(p)
+	if err != nil {
+		return nil, -1, -1, err
+	}
+	opts := Options{}.withDefaults()
+	m := buildModel(q, opts)
+	if b = q.bottleneck(s); b < 0 {
+		return nil, -1, -1, nil
+	}
+	r, target = m.growRound(context.Background(), s, b, 2*lnsMinNodes, make([]bool, q.M), opts, time.Now().Add(limit), func(string, highsResult) {})
+	return r, b, target, nil
+}
+
 // AggregateBound returns the aggregate-relaxation bound on T of p (bound.go).
 func AggregateBound(p *Problem) (float64, error) {
 	q, err := newPrep(p)

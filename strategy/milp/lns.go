@@ -21,6 +21,10 @@ const (
 	// het/8/s10 (test) ends 6.7 % below the optimum with 6.
 	lnsFails  = 12
 	lnsSubGap = 1.0 // share of Options.RelGap at which a sub-MIP stops
+	// lnsGrowEvery and lnsGrowFails: a grow round comes after this many ordinary sub-MIPs
+	// at most, and grow rounds stop after lnsGrowFails in a row without gain.
+	lnsGrowEvery = 4
+	lnsGrowFails = 3
 	// lnsMinCluster is the smallest cluster Solve runs the search on. Below it HiGHS on
 	// the full model is the better use of the time: in bench milp -hetero every instance
 	// of 8-32 nodes ended within 1 % without the search, and on het/16/s3 the search found
@@ -45,9 +49,13 @@ const (
 // neighbourhood is instead the nodes that can hold one operator (see neighbourhood). The size grows when a sub-MIP is solved without
 // gain and shrinks when one runs out of time. Every sub-MIP starts from the incumbent,
 // which is feasible in it, and its plans are plans of the full model; its dual bound is
-// not a bound of the full model and is discarded. It returns the best plan found, or nil
-// when none paid; by the deadline, or as soon as a plan is proven within
-// moveGap*opts.RelGap of bound, or after lnsFails sub-MIPs in a row without gain.
+// not a bound of the full model and is discarded. Grow rounds (growRound) come first,
+// after every sub-MIP that paid and after every lnsGrowEvery ordinary ones: one more
+// instance of the bottleneck accelerator operator on a node cleared for it; they stop
+// after lnsGrowFails in a row without gain, which do not count toward lnsFails. It
+// returns the best plan found, or nil when none paid; by the deadline, or as soon as a
+// plan is proven within moveGap*opts.RelGap of bound, or after lnsFails sub-MIPs in a
+// row without gain.
 func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Options, deadline time.Time, logPhase func(string, highsResult)) *Solution {
 	q := m.q
 	if q.M < 2*lnsMinNodes {
@@ -59,6 +67,11 @@ func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Option
 	var best *Solution
 	k := lnsMinNodes
 	fails, round := 0, 0
+	// grow rounds (growRound): the first sub-MIP, then after every sub-MIP that paid and
+	// every lnsGrowEvery ordinary ones; their fails are counted apart, and a node a grow
+	// round cleared without gain is not cleared again until one pays
+	growNext, growFails := true, 0
+	skip := make([]bool, q.M)
 	var dual []float64
 	var dualOf *Solution
 	sub := m.lp
@@ -80,8 +93,30 @@ func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Option
 			_, dual = m.routeDuals(ctx, x, d, opts, deadline)
 			dualOf = cur
 		}
+		if growNext && growFails < lnsGrowFails && len(m.classes) == 0 {
+			growNext = false
+			if b := q.bottleneck(cur); b >= 0 {
+				iterEnd := time.Now().Add(2 * iterCap)
+				if iterEnd.After(deadline) {
+					iterEnd = deadline
+				}
+				r, target := m.growRound(ctx, cur, b, max(k, 2*lnsMinNodes), skip, opts, iterEnd, logPhase)
+				if target >= 0 {
+					if r != nil && r.Objective > cur.Objective+1e-6*math.Abs(cur.Objective) && Validate(q.p, r) == nil {
+						cur, best = r, r
+						fails, growFails, growNext = 0, 0, true
+						clear(skip)
+						continue
+					}
+					skip[target] = true
+					growFails++
+					continue
+				}
+			}
+		}
 		nodes := m.neighbourhood(dual, k, round, rng)
 		round++
+		growNext = growNext || round%lnsGrowEvery == 0
 		start := m.startVector(cur)
 		copy(sub.colLo, m.colLo)
 		copy(sub.colUp, m.colUp)
@@ -89,22 +124,10 @@ func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Option
 		for _, n := range nodes {
 			free[n] = true
 		}
-		fix := func(j int) {
-			if j >= 0 {
-				sub.colLo[j], sub.colUp[j] = start[j], start[j]
-			}
-		}
 		for i := range q.N {
 			for n := range q.M {
-				if free[n] {
-					continue
-				}
-				fix(m.x[i][n])
-				fix(m.d[i][n])
-				if m.y[i] != nil {
-					for _, j := range m.y[i][n] {
-						fix(j)
-					}
+				if !free[n] {
+					m.fixAt(&sub, i, n, start)
 				}
 			}
 		}
@@ -123,6 +146,7 @@ func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Option
 		if r != nil && r.Objective > cur.Objective+1e-6*math.Abs(cur.Objective) && Validate(q.p, r) == nil {
 			cur, best = r, r
 			fails = 0
+			growNext = true // the bottleneck may bind now
 			continue
 		}
 		fails++
@@ -136,6 +160,23 @@ func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Option
 		return nil
 	}
 	return q.prune(best)
+}
+
+// fixAt fixes in sub the integer columns of operator i on node n (instances, transitions,
+// device-class split) at their values in v.
+func (m *model) fixAt(sub *lp, i, n int, v []float64) {
+	fix := func(j int) {
+		if j >= 0 {
+			sub.colLo[j], sub.colUp[j] = v[j], v[j]
+		}
+	}
+	fix(m.x[i][n])
+	fix(m.d[i][n])
+	if m.y[i] != nil {
+		for _, j := range m.y[i][n] {
+			fix(j)
+		}
+	}
 }
 
 // neighbourhood returns k distinct nodes. Even rounds (rot) take half of them the most
