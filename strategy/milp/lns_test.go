@@ -43,18 +43,15 @@ func TestNeighbourhoodSearchPersists(t *testing.T) {
 	}
 }
 
-// searchFrom runs the move search and then the node-neighbourhood search from the better
-// of the routed and filled starts of het/nodes/s<seed>, and returns the moved plan, the
-// searched plan (validated) and the optimum HiGHS proves without starts.
-func searchFrom(t *testing.T, nodes int, seed uint64) (moved, got *milp.Solution, opt float64) {
+// movedStart returns het/nodes/s<seed> and the move search's plan from the better of its
+// routed and filled starts (the start itself when the moves find nothing).
+func movedStart(t *testing.T, nodes int, seed uint64) (*milp.Problem, *milp.Solution) {
 	t.Helper()
 	p, routed, filled := hetStarts(t, nodes, seed)
 	start := routed
 	if filled != nil && filled.Objective > start.Objective {
 		start = filled
 	}
-	// generous limits: both searches stop on their own (well under a second on an idle
-	// machine)
 	moved, err := milp.MoveFrom(p, start, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +59,18 @@ func searchFrom(t *testing.T, nodes int, seed uint64) (moved, got *milp.Solution
 	if moved == nil {
 		moved = start
 	}
-	got, err = milp.LNSFrom(p, moved, time.Minute)
+	return p, moved
+}
+
+// searchFrom runs the move search and then the node-neighbourhood search from the better
+// of the routed and filled starts of het/nodes/s<seed>, and returns the moved plan, the
+// searched plan (validated) and the optimum HiGHS proves without starts.
+func searchFrom(t *testing.T, nodes int, seed uint64) (moved, got *milp.Solution, opt float64) {
+	t.Helper()
+	// generous limits: both searches stop on their own (well under a second on an idle
+	// machine)
+	p, moved := movedStart(t, nodes, seed)
+	got, err := milp.LNSFrom(p, moved, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,18 +96,7 @@ func searchFrom(t *testing.T, nodes int, seed uint64) (moved, got *milp.Solution
 // instance on the cleared node and is at least 20 % above the moved plan (22.78 -> 27.84
 // measured, the optimum of the ordinary search from there).
 func TestGrowRoundClearsANode(t *testing.T) {
-	p, routed, filled := hetStarts(t, 12, 38)
-	start := routed
-	if filled != nil && filled.Objective > start.Objective {
-		start = filled
-	}
-	moved, err := milp.MoveFrom(p, start, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if moved == nil {
-		moved = start
-	}
+	p, moved := movedStart(t, 12, 38)
 	got, b, target, err := milp.GrowFrom(p, moved, time.Minute)
 	if err != nil {
 		t.Fatal(err)
