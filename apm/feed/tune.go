@@ -835,7 +835,7 @@ func (t *Tuner) recommend(ctx context.Context, ot *opTuner, op fsm.Operator, adv
 func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g client.PlanGroup, running, candidate string, trs []fsm.Trial) error {
 	trial := len(trs) > 0
 	if candidate != "" {
-		ot.pending, ot.trials = nil, nil // a transition runs: its canary holds the slot
+		ot.pending = nil // a transition runs: its canary holds the slot
 		return t.dropTrials(ctx, ot, trial)
 	}
 	if t.awaitPending(ot, running) {
@@ -845,7 +845,6 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 		// Not saturated now (or never measured): a trial would not be saturated either, so
 		// it would measure nothing, and a faster config would not raise the pipeline's
 		// throughput.
-		ot.trials = nil
 		return t.dropTrials(ctx, ot, trial)
 	}
 	for _, slot := range slices.Sorted(maps.Keys(ot.trials)) {
@@ -912,9 +911,7 @@ func (t *Tuner) fillSlot(ctx context.Context, ot *opTuner, op fsm.Operator, runn
 		if !adv.Evaluate {
 			// The dominant workload is tuned (it may have moved while trials run): end
 			// every trial, those the plan shows and those put this round.
-			put := len(ot.trials) > 0
-			ot.trials = nil
-			if err := t.dropTrials(ctx, ot, trial || put); err != nil {
+			if err := t.dropTrials(ctx, ot, trial || len(ot.trials) > 0); err != nil {
 				return false, err
 			}
 			return false, t.recommend(ctx, ot, op, adv, running)
@@ -972,7 +969,6 @@ func (t *Tuner) fillSlot(ctx context.Context, ot *opTuner, op fsm.Operator, runn
 	if err != nil || !ok {
 		return false, err
 	}
-	ot.trials = nil
 	if err := t.dropTrials(ctx, ot, trial); err != nil {
 		return false, err
 	}
@@ -984,8 +980,10 @@ func (t *Tuner) fillSlot(ctx context.Context, ot *opTuner, op fsm.Operator, runn
 // samples are rejected for that long anyway).
 const trialSaturation = 2 * time.Minute
 
-// dropTrials ends the operator's trials in every slot when the plan shows one (trial).
+// dropTrials forgets the trials the Tuner waits on and ends the operator's trials in every
+// slot when the plan shows one (trial).
 func (t *Tuner) dropTrials(ctx context.Context, ot *opTuner, trial bool) error {
+	ot.trials = nil
 	if !trial {
 		return nil
 	}
@@ -1031,7 +1029,7 @@ func (t *Tuner) guard(ctx context.Context, ot *opTuner, op fsm.Operator, running
 		return false, err
 	}
 	st.reverted = true
-	ot.trials, ot.pending = nil, nil
+	ot.pending = nil
 	if err := t.dropTrials(ctx, ot, trial); err != nil {
 		return false, err
 	}
