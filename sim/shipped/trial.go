@@ -93,8 +93,9 @@ func (s *Scheduler) probes(i int) []sim.OpConfig {
 		n = max(n, len(s.trials[i]))
 	}
 	out := make([]sim.OpConfig, n)
+	c := s.canaryOf(i)
 	for k := range out {
-		if c := s.canaryOf(i); k == 0 && c != nil {
+		if k == 0 && c != nil {
 			out[k] = c.cfg
 		} else if t := s.trialOf(i, k); t != nil {
 			out[k] = t.cfg
