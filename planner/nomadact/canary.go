@@ -288,10 +288,8 @@ func canaryStatus(dep *api.Deployment, job *api.Job) []planner.CanaryStatus {
 		}
 		c := planner.CanaryStatus{Group: n, Deployment: dep.ID, Promoted: s.Promoted,
 			Healthy: len(s.PlacedCanaries) >= s.DesiredCanaries && s.HealthyAllocs >= s.DesiredCanaries}
-		for _, g := range job.TaskGroups {
-			if g.Name != nil && *g.Name == n {
-				c.Operator, c.Node, c.Config = g.Meta[MetaOperator], g.Meta[MetaNode], g.Meta[opcontract.MetaConfig]
-			}
+		if g := groupNamed(job, n); g != nil {
+			c.Operator, c.Node, c.Config = g.Meta[MetaOperator], g.Meta[MetaNode], g.Meta[opcontract.MetaConfig]
 		}
 		out = append(out, c)
 	}
