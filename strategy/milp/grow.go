@@ -44,10 +44,11 @@ func (q *prep) bottleneck(cur *Solution) int {
 // evicted, those the routing uses least first, and re-homed on other nodes where they
 // fit, beside their pipeline neighbours where possible. Of the nodes that can be cleared
 // it takes the one whose evicted instances carry the least of cur's routing. It returns
-// the placement, its transitions, the node, the nodes that took evicted instances, and
-// ok false when no node can be cleared (instances pinned by transitions, or an operator
-// that would fall below its MinInstances).
-func (q *prep) clearFor(cur *Solution, b int, skip []bool) (x, d [][]int, target int, homes []int, ok bool) {
+// the placer holding the placement (instances and the room left), its transitions, the
+// node, the nodes that took evicted instances, and ok false when no node can be cleared
+// (instances pinned by transitions, or an operator that would fall below its
+// MinInstances).
+func (q *prep) clearFor(cur *Solution, b int, skip []bool) (pl *placer, d [][]int, target int, homes []int, ok bool) {
 	ob := &q.p.Operators[b]
 	d = q.zeros()
 	for i := range q.N {
@@ -114,7 +115,7 @@ func (q *prep) clearFor(cur *Solution, b int, skip []bool) (x, d [][]int, target
 	if target < 0 {
 		return nil, nil, -1, nil, false
 	}
-	pl := q.newPlacer()
+	pl = q.newPlacer()
 	P := load(pl)
 	evicted, _, _ := evict(pl, target)
 	pl.add(b, target, 1)
@@ -153,11 +154,7 @@ func (q *prep) clearFor(cur *Solution, b int, skip []bool) (x, d [][]int, target
 			homes = append(homes, n)
 		}
 	}
-	x = q.zeros()
-	for i := range q.N {
-		copy(x[i], pl.x[i])
-	}
-	return x, d, target, homes, true
+	return pl, d, target, homes, true
 }
 
 // growRound is one grow round of the neighbourhood search (lns): one more instance of the
@@ -172,9 +169,13 @@ func (q *prep) clearFor(cur *Solution, b int, skip []bool) (x, d [][]int, target
 // none could be).
 func (m *model) growRound(ctx context.Context, cur *Solution, b, k int, skip []bool, opts Options, deadline time.Time, logPhase func(string, highsResult)) (*Solution, int) {
 	q := m.q
-	x, d, target, homes, ok := q.clearFor(cur, b, skip)
+	pl, d, target, homes, ok := q.clearFor(cur, b, skip)
 	if !ok {
 		return nil, -1
+	}
+	x := q.zeros()
+	for i := range q.N {
+		copy(x[i], pl.x[i])
 	}
 	start := q.assemble(x, d, nil, math.Inf(1))
 	if r := m.routeLP(ctx, m.startVector(start), opts, deadline); r != nil {
@@ -190,12 +191,6 @@ func (m *model) growRound(ctx context.Context, cur *Solution, b, k int, skip []b
 		}
 	}
 	// then the nodes with the most free devices that an accelerator operator can use
-	pl := q.newPlacer()
-	for i := range q.N {
-		for n := range q.M {
-			pl.add(i, n, x[i][n])
-		}
-	}
 	type nf struct{ n, free int }
 	var cands []nf
 	for n := range q.M {
