@@ -5,6 +5,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -125,9 +126,18 @@ func (f *factor) remove(k int, z []float64) []float64 {
 }
 
 // solveUT overwrites b with U⁻ᵀb (O(n²)).
-func (f *factor) solveUT(b []float64) {
-	if f.n > 0 {
-		blas64.Trsv(blas.Trans, f.tri(), blas64.Vector{N: f.n, Data: b, Inc: 1})
+func (f *factor) solveUT(b []float64) { solveUpperTrans(f.n, f.stride, f.u, b) }
+
+// solveUpperTrans overwrites b with U⁻ᵀb for the n×n upper triangle U stored row-major
+// with the given stride: forward substitution by rows, each an axpy (gonum's Trsv runs
+// the same arithmetic in a plain loop; this is the GP's hottest loop, one per Predict).
+func solveUpperTrans(n, stride int, u, b []float64) {
+	for i := 0; i < n; i++ {
+		row := u[i*stride : i*stride+n]
+		b[i] /= row[i]
+		if xi := b[i]; xi != 0 {
+			floats.AddScaled(b[i+1:n], -xi, row[i+1:n])
+		}
 	}
 }
 

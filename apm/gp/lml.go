@@ -90,7 +90,11 @@ func (w *LMLWorkspace) LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h
 		r[i] = y - h.Mean
 	}
 	copy(a, r)
-	lapack64.Potrs(t, blas64.General{Rows: n, Cols: 1, Stride: 1, Data: a})
+	// K = UᵀU: α = U⁻¹U⁻ᵀr by two triangular solves (Potrs with one right-hand side goes
+	// through the matrix-matrix solve, several times slower at these sizes).
+	solveUpperTrans(n, n, t.Data, a)
+	blas64.Trsv(blas.NoTrans, blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: t.Data},
+		blas64.Vector{N: n, Inc: 1, Data: a})
 	kinv, ok := lapack64.Potri(t)
 	if !ok {
 		return 0, nil, fmt.Errorf("gp: kernel matrix of %d samples is singular", n)
