@@ -43,7 +43,7 @@ type TunerOptions struct {
 	// peaks higher. Plugin config key tune_peak_k.
 	PeakK float64
 	// ExposureHours is the production exposure a measured peak is extrapolated to, in
-	// hours of every planned instance of the operator [24; negative: none, feasibility
+	// hours of every planned instance of the operator [4; negative: none, feasibility
 	// judged on the measured peaks as they are]. An evaluation's peak device memory is
 	// recorded as the level its production exposure (the operator's planned instances ×
 	// ExposureHours) is expected to reach about once, by an extreme-value fit to the peak
@@ -207,8 +207,13 @@ func (o TunerOptions) withDefaults() TunerOptions {
 }
 
 // DefaultExposureHours is TunerOptions.ExposureHours's default: a recommendation is
-// judged on the peak a day of its planned instances reaches.
-const DefaultExposureHours = 24
+// judged on the peak its planned instances reach about once in 4 hours, i.e. about one
+// OOM restart (33 s of one instance) per 4 hours of the operator at the device's limit
+// less the margin. On `trident sim` (7 seeds of each pipeline) 24 hours, 1.8 fitted
+// scales higher, kept PDF's gain but cost video 6 % of its median records/s: its
+// recommendations, judged against a day, were cut back further than the runs' hours
+// needed (docs/benchmarks.md).
+const DefaultExposureHours = 4
 
 // Evaluation is one measurement the Tuner recorded into an operator's BO session.
 type Evaluation struct {

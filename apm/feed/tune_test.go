@@ -728,7 +728,7 @@ func TestTunerExtrapolatesTrialPeaksToProduction(t *testing.T) {
 		}
 		return f.Tuner().Stats("pdf", "ocr")
 	}
-	on, off := run(0), run(-1)
+	on, off := run(24), run(-1)
 	exposureS := 8 * 24 * 3600.0
 	check := func(st TunerStats, name string, extrapolated bool) {
 		feasible, unfitted := 0, 0
@@ -779,4 +779,14 @@ func TestTunerExtrapolatesTrialPeaksToProduction(t *testing.T) {
 		t.Errorf("recommendation with extrapolation b=%d, want one with b <= 17 (peak 10 + 4·b + 1.2·b within 100 MiB) and below the one without (b=%d)", r, rec(off))
 	}
 	t.Logf("recommended b: %d with the exposure, %d without", rec(on), rec(off))
+}
+
+// TestExposureHoursDefault: an unset exposure takes DefaultExposureHours, a negative one
+// turns the extrapolation off, any other is kept.
+func TestExposureHoursDefault(t *testing.T) {
+	for _, tc := range []struct{ in, want float64 }{{0, DefaultExposureHours}, {-1, 0}, {12, 12}} {
+		if got := (TunerOptions{ExposureHours: tc.in}).withDefaults().ExposureHours; got != tc.want {
+			t.Errorf("ExposureHours %v: %v after defaults, want %v", tc.in, got, tc.want)
+		}
+	}
 }
