@@ -421,7 +421,9 @@ type epochState struct {
 	// peaks are the epoch's instances' peak-gauge readings by allocation, kept while the
 	// epoch may still be recorded as an evaluation (exposure extrapolation).
 	peaks map[string]*exposure.Series
-	oom   bool
+	// seen is the last round an instance reported the epoch.
+	seen int
+	oom  bool
 	// ooms counts the OOM restarts seen on the epoch's instances; reverted is set once
 	// the OOM guard proposed to replace its config.
 	ooms                int
@@ -584,6 +586,7 @@ func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 			cur = max(cur, e)
 		}
 		st := ot.epoch(e)
+		st.seen = ot.round
 		st.peakBytes = math.Max(st.peakBytes, m.DeviceMemPeak)
 		t.trackPeak(ot, e, st, id, snap.Time, m.DeviceMemPeak)
 		a, seen := ot.allocs[id]
@@ -618,6 +621,7 @@ func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 			delete(ot.allocs, id)
 		}
 	}
+	t.dropGonePeaks(ot)
 	ot.prev = &snap
 	return cur
 }
@@ -629,6 +633,19 @@ func (ot *opTuner) epoch(e uint64) *epochState {
 		ot.epochs[e] = st
 	}
 	return st
+}
+
+// dropGonePeaks forgets the peak series of every epoch no instance has reported for
+// TrialRounds rounds (a trial not measured in that time is set aside): an epoch is
+// recorded while its instances are measured, and one that is gone would otherwise keep
+// its series for the Tuner's lifetime. A shorter absence (an instance restarting) keeps
+// them.
+func (t *Tuner) dropGonePeaks(ot *opTuner) {
+	for _, st := range ot.epochs {
+		if st.peaks != nil && ot.round-st.seen > t.o.TrialRounds {
+			st.peaks = nil
+		}
+	}
 }
 
 // trackPeak adds instance id's peak-gauge reading v at time at to epoch e's series, while

@@ -18,6 +18,7 @@ import (
 
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/configspace"
+	"github.com/trident-sched/trident/strategy/exposure"
 )
 
 // memLimitMiB is the synthetic operator's device memory; its peak is 10 + 4·b MiB, so
@@ -788,5 +789,22 @@ func TestExposureHoursDefault(t *testing.T) {
 		if got := (TunerOptions{ExposureHours: tc.in}).withDefaults().ExposureHours; got != tc.want {
 			t.Errorf("ExposureHours %v: %v after defaults, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestGoneEpochsForgetTheirPeaks: an epoch's peak series is kept through a short absence
+// of its instances (a restart) and dropped once none has reported it for TrialRounds
+// rounds.
+func TestGoneEpochsForgetTheirPeaks(t *testing.T) {
+	tu := &Tuner{o: TunerOptions{}.withDefaults()}
+	series := func() map[string]*exposure.Series { return map[string]*exposure.Series{"a": {}} }
+	ot := &opTuner{round: 100, epochs: map[uint64]*epochState{
+		1: {peaks: series(), seen: 100 - tu.o.TrialRounds},
+		2: {peaks: series(), seen: 100 - tu.o.TrialRounds - 1},
+	}}
+	tu.dropGonePeaks(ot)
+	if ot.epochs[1].peaks == nil || ot.epochs[2].peaks != nil {
+		t.Errorf("after %d rounds away: kept %v (want kept), after %d: kept %v (want dropped)",
+			tu.o.TrialRounds, ot.epochs[1].peaks != nil, tu.o.TrialRounds+1, ot.epochs[2].peaks != nil)
 	}
 }
