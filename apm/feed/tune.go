@@ -411,8 +411,6 @@ type opTuner struct {
 	// stalled counts the rounds in a row whose suggestions all fell below Delta, since
 	// the last evaluation was recorded.
 	stalled int
-	// dropped is the last round dropTrials ran in.
-	dropped int
 
 	evals     []Evaluation
 	proposals []Proposal
@@ -974,33 +972,8 @@ func (t *Tuner) trialStep(ctx context.Context, ot *opTuner, op fsm.Operator, g c
 		if ot.trials[slot] != nil {
 			continue
 		}
-		more, err := t.fillSlot(ctx, ot, op, running, trial, slot)
-		if err != nil {
+		if more, err := t.fillSlot(ctx, ot, op, running, trial, slot); err != nil || !more {
 			return err
-		}
-		if !more {
-			break
-		}
-	}
-	return t.endIdleTrials(ctx, ot, trs)
-}
-
-// endIdleTrials ends every trial the plan shows (trs) in a slot the Tuner waits on no
-// trial for: one measured (or set aside) whose slot got no successor this round. Left
-// running, such a trial keeps a production instance's place, and a trial that ran out
-// of memory restarts out of memory again and again. Nothing is done in a round that
-// already ended every trial (dropTrials).
-func (t *Tuner) endIdleTrials(ctx context.Context, ot *opTuner, trs []fsm.Trial) error {
-	if ot.dropped == ot.round {
-		return nil
-	}
-	for _, tr := range trs {
-		if ot.trials[tr.Slot] != nil {
-			continue
-		}
-		t.o.Logger.Info("tune: ending a trial nothing waits on", "job", ot.job, "operator", ot.op, "config", tr.Config, "slot", tr.Slot)
-		if _, err := t.planner.DropTrial(ctx, ot.job, ot.op, tr.Slot); err != nil {
-			return fmt.Errorf("end the trial in slot %d: %w", tr.Slot, err)
 		}
 	}
 	return nil
@@ -1116,7 +1089,7 @@ const trialSaturation = 2 * time.Minute
 // dropTrials forgets the trials the Tuner waits on and ends the operator's trials in every
 // slot when the plan shows one (trial).
 func (t *Tuner) dropTrials(ctx context.Context, ot *opTuner, trial bool) error {
-	ot.trials, ot.dropped = nil, ot.round
+	ot.trials = nil
 	if !trial {
 		return nil
 	}
