@@ -20,6 +20,7 @@ import (
 	"github.com/trident-sched/trident/strategy/bo"
 	"github.com/trident-sched/trident/strategy/cluster"
 	"github.com/trident-sched/trident/strategy/configspace"
+	"github.com/trident-sched/trident/strategy/exposure"
 )
 
 // TunerOptions configure a Tuner. Zero values take the defaults in brackets, which are
@@ -41,6 +42,15 @@ type TunerOptions struct {
 	// own peaks]. An evaluation lasts minutes; the configuration then runs for hours and
 	// peaks higher. Plugin config key tune_peak_k.
 	PeakK float64
+	// ExposureHours is the production exposure a measured peak is extrapolated to, in
+	// hours of every planned instance of the operator [4; negative: none, feasibility
+	// judged on the measured peaks as they are]. An evaluation's peak device memory is
+	// recorded as the level its production exposure (the operator's planned instances ×
+	// ExposureHours) is expected to reach about once, by an extreme-value fit to the peak
+	// gauge's scrapes (strategy/exposure), never below the measured peak. A trial runs
+	// minutes on one instance; its recommendation then runs for hours on many, and
+	// peaks above every peak of the trial. Plugin config key tune_exposure_hours.
+	ExposureHours float64
 	// InitPoints is the BO's quasi-random initial design [1]: live, the running
 	// configuration is the first evaluation and the acquisition (gated by Delta) explores
 	// from there, instead of jumping to space-filling points of unknown memory use.
@@ -141,6 +151,12 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	case o.PeakK < 0:
 		o.PeakK = 0
 	}
+	switch {
+	case o.ExposureHours == 0:
+		o.ExposureHours = DefaultExposureHours
+	case o.ExposureHours < 0:
+		o.ExposureHours = 0
+	}
 	if o.MinSamples <= 0 {
 		o.MinSamples = 6
 	}
@@ -190,6 +206,15 @@ func (o TunerOptions) withDefaults() TunerOptions {
 	return o
 }
 
+// DefaultExposureHours is TunerOptions.ExposureHours's default: a recommendation is
+// judged on the peak its planned instances reach about once in 4 hours, i.e. about one
+// OOM restart (33 s of one instance) per 4 hours of the operator at the device's limit
+// less the margin. On `trident sim` (7 seeds of each pipeline) 24 hours, 1.8 fitted
+// scales higher, kept PDF's gain but cost video 6 % of its median records/s: its
+// recommendations, judged against a day, were cut back further than the runs' hours
+// needed (docs/benchmarks.md).
+const DefaultExposureHours = 4
+
 // Evaluation is one measurement the Tuner recorded into an operator's BO session.
 type Evaluation struct {
 	Epoch   uint64
@@ -197,8 +222,12 @@ type Evaluation struct {
 	Cluster int
 	// Throughput is the per-instance sustainable capacity (0 after OOM).
 	Throughput float64
-	// PeakMiB is the largest peak device memory of the epoch's instances, in MiB.
+	// PeakMiB is the peak device memory recorded into the memory model, in MiB: the
+	// measured peak extrapolated to the production exposure (TunerOptions.ExposureHours),
+	// or the device memory after an OOM.
 	PeakMiB float64
+	// MeasuredPeakMiB is the largest peak device memory the epoch's instances reported.
+	MeasuredPeakMiB float64
 	// OOM is true when an instance of the epoch exited out of device memory: the
 	// evaluation is infeasible.
 	OOM bool
@@ -357,6 +386,11 @@ type opTuner struct {
 	sync     bool // declared synchronous: its useful-time rate is its capacity
 	features []string
 	memMiB   float64 // device memory limit; 0 = CPU operator (unconstrained BO)
+	// count is the operator's planned instances in the latest plan (the production
+	// exposure's width); origin is the time of the first snapshot absorbed (the peak
+	// series' clock).
+	count  int
+	origin time.Time
 
 	epochCfg map[uint64]string // canonical config per epoch
 	epochs   map[uint64]*epochState
@@ -384,7 +418,12 @@ type opTuner struct {
 
 type epochState struct {
 	peakBytes float64
-	oom       bool
+	// peaks are the epoch's instances' peak-gauge readings by allocation, kept while the
+	// epoch may still be recorded as an evaluation (exposure extrapolation).
+	peaks map[string]*exposure.Series
+	// seen is the last round an instance reported the epoch.
+	seen int
+	oom  bool
 	// ooms counts the OOM restarts seen on the epoch's instances; reverted is set once
 	// the OOM guard proposed to replace its config.
 	ooms                int
@@ -485,6 +524,7 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 		return fmt.Errorf("plan config %q does not fit params %q", g.Config, op.Params)
 	}
 	ot.epochCfg[g.ConfigEpoch] = running
+	ot.count = g.Count
 	candidate := canonical(ot.space, g.CandidateConfig)
 	if candidate != "" {
 		ot.epochCfg[g.ConfigEpoch+1] = candidate
@@ -530,6 +570,9 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 // excluded).
 func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 	first := ot.prev == nil
+	if first {
+		ot.origin = snap.Time
+	}
 	var cur uint64
 	ids := make([]string, 0, len(snap.Instances))
 	for id := range snap.Instances {
@@ -543,7 +586,9 @@ func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 			cur = max(cur, e)
 		}
 		st := ot.epoch(e)
+		st.seen = ot.round
 		st.peakBytes = math.Max(st.peakBytes, m.DeviceMemPeak)
+		t.trackPeak(ot, e, st, id, snap.Time, m.DeviceMemPeak)
 		a, seen := ot.allocs[id]
 		switch {
 		case seen && m.OOMRestarts > a.ooms, !seen && !first && m.OOMRestarts > 0:
@@ -576,6 +621,7 @@ func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 			delete(ot.allocs, id)
 		}
 	}
+	t.dropGonePeaks(ot)
 	ot.prev = &snap
 	return cur
 }
@@ -587,6 +633,64 @@ func (ot *opTuner) epoch(e uint64) *epochState {
 		ot.epochs[e] = st
 	}
 	return st
+}
+
+// dropGonePeaks forgets the peak series of every epoch no instance has reported for
+// TrialRounds rounds (a trial not measured in that time is set aside): an epoch is
+// recorded while its instances are measured, and one that is gone would otherwise keep
+// its series for the Tuner's lifetime. A shorter absence (an instance restarting) keeps
+// them.
+func (t *Tuner) dropGonePeaks(ot *opTuner) {
+	for _, st := range ot.epochs {
+		if st.peaks != nil && ot.round-st.seen > t.o.TrialRounds {
+			st.peaks = nil
+		}
+	}
+}
+
+// trackPeak adds instance id's peak-gauge reading v at time at to epoch e's series, while
+// the epoch may still be recorded as a feasible evaluation: a trial's epoch, or any epoch
+// when evaluations are rolled out. A device-less operator (no limit) keeps none.
+func (t *Tuner) trackPeak(ot *opTuner, e uint64, st *epochState, id string, at time.Time, v float64) {
+	if ot.memMiB <= 0 || t.o.ExposureHours <= 0 || st.recorded || st.oom || !(v > 0) || t.trialMode(ot) && !fsm.IsTrialEpoch(e) {
+		return
+	}
+	if st.peaks == nil {
+		st.peaks = map[string]*exposure.Series{}
+	}
+	s, ok := st.peaks[id]
+	if !ok {
+		s = &exposure.Series{}
+		st.peaks[id] = s
+	}
+	s.Add(at.Sub(ot.origin).Seconds(), v)
+}
+
+// productionPeak returns the peak device memory (MiB) epoch e's measured peak peakMiB
+// extrapolates to over the production exposure (every planned instance of the operator for
+// ExposureHours; strategy/exposure): the level about one per-second peak of that exposure
+// exceeds, by an extreme-value fit to the epoch's peak-gauge scrapes. It is peakMiB when
+// extrapolation is off or the scrapes show no growth of the peak to fit.
+func (t *Tuner) productionPeak(ot *opTuner, e uint64, st *epochState, peakMiB float64) float64 {
+	if len(st.peaks) == 0 {
+		return peakMiB
+	}
+	ids := slices.Sorted(maps.Keys(st.peaks))
+	series := make([]*exposure.Series, len(ids))
+	for i, id := range ids {
+		series[i] = st.peaks[id]
+	}
+	fit, err := exposure.FitSeries(series...)
+	exposureS := float64(max(1, ot.count)) * t.o.ExposureHours * 3600
+	if err != nil {
+		t.o.Logger.Debug("tune: peak not extrapolated", "job", ot.job, "operator", ot.op, "epoch", e, "err", err)
+		return peakMiB
+	}
+	out := math.Max(peakMiB, fit.Level(exposureS)/(1<<20))
+	t.o.Logger.Info("tune: peak extrapolated to the production exposure", "job", ot.job, "operator", ot.op, "epoch", e,
+		"measured_mib", peakMiB, "production_mib", out, "scale_mib", fit.Scale/(1<<20), "exact_blocks", fit.Exact, "censored_blocks", fit.Censored,
+		"observed_s", fit.Seconds, "exposure_instance_h", exposureS/3600)
+	return out
 }
 
 // stable returns epoch e's recordable capacity (see Tuner); a trial epoch's comes from the
@@ -622,8 +726,8 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	if err != nil {
 		return fmt.Errorf("config of epoch %d: %w", e, err)
 	}
-	peakMiB := st.peakBytes / (1 << 20)
-	thr := 0.0
+	measuredMiB := st.peakBytes / (1 << 20)
+	peakMiB, thr := measuredMiB, 0.0
 	if !st.oom {
 		c, ok := t.stable(ot, e, st)
 		if !ok {
@@ -631,6 +735,7 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 			return nil
 		}
 		thr = c
+		peakMiB = t.productionPeak(ot, e, st, measuredMiB)
 	} else {
 		peakMiB = math.Max(peakMiB, ot.memMiB)
 	}
@@ -654,6 +759,7 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 		return nil
 	}
 	st.recorded = true
+	st.peaks = nil // recorded: no further extrapolation
 	st.cluster = id
 	if st.oom {
 		st.oomRecord = true
@@ -662,13 +768,13 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	} else {
 		ot.measured[cfgStr] = thr
 	}
-	ev := Evaluation{Epoch: e, Config: cfgStr, Cluster: id, Throughput: thr, PeakMiB: peakMiB, OOM: st.oom}
+	ev := Evaluation{Epoch: e, Config: cfgStr, Cluster: id, Throughput: thr, PeakMiB: peakMiB, MeasuredPeakMiB: measuredMiB, OOM: st.oom}
 	t.mu.Lock()
 	ot.evals = append(ot.evals, ev)
 	t.mu.Unlock()
 	ot.stalled = 0 // the memory model changes: suggestions may meet Delta again
 	t.o.Logger.Info("tune: evaluation recorded", "job", ot.job, "operator", ot.op, "epoch", e, "config", cfgStr,
-		"cluster", id, "throughput", thr, "peak_mib", peakMiB, "oom", st.oom)
+		"cluster", id, "throughput", thr, "peak_mib", peakMiB, "measured_peak_mib", measuredMiB, "oom", st.oom)
 	return nil
 }
 

@@ -58,6 +58,9 @@ const (
 	ConfigTunePeakK     = "tune_peak_k"    // tuning: sustained-peak allowance, noise deviations of the memory surrogate (default 2)
 	ConfigTuneTrials    = "tune_trials"    // tuning: measure evaluations as trials beside production (planner trials API; default true, "false": roll each out)
 	ConfigTuneParallel  = "tune_parallel"  // tuning: trials per operator at once (trial slots; default feed.TunerOptions.Parallel's)
+	// ConfigTuneExposureHours is the production exposure a measured peak is extrapolated
+	// to, hours of every planned instance (default feed.DefaultExposureHours; "0": none).
+	ConfigTuneExposureHours = "tune_exposure_hours"
 )
 
 // minScrapeGap is the shortest interval between two scrapes of one group.
@@ -208,7 +211,7 @@ func tuningOptions(config map[string]string) (feed.TunerOptions, error) {
 		}
 		o.Parallel = n
 	}
-	for key, dst := range map[string]*float64{ConfigTuneMarginMB: &o.MarginMB, ConfigTunePeakK: &o.PeakK} {
+	for key, dst := range map[string]*float64{ConfigTuneMarginMB: &o.MarginMB, ConfigTunePeakK: &o.PeakK, ConfigTuneExposureHours: &o.ExposureHours} {
 		v := config[key]
 		if v == "" {
 			continue

@@ -207,7 +207,7 @@ func TestSetConfigTokenKeys(t *testing.T) {
 	}
 }
 
-// The tuning margin and sustained-peak allowance are configurable: absent keys keep the
+// The tuning margin, sustained-peak allowance and production exposure are configurable: absent keys keep the
 // tuner's defaults (0 in feed.TunerOptions), an explicit 0 means none (negative there),
 // anything else must be a finite number >= 0. Trials are on unless tune_trials = "false";
 // tune_parallel is a slot count from 1 to fsm.MaxTrialSlots.
@@ -223,10 +223,16 @@ func TestTuningConfigKeys(t *testing.T) {
 	if err != nil || o.MarginMB != 2048 || o.PeakK != -1 {
 		t.Errorf("margin 2048, k 0: %+v, %v; want 2048 and none (-1)", o, err)
 	}
+	if o, err := tuningOptions(map[string]string{ConfigTuneExposureHours: "0"}); err != nil || o.ExposureHours != -1 {
+		t.Errorf("tune_exposure_hours 0: %+v, %v; want none (-1)", o, err)
+	}
+	if o, err := tuningOptions(map[string]string{ConfigTuneExposureHours: "6"}); err != nil || o.ExposureHours != 6 {
+		t.Errorf("tune_exposure_hours 6: %+v, %v; want 6", o, err)
+	}
 	if o, err := tuningOptions(map[string]string{ConfigTuneParallel: "3"}); err != nil || o.Parallel != 3 {
 		t.Errorf("tune_parallel 3: %+v, %v; want 3 trials at once", o, err)
 	}
-	for _, bad := range []map[string]string{{ConfigTuneMarginMB: "-1"}, {ConfigTunePeakK: "NaN"}, {ConfigTunePeakK: "two"}, {ConfigTuneMarginMB: "Inf"}, {ConfigTuneTrials: "maybe"},
+	for _, bad := range []map[string]string{{ConfigTuneMarginMB: "-1"}, {ConfigTunePeakK: "NaN"}, {ConfigTunePeakK: "two"}, {ConfigTuneMarginMB: "Inf"}, {ConfigTuneTrials: "maybe"}, {ConfigTuneExposureHours: "-2"},
 		{ConfigTuneParallel: "0"}, {ConfigTuneParallel: "17"}, {ConfigTuneParallel: "2.5"}} {
 		if _, err := tuningOptions(bad); err == nil {
 			t.Errorf("%v accepted", bad)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/trident-sched/trident/internal/benchfmt"
@@ -26,8 +27,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	verbose := fs.Bool("v", false, "log the shipped planner's and its feed's decisions on stderr (Trident schedulers)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	parallel := fs.Int("tune-parallel", 0, "trials per operator the tuner runs at once (the plugin's tune_parallel; 0: its default; Trident schedulers)")
+	exposureH := fs.Float64("tune-exposure-hours", 0, "hours of every planned instance a trial's peak memory is extrapolated to (the plugin's tune_exposure_hours; 0: its default; negative: none; Trident schedulers)")
+	peakK := fs.Float64("tune-peak-k", 0, "sustained-peak allowance of the tuner's memory model, in noise deviations (the plugin's tune_peak_k; 0: its default; negative: none; Trident schedulers)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if math.IsNaN(*exposureH) || math.IsInf(*exposureH, 0) || math.IsNaN(*peakK) || math.IsInf(*peakK, 0) {
+		return fmt.Errorf("-tune-exposure-hours %v, -tune-peak-k %v: want finite numbers", *exposureH, *peakK)
 	}
 	if *parallel < 0 {
 		return fmt.Errorf("-tune-parallel %d: want 0 (the default) or a positive count", *parallel)
@@ -48,6 +54,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if sh, ok := s.(*shipped.Scheduler); ok && *parallel > 0 {
 		sh.SetTuneParallel(*parallel)
+	}
+	if sh, ok := s.(*shipped.Scheduler); ok && *exposureH != 0 {
+		sh.SetTuneExposureHours(*exposureH)
+	}
+	if sh, ok := s.(*shipped.Scheduler); ok && *peakK != 0 {
+		sh.SetTunePeakK(*peakK)
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)

@@ -249,6 +249,15 @@ func (s *Scheduler) SetLogger(l *slog.Logger) {
 // (feed.TunerOptions.Parallel; 0: its default); it has effect only before Init.
 func (s *Scheduler) SetTuneParallel(n int) { s.opt.Tuning.Parallel = n }
 
+// SetTuneExposureHours sets the production exposure the tuner extrapolates a trial's peak
+// memory to (feed.TunerOptions.ExposureHours; 0: its default, negative: none); it has
+// effect only before Init.
+func (s *Scheduler) SetTuneExposureHours(h float64) { s.opt.Tuning.ExposureHours = h }
+
+// SetTunePeakK sets the tuner's sustained-peak allowance (feed.TunerOptions.PeakK; 0: its
+// default, negative: none); it has effect only before Init.
+func (s *Scheduler) SetTunePeakK(k float64) { s.opt.Tuning.PeakK = k }
+
 // Options returns the scheduler's options, defaults applied.
 func (s *Scheduler) Options() Options { return s.opt }
 
