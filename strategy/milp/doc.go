@@ -150,7 +150,7 @@
 //     handed to HiGHS for a tenth of the gap and at most 20 % of the remaining time (a
 //     plan just inside the gap leaves up to the gap to a peer that overshoots it);
 //     (7) on clusters of 64 nodes or more, the node-neighbourhood search (lns.go), at
-//     most 85 % of the remaining time: HiGHS re-solves the placement on 4-16 nodes at a
+//     most 70 % of the remaining time: HiGHS re-solves the placement on 4-16 nodes at a
 //     time (the most valuable by the routing LP's duals plus random ones, or every other
 //     time the nodes one valuable operator can use), with every integer column of the
 //     other nodes fixed at the best plan's and all the routing free, from the best plan;
@@ -159,10 +159,8 @@
 //     and 25.51 in 60 s, bound 25.90); grow rounds (grow.go), first and after every
 //     sub-MIP that paid, clear a node for one more instance of the bottleneck
 //     accelerator operator, re-home what they evict, and let HiGHS re-place 8 nodes from
-//     there (het/128/s1: 2.9 % -> proven at 10 s); a sub-MIP whose plan beats the
-//     incumbent (a grow round's by the gap) stops once it stops improving for a quarter
-//     of its time, its bound being discarded anyway; the search stops after 12 sub-MIPs
-//     in a row without gain, and its plan is polished like a move plan; (8) HiGHS on the full
+//     there (het/128/s1: 2.9 % -> proven at 10 s); it stops after 12 sub-MIPs in a row
+//     without gain, and its plan is polished like a move plan; (8) HiGHS on the full
 //     model from the best plan for the rest. Uniform clusters end at (1): the greedy
 //     plan is within the gap of Tub. Options.AlwaysMIP runs every phase.
 //   - Symmetry breaking (Options.SymmetryRows, off by default): nodes with equal pools,

@@ -110,26 +110,3 @@ func AggregateBound(p *Problem) (float64, error) {
 	}
 	return q.Tub, nil
 }
-
-// MIPFrom runs HiGHS on p's full model (gap opts.RelGap) from the plan s, with up to limit
-// of time and, when stall > 0, the stall stop of the search's sub-MIPs (runSpec) with s's
-// objective as the target. It returns the decoded plan (nil when HiGHS has none) and
-// whether HiGHS was interrupted (by the stall stop: the limit is meant to be generous).
-func MIPFrom(p *Problem, s *Solution, opts Options, limit, stall time.Duration) (*Solution, bool, error) {
-	q, err := newPrep(p)
-	if err != nil {
-		return nil, false, err
-	}
-	opts = opts.withDefaults()
-	m := buildModel(q, opts)
-	spec := runSpec{}
-	if stall > 0 {
-		spec = runSpec{stall: stall, target: s.Objective + 1e-6*math.Abs(s.Objective)}
-	}
-	res := runHiGHSAs(context.Background(), &m.lp, m.startVector(s), opts, time.Now().Add(limit), spec)
-	if res.err != nil || res.values == nil {
-		return nil, res.interrupted, res.err
-	}
-	r := m.decode(res.values)
-	return r, res.interrupted, Validate(p, r)
-}

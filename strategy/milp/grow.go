@@ -224,7 +224,7 @@ func (m *model) growRound(ctx context.Context, cur *Solution, b, k int, skip []b
 		}
 	}
 	sub.colLo[m.x[b][target]] = math.Max(sub.colLo[m.x[b][target]], sv[m.x[b][target]])
-	res := runHiGHSAs(ctx, &sub, sv, opts, deadline, subSpec(cur, opts.RelGap, deadline))
+	res := runHiGHS(ctx, &sub, sv, opts, deadline)
 	logPhase("lns grow", res)
 	if res.err != nil || res.values == nil {
 		return nil, target

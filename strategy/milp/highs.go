@@ -66,38 +66,20 @@ HighsInt Highs_getDoubleInfoValue(const void* highs, const char* info, double* v
 HighsInt Highs_getIntInfoValue(const void* highs, const char* info, HighsInt* value);
 double Highs_getInfinity(const void* highs);
 
-// The control block lives in C memory: the watchdog goroutine sets flag, the HiGHS thread
-// polls it from the interrupt callbacks. With stall > 0, a MIP also stops once its
-// incumbent beats target and has not improved for stall seconds of its running time
-// (best and at record the incumbent and when it came; the objective is maximised).
-typedef struct {
-	int flag;
-	double target, stall, best, at;
-} trident_ctl;
+// The interrupt flag lives in C memory: the watchdog goroutine sets it, the HiGHS thread
+// polls it from the interrupt callbacks.
 static void trident_interrupt_cb(int type, const char* msg, const HighsCallbackDataOut* out,
 	HighsCallbackDataIn* in, void* user) {
-	trident_ctl* c = (trident_ctl*)user;
-	if (in == 0) return;
-	if (__atomic_load_n(&c->flag, __ATOMIC_RELAXED)) {
-		in->user_interrupt = 1;
-		return;
-	}
-	if (type != 6 || c->stall <= 0 || out == 0) return;
-	double p = out->mip_primal_bound;
-	if (p > c->best) {
-		c->best = p;
-		c->at = out->running_time;
-	}
-	if (c->best > c->target && out->running_time - c->at >= c->stall) in->user_interrupt = 1;
+	if (in != 0 && __atomic_load_n((int*)user, __ATOMIC_RELAXED)) in->user_interrupt = 1;
 }
-static HighsInt trident_install_interrupt(void* highs, trident_ctl* c) {
-	HighsInt s = Highs_setCallback(highs, trident_interrupt_cb, c);
+static HighsInt trident_install_interrupt(void* highs, int* flag) {
+	HighsInt s = Highs_setCallback(highs, trident_interrupt_cb, flag);
 	if (s < 0) return s;
 	Highs_startCallback(highs, 1); // simplex
 	Highs_startCallback(highs, 2); // ipm
 	return Highs_startCallback(highs, 6); // mip
 }
-static void trident_set_flag(trident_ctl* c) { __atomic_store_n(&c->flag, 1, __ATOMIC_RELAXED); }
+static void trident_set_flag(int* flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
 
 // trident_release returns the C heap's free memory to the system after a solve. glibc keeps
 // what a solve freed in the arena of the thread that ran it; without a milp.Thread, solves
@@ -237,30 +219,15 @@ func (o Options) withDefaults() Options {
 // a grace period, runHiGHS returns without it and the thread frees the HiGHS instance
 // when the C call finally comes back.
 func runHiGHS(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time) highsResult {
-	return runHiGHSAs(ctx, m, start, opts, deadline, runSpec{})
+	return runHiGHSWith(ctx, m, start, opts, deadline, false)
 }
 
-// runSpec is how runHiGHSAs runs a model, beyond Options.
-type runSpec struct {
-	// interior solves an LP by the interior-point method without crossover (a point in
-	// the relative interior of the optimal face, not a vertex)
-	interior bool
-	// stall, when positive, stops a MIP once its incumbent's objective exceeds target and
-	// has not improved for stall of HiGHS's running time: a sub-MIP whose job is a better
-	// plan than target, not a proof, gives its remaining time back
-	stall  time.Duration
-	target float64
-}
-
-// runHiGHSAs is runHiGHS, run as spec says.
-func runHiGHSAs(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time, spec runSpec) highsResult {
-	ctl := (*C.trident_ctl)(C.calloc(1, C.size_t(unsafe.Sizeof(C.trident_ctl{}))))
-	ctl.best = C.double(math.Inf(-1))
-	if spec.stall > 0 {
-		ctl.stall, ctl.target = C.double(spec.stall.Seconds()), C.double(spec.target)
-	}
+// runHiGHSWith is runHiGHS; with interior, an LP is solved by the interior-point method
+// without crossover (a point in the relative interior of the optimal face, not a vertex).
+func runHiGHSWith(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time, interior bool) highsResult {
+	flag := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
 	done := make(chan highsResult, 1)
-	run := func() { done <- solveHiGHS(m, start, opts, deadline, spec.interior, ctl) }
+	run := func() { done <- solveHiGHS(m, start, opts, deadline, interior, flag) }
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	if t := opts.thread; t == nil {
@@ -270,34 +237,34 @@ func runHiGHSAs(ctx context.Context, m *lp, start []float64, opts Options, deadl
 			run()
 		}()
 	} else if err := t.submit(ctx, timer.C, run); err != nil {
-		C.free(unsafe.Pointer(ctl))
+		C.free(unsafe.Pointer(flag))
 		return highsResult{err: fmt.Errorf("highs: %w", err), interrupted: true}
 	}
 	var interrupted bool
 	select {
 	case r := <-done:
-		C.free(unsafe.Pointer(ctl))
+		C.free(unsafe.Pointer(flag))
 		return r
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	C.trident_set_flag(ctl)
+	C.trident_set_flag(flag)
 	interrupted = true
 	grace := time.NewTimer(250*time.Millisecond + opts.TimeLimit/10)
 	defer grace.Stop()
 	select {
 	case r := <-done:
-		C.free(unsafe.Pointer(ctl))
+		C.free(unsafe.Pointer(flag))
 		r.interrupted = interrupted
 		return r
 	case <-grace.C:
-		go func() { <-done; C.free(unsafe.Pointer(ctl)) }()
+		go func() { <-done; C.free(unsafe.Pointer(flag)) }()
 		return highsResult{err: errors.New("highs did not stop after the interrupt"), interrupted: true}
 	}
 }
 
 // solveHiGHS runs one HiGHS instance to completion; it must run on a locked OS thread.
-func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interior bool, ctl *C.trident_ctl) highsResult {
+func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interior bool, flag *C.int) highsResult {
 	h := C.Highs_create()
 	if h == nil {
 		return highsResult{err: errors.New("highs: create failed")}
@@ -389,7 +356,7 @@ func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interi
 		setS("run_crossover", "off")
 	}
 	setD("time_limit", math.Max(0.01, time.Until(deadline).Seconds()))
-	if st := C.trident_install_interrupt(h, ctl); st < 0 {
+	if st := C.trident_install_interrupt(h, flag); st < 0 {
 		return highsResult{err: fmt.Errorf("highs: setCallback status %d", int(st))}
 	}
 	if start != nil {

@@ -10,13 +10,9 @@ import (
 
 // Limits of the node-neighbourhood search.
 const (
-	lnsMinNodes = 4  // nodes freed per sub-MIP, at least
-	lnsMaxNodes = 16 // and at most
-	// lnsIterCap is the share of the search's time one sub-MIP may use, at most (a grow
-	// round twice that): 0.25 of 0.70 of the time left, as before the search's share went
-	// to 0.85 (search.go). With 0.25 of the longer search, het/128/s9's sub-MIPs and grow
-	// rounds ran longer and fewer, and it ended at 561-566 instead of 569.6 at load 3.
-	lnsIterCap = 0.25 * 0.70 / lnsShare
+	lnsMinNodes = 4    // nodes freed per sub-MIP, at least
+	lnsMaxNodes = 16   // and at most
+	lnsIterCap  = 0.25 // share of the search's time one sub-MIP may use, at most
 	// lnsFails is how many sub-MIPs in a row may not pay before the search stops. Failed
 	// sub-MIPs are cheap where the neighbourhoods are easy (30-100 ms at 128 nodes), and
 	// gains can come after long runs of them: with 6, het/128/s10 stopped at 338.3 (the
@@ -35,9 +31,6 @@ const (
 	// the optimum but took the seconds HiGHS needed to prove it (2.7 % gap at 10 s
 	// instead of proven in 7.7 s).
 	lnsMinCluster = 64
-	// lnsStall is the share of a sub-MIP's time after which it stops once it has a plan
-	// better than the incumbent that has not improved for that long (runSpec.stall)
-	lnsStall = 0.25
 )
 
 // lns improves the plan s by large-neighbourhood search over nodes: HiGHS re-solves the
@@ -59,9 +52,8 @@ const (
 // not a bound of the full model and is discarded. Grow rounds (growRound) come first,
 // after every sub-MIP that paid and after every lnsGrowEvery ordinary ones: one more
 // instance of the bottleneck accelerator operator on a node cleared for it; they stop
-// after lnsGrowFails in a row without gain, which do not count toward lnsFails. A
-// sub-MIP stops early once its plan beats the incumbent (a grow round: by RelGap) and
-// stopped improving (subSpec). It returns the best plan found, or nil when none paid; by the deadline, or as soon as a
+// after lnsGrowFails in a row without gain, which do not count toward lnsFails. It
+// returns the best plan found, or nil when none paid; by the deadline, or as soon as a
 // plan is proven within moveGap*opts.RelGap of bound, or after lnsFails sub-MIPs in a
 // row without gain.
 func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Options, deadline time.Time, logPhase func(string, highsResult)) *Solution {
@@ -145,7 +137,7 @@ func (m *model) lns(ctx context.Context, s *Solution, bound float64, opts Option
 		if iterEnd.After(deadline) {
 			iterEnd = deadline
 		}
-		res := runHiGHSAs(ctx, &sub, start, sopts, iterEnd, subSpec(cur, 0, iterEnd))
+		res := runHiGHS(ctx, &sub, start, sopts, iterEnd)
 		logPhase("lns", res)
 		var r *Solution
 		if res.err == nil && res.values != nil {
@@ -267,15 +259,4 @@ func (m *model) neighbourhood(dual []float64, k, round int, rng *rand.Rand) []in
 	}
 	sort.Ints(out)
 	return out
-}
-
-// subSpec is how a sub-MIP of the search runs until deadline: it stops once its plan beats
-// the incumbent cur by more than the relative gain (or a tie-breaker) and has not improved
-// for lnsStall of its time. A sub-MIP's dual bound is discarded, so the rest of its time
-// would only go to proving its neighbourhood; the search gets it back.
-func subSpec(cur *Solution, gain float64, deadline time.Time) runSpec {
-	return runSpec{
-		target: cur.Objective + max(gain, 1e-6)*math.Abs(cur.Objective),
-		stall:  max(time.Duration(lnsStall*float64(time.Until(deadline))), 20*time.Millisecond),
-	}
 }

@@ -7,18 +7,13 @@ import (
 	"time"
 )
 
-// Shares of the remaining time the phases of a search may use at most. The
-// node-neighbourhood search has 0.85 (0.70 before): since the grow rounds (1.2-2.7 s each
-// at 64-128 nodes) it is the phase that still gains when it runs to its deadline, while
-// HiGHS on the full model from its plan gained nothing there in its 2-3 s (het/64/s5,
-// het/128/s5, het/128/s9); where the search stops by its own rule (het/128/s10: 12
-// sub-MIPs in a row without gain) the full model keeps the rest.
+// Shares of the remaining time the phases of a search may use at most.
 const (
 	lpShare     = 0.25 // LP relaxation
 	routeShare  = 0.10 // each routing LP
 	rensShare   = 0.40 // RENS
 	moveShare   = 0.50 // the move search
-	lnsShare    = 0.85 // the node-neighbourhood search
+	lnsShare    = 0.70 // the node-neighbourhood search
 	polishShare = 0.20 // HiGHS from a move plan just inside the gap
 )
 
@@ -113,7 +108,7 @@ func (s *search) starts() {
 	// and RENS would pin them there; the interior point of the optimal face is as
 	// fractional as the optimal LP solutions allow, which widens the neighbourhood where
 	// placement matters (network-bound clusters)
-	if ipm := runHiGHSAs(s.ctx, &relaxed, nil, s.opts, s.share(lpShare), runSpec{interior: true}); ipm.values != nil && ipm.err == nil {
+	if ipm := runHiGHSWith(s.ctx, &relaxed, nil, s.opts, s.share(lpShare), true); ipm.values != nil && ipm.err == nil {
 		s.logPhase("interior lp", ipm)
 		guide = ipm.values
 	}
