@@ -66,20 +66,36 @@ HighsInt Highs_getDoubleInfoValue(const void* highs, const char* info, double* v
 HighsInt Highs_getIntInfoValue(const void* highs, const char* info, HighsInt* value);
 double Highs_getInfinity(const void* highs);
 
-// The interrupt flag lives in C memory: the watchdog goroutine sets it, the HiGHS thread
-// polls it from the interrupt callbacks.
+// The interrupt state lives in C memory: the watchdog goroutine sets flag, the HiGHS
+// thread polls it from the interrupt callbacks. The MIP callback also stops a run whose
+// incumbent is proven within rel_gap by the run's own dual bound, or reaches enough, and
+// a run whose dual bound falls to cutoff (it cannot beat a plan already held):
+// HiGHS checks its gap only between its root-node loops and branch-and-bound nodes, and on
+// badly scaled models its root separation and sub-MIP heuristics run on for seconds
+// after the incumbent is good enough (both are set once, before the run).
+typedef struct { int flag; int gap_stop; double rel_gap; double enough; double cutoff; } trident_cbdata;
 static void trident_interrupt_cb(int type, const char* msg, const HighsCallbackDataOut* out,
 	HighsCallbackDataIn* in, void* user) {
-	if (in != 0 && __atomic_load_n((int*)user, __ATOMIC_RELAXED)) in->user_interrupt = 1;
+	trident_cbdata* d = (trident_cbdata*)user;
+	if (in == 0) return;
+	if (__atomic_load_n(&d->flag, __ATOMIC_RELAXED)) { in->user_interrupt = 1; return; }
+	if (type != 6 || out == 0) return; // kCallbackMipInterrupt
+	double p = out->mip_primal_bound, b = out->mip_dual_bound; // maximisation: p <= b
+	if (d->cutoff > 0 && b <= d->cutoff) { d->gap_stop = 1; in->user_interrupt = 1; return; }
+	if (!(p > -1e300 && p < 1e300)) return; // no incumbent yet
+	if ((d->enough > 0 && p >= d->enough) || (b < 1e300 && b - p <= d->rel_gap * (b > 0 ? b : -b))) {
+		d->gap_stop = 1;
+		in->user_interrupt = 1;
+	}
 }
-static HighsInt trident_install_interrupt(void* highs, int* flag) {
-	HighsInt s = Highs_setCallback(highs, trident_interrupt_cb, flag);
+static HighsInt trident_install_interrupt(void* highs, trident_cbdata* d) {
+	HighsInt s = Highs_setCallback(highs, trident_interrupt_cb, d);
 	if (s < 0) return s;
 	Highs_startCallback(highs, 1); // simplex
 	Highs_startCallback(highs, 2); // ipm
 	return Highs_startCallback(highs, 6); // mip
 }
-static void trident_set_flag(int* flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
+static void trident_set_flag(trident_cbdata* d) { __atomic_store_n(&d->flag, 1, __ATOMIC_RELAXED); }
 
 // trident_release returns the C heap's free memory to the system after a solve. glibc keeps
 // what a solve freed in the arena of the thread that ran it; without a milp.Thread, solves
@@ -146,6 +162,9 @@ type highsResult struct {
 	objective   float64
 	err         error
 	interrupted bool
+	// enough reports a MIP run stopped by its callback because its incumbent was proven
+	// within the gap or reached Options.enough (not by the clock or ctx).
+	enough bool
 	// rowDual are the row duals of an LP (a model without integer columns) solved to a
 	// feasible dual solution, else nil.
 	rowDual []float64
@@ -225,7 +244,8 @@ func runHiGHS(ctx context.Context, m *lp, start []float64, opts Options, deadlin
 // runHiGHSWith is runHiGHS; with interior, an LP is solved by the interior-point method
 // without crossover (a point in the relative interior of the optimal face, not a vertex).
 func runHiGHSWith(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time, interior bool) highsResult {
-	flag := (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))
+	flag := (*C.trident_cbdata)(C.calloc(1, C.size_t(unsafe.Sizeof(C.trident_cbdata{}))))
+	flag.rel_gap, flag.enough, flag.cutoff = C.double(opts.RelGap), C.double(opts.enough), C.double(opts.cutoff)
 	done := make(chan highsResult, 1)
 	run := func() { done <- solveHiGHS(m, start, opts, deadline, interior, flag) }
 	timer := time.NewTimer(time.Until(deadline))
@@ -264,7 +284,7 @@ func runHiGHSWith(ctx context.Context, m *lp, start []float64, opts Options, dea
 }
 
 // solveHiGHS runs one HiGHS instance to completion; it must run on a locked OS thread.
-func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interior bool, flag *C.int) highsResult {
+func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interior bool, flag *C.trident_cbdata) highsResult {
 	h := C.Highs_create()
 	if h == nil {
 		return highsResult{err: errors.New("highs: create failed")}
@@ -391,7 +411,8 @@ func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interi
 	}
 	res.objective = getD("objective_function_value")
 	res.dualBound = getD("mip_dual_bound")
-	res.interrupted = res.status == hsInterrupt
+	res.enough = res.status == hsInterrupt && flag.gap_stop != 0 // written by the callback on this thread
+	res.interrupted = res.status == hsInterrupt && !res.enough
 	if getI("primal_solution_status") == 2 { // kHighsSolutionStatusFeasible
 		vals := dbl(nc)
 		C.Highs_getSolution(h, &vals[0], nil, nil, nil)

@@ -115,7 +115,10 @@ func (s *search) starts() {
 	if guide == nil || s.done() {
 		return
 	}
-	if r := m.rens(s.ctx, guide, m.startVector(s.best), s.opts, s.share(rensShare), s.logPhase); r != nil {
+	ropts := s.opts
+	ropts.enough = s.enough(ropts.RelGap)
+	ropts.cutoff = s.best.Objective
+	if r := m.rens(s.ctx, guide, m.startVector(s.best), ropts, s.share(rensShare), s.logPhase); r != nil {
 		s.consider(r, "rens")
 		if !s.done() {
 			s.consider(m.fillRoute(s.ctx, r, s.opts, s.share(routeShare)), "rens")
@@ -146,6 +149,7 @@ func (s *search) mip(opts Options, deadline time.Time) {
 	if !opts.NoWarmStart {
 		start = s.m.startVector(s.best)
 	}
+	opts.enough = s.enough(opts.RelGap)
 	res := runHiGHS(s.ctx, &s.m.lp, start, opts, deadline)
 	s.logPhase("mip", res)
 	if res.err != nil {
@@ -210,6 +214,16 @@ func (s *search) done() bool {
 		return true
 	}
 	return provenWithin(relGap(s.bound, s.best.Objective), s.opts.RelGap)
+}
+
+// enough is the objective at which a plan is proven within relGap by the best bound, the
+// level at which a HiGHS run of the full model or a restriction of it may stop (0 when
+// there is no finite positive bound).
+func (s *search) enough(relGap float64) float64 {
+	if math.IsInf(s.bound, 0) || !(s.bound > 0) {
+		return 0
+	}
+	return s.bound * (1 - relGap)
 }
 
 // share returns the deadline of a phase that may use the fraction f of the remaining time.

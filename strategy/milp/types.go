@@ -254,6 +254,13 @@ type Options struct {
 	// thread, when set, runs every HiGHS call (HiGHS.Thread, copied here by Solve; or
 	// OnThread, for SolveJoint).
 	thread *Thread
+	// enough, when positive, stops a HiGHS run as soon as its incumbent's objective
+	// reaches it: the search sets it to what the best proven bound makes good enough.
+	enough float64
+	// cutoff, when positive, stops a HiGHS run whose dual bound falls to it: the run cannot
+	// find a plan better than one the search already holds (RENS, whose neighbourhood
+	// may not contain that plan).
+	cutoff float64
 }
 
 // OnThread returns o with every HiGHS call of a solve run on t (see Thread): what
