@@ -144,7 +144,8 @@ const (
 // then HiGHS on the full model from the best start. Whenever the best plan is
 // proven within Options.RelGap of the best bound, the solve stops. Every HiGHS run has the
 // relative gap and a time limit set, runs on a locked OS thread and is interrupted by a
-// watchdog at its deadline or when ctx ends.
+// watchdog at its deadline or when ctx ends, or by its own MIP callback once its incumbent
+// is proven within its gap (HiGHS checks that only between its root loops and nodes).
 type HiGHS struct {
 	// Logger receives debug lines per solve and phase; nil uses slog.Default().
 	Logger *slog.Logger
