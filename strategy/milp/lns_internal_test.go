@@ -1,7 +1,6 @@
 package milp
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -12,23 +11,11 @@ import (
 // operator with the most valuable capacity row, whose dual is the only non-zero one).
 func TestNeighbourhood(t *testing.T) {
 	// 16 CPU nodes and 8 with two accelerators; operator 1 needs one of them
-	p := &Problem{Operators: []Operator{
+	q, m := mixedModel(t, []Operator{
 		{Name: "read", CPU: 2, MemMB: 1024, Capacity: 10, Amplification: 1, OutputBytes: 1e6},
 		{Name: "infer", CPU: 2, MemMB: 1024, GPUs: 1, Capacity: 5, Amplification: 1, OutputBytes: 1e3},
 		{Name: "write", CPU: 1, MemMB: 512, Capacity: 20, Amplification: 1},
-	}}
-	for n := range 24 {
-		nd := Node{Name: fmt.Sprintf("n%d", n), CPU: 16, MemMB: 65536, EgressBps: math.Inf(1)}
-		if n%3 == 0 {
-			nd.GPUs = 2
-		}
-		p.Nodes = append(p.Nodes, nd)
-	}
-	q, err := newPrep(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := buildModel(q, Options{}.withDefaults())
+	}, 24, 16, 65536, math.Inf(1))
 	// an operator that fits on some nodes only (an accelerator operator)
 	op, elig := -1, 0
 	for i := range q.N {

@@ -8,19 +8,14 @@ import (
 	"time"
 )
 
-// stopProblem is a cluster of mixed nodes whose MIP HiGHS does not solve at its first
-// node: 12 CPU nodes and 6 with two accelerators under a 1 Gbit/s egress.
-func stopProblem(t *testing.T) (*prep, *model) {
+// mixedModel builds the model of ops on n nodes of cpu cores and memMB MiB with the given
+// egress, every third node with two accelerators.
+func mixedModel(t *testing.T, ops []Operator, n int, cpu, memMB, egressBps float64) (*prep, *model) {
 	t.Helper()
-	p := &Problem{Operators: []Operator{
-		{Name: "read", CPU: 2, MemMB: 1024, Capacity: 10, Amplification: 1, OutputBytes: 1e6},
-		{Name: "infer", CPU: 3, MemMB: 2048, GPUs: 1, Capacity: 4.3, Amplification: 1.7, OutputBytes: 2e5},
-		{Name: "caption", CPU: 2, MemMB: 4096, GPUs: 1, Capacity: 3.1, Amplification: 1, OutputBytes: 1e3},
-		{Name: "write", CPU: 1, MemMB: 512, Capacity: 20, Amplification: 1},
-	}}
-	for n := range 18 {
-		nd := Node{Name: fmt.Sprintf("n%d", n), CPU: 14, MemMB: 32768, EgressBps: 125e6}
-		if n%3 == 0 {
+	p := &Problem{Operators: ops}
+	for k := range n {
+		nd := Node{Name: fmt.Sprintf("n%d", k), CPU: cpu, MemMB: memMB, EgressBps: egressBps}
+		if k%3 == 0 {
 			nd.GPUs = 2
 		}
 		p.Nodes = append(p.Nodes, nd)
@@ -30,6 +25,18 @@ func stopProblem(t *testing.T) (*prep, *model) {
 		t.Fatal(err)
 	}
 	return q, buildModel(q, Options{}.withDefaults())
+}
+
+// stopProblem is a cluster of mixed nodes whose MIP HiGHS does not solve at its first
+// node: 12 CPU nodes and 6 with two accelerators under a 1 Gbit/s egress.
+func stopProblem(t *testing.T) (*prep, *model) {
+	t.Helper()
+	return mixedModel(t, []Operator{
+		{Name: "read", CPU: 2, MemMB: 1024, Capacity: 10, Amplification: 1, OutputBytes: 1e6},
+		{Name: "infer", CPU: 3, MemMB: 2048, GPUs: 1, Capacity: 4.3, Amplification: 1.7, OutputBytes: 2e5},
+		{Name: "caption", CPU: 2, MemMB: 4096, GPUs: 1, Capacity: 3.1, Amplification: 1, OutputBytes: 1e3},
+		{Name: "write", CPU: 1, MemMB: 512, Capacity: 20, Amplification: 1},
+	}, 18, 14, 32768, 125e6)
 }
 
 // A HiGHS run whose dual bound falls to the cutoff (it cannot beat a plan already held)
