@@ -3,8 +3,6 @@ package gp
 import (
 	"math"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 )
@@ -19,10 +17,6 @@ import (
 type factor struct {
 	n, stride int
 	u         []float64
-}
-
-func (f *factor) tri() blas64.Triangular {
-	return blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: f.n, Stride: max(f.stride, 1), Data: f.u}
 }
 
 // reserve makes room for n rows and columns.
@@ -65,9 +59,7 @@ func (f *factor) factorize(k *mat.SymDense) bool {
 func (f *factor) extend(w []float64, kk float64) (c []float64, d float64, ok bool) {
 	n := f.n
 	c = append([]float64(nil), w...)
-	if n > 0 {
-		blas64.Trsv(blas.Trans, f.tri(), blas64.Vector{N: n, Data: c, Inc: 1})
-	}
+	f.solveUT(c)
 	var dot float64
 	for _, v := range c {
 		dot += v * v
