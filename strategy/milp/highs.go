@@ -72,7 +72,8 @@ double Highs_getInfinity(const void* highs);
 // a run whose dual bound falls to cutoff (it cannot beat a plan already held):
 // HiGHS checks its gap only between its root-node loops and branch-and-bound nodes, and on
 // badly scaled models its root separation and sub-MIP heuristics run on for seconds
-// after the incumbent is good enough (both are set once, before the run).
+// after the incumbent is good enough (rel_gap, enough and cutoff are set once, before
+// the run).
 typedef struct { int flag; int gap_stop; double rel_gap; double enough; double cutoff; } trident_cbdata;
 static void trident_interrupt_cb(int type, const char* msg, const HighsCallbackDataOut* out,
 	HighsCallbackDataIn* in, void* user) {
@@ -245,10 +246,10 @@ func runHiGHS(ctx context.Context, m *lp, start []float64, opts Options, deadlin
 // runHiGHSWith is runHiGHS; with interior, an LP is solved by the interior-point method
 // without crossover (a point in the relative interior of the optimal face, not a vertex).
 func runHiGHSWith(ctx context.Context, m *lp, start []float64, opts Options, deadline time.Time, interior bool) highsResult {
-	flag := (*C.trident_cbdata)(C.calloc(1, C.size_t(unsafe.Sizeof(C.trident_cbdata{}))))
-	flag.rel_gap, flag.enough, flag.cutoff = C.double(opts.RelGap), C.double(opts.enough), C.double(opts.cutoff)
+	cb := (*C.trident_cbdata)(C.calloc(1, C.size_t(unsafe.Sizeof(C.trident_cbdata{}))))
+	cb.rel_gap, cb.enough, cb.cutoff = C.double(opts.RelGap), C.double(opts.enough), C.double(opts.cutoff)
 	done := make(chan highsResult, 1)
-	run := func() { done <- solveHiGHS(m, start, opts, deadline, interior, flag) }
+	run := func() { done <- solveHiGHS(m, start, opts, deadline, interior, cb) }
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	if t := opts.thread; t == nil {
@@ -258,34 +259,34 @@ func runHiGHSWith(ctx context.Context, m *lp, start []float64, opts Options, dea
 			run()
 		}()
 	} else if err := t.submit(ctx, timer.C, run); err != nil {
-		C.free(unsafe.Pointer(flag))
+		C.free(unsafe.Pointer(cb))
 		return highsResult{err: fmt.Errorf("highs: %w", err), interrupted: true}
 	}
 	var interrupted bool
 	select {
 	case r := <-done:
-		C.free(unsafe.Pointer(flag))
+		C.free(unsafe.Pointer(cb))
 		return r
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	C.trident_set_flag(flag)
+	C.trident_set_flag(cb)
 	interrupted = true
 	grace := time.NewTimer(250*time.Millisecond + opts.TimeLimit/10)
 	defer grace.Stop()
 	select {
 	case r := <-done:
-		C.free(unsafe.Pointer(flag))
+		C.free(unsafe.Pointer(cb))
 		r.interrupted = interrupted
 		return r
 	case <-grace.C:
-		go func() { <-done; C.free(unsafe.Pointer(flag)) }()
+		go func() { <-done; C.free(unsafe.Pointer(cb)) }()
 		return highsResult{err: errors.New("highs did not stop after the interrupt"), interrupted: true}
 	}
 }
 
 // solveHiGHS runs one HiGHS instance to completion; it must run on a locked OS thread.
-func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interior bool, flag *C.trident_cbdata) highsResult {
+func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interior bool, cb *C.trident_cbdata) highsResult {
 	h := C.Highs_create()
 	if h == nil {
 		return highsResult{err: errors.New("highs: create failed")}
@@ -377,7 +378,7 @@ func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interi
 		setS("run_crossover", "off")
 	}
 	setD("time_limit", math.Max(0.01, time.Until(deadline).Seconds()))
-	if st := C.trident_install_interrupt(h, flag); st < 0 {
+	if st := C.trident_install_interrupt(h, cb); st < 0 {
 		return highsResult{err: fmt.Errorf("highs: setCallback status %d", int(st))}
 	}
 	if start != nil {
@@ -412,7 +413,7 @@ func solveHiGHS(m *lp, start []float64, opts Options, deadline time.Time, interi
 	}
 	res.objective = getD("objective_function_value")
 	res.dualBound = getD("mip_dual_bound")
-	res.enough = res.status == hsInterrupt && flag.gap_stop != 0 // written by the callback on this thread
+	res.enough = res.status == hsInterrupt && cb.gap_stop != 0 // written by the callback on this thread
 	res.interrupted = res.status == hsInterrupt && !res.enough
 	if getI("primal_solution_status") == 2 { // kHighsSolutionStatusFeasible
 		vals := dbl(nc)
