@@ -170,7 +170,10 @@ func TestTransitionOnlyWhenDiscountedGainPositive(t *testing.T) {
 		{"gain", 15, 60, 4, 4 * 15 * (1 - 60.0/300)},              // mu~ = 12 > 10
 		{"loss-cold-start", 15, 200, 0, 40},                       // mu~ = 5 < 10
 		{"worse-candidate", 9, 0, 0, 40},                          // mu~ = 9 < 10
-		{"marginal-gain", 10.6, 15, 4, 4 * 10.6 * (1 - 15.0/300)}, // mu~ = 10.07 > 10
+		{"marginal-gain", 10.8, 15, 4, 4 * 10.8 * (1 - 15.0/300)}, // mu~ = 10.26 > 10
+		// mu~ = 10.07: 0.28 records/s more, less than the four restarts cost (beta*(L+Tm)
+		// each: all four are the whole plan, 1 % of the throughput scale, 0.40)
+		{"gain-below-restarts", 10.6, 15, 0, 40},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, s := range []milp.Solver{milp.HiGHS{}, milp.Greedy{}} {

@@ -17,9 +17,18 @@ const (
 	DefaultWindowSec = 300.0
 	// DefaultRelGap is the relative MIP gap when Options.RelGap is 0.
 	DefaultRelGap = 0.01
-	// tieBreakShare bounds each secondary objective term relative to the throughput scale
-	// when Params leaves its weight at 0.
-	tieBreakShare = 1e-4
+	// netShare bounds the network term relative to the throughput scale when
+	// Params.NetWeight is 0: a peak egress at the largest node bound costs 1e-4 of it, a
+	// tie-breaker.
+	netShare = 1e-4
+	// migrationShare is what redeploying a whole plan once costs relative to the
+	// throughput scale when Params.MigrationWeight is 0. It is a third of what the
+	// restarts lose if each idles its share of the throughput for its launch and stop
+	// seconds over the default window (9 s of 300), so a move must be worth its restarts;
+	// at 1e-4 the per-instance costs fell near 1e-8, and HiGHS's root heuristics chased
+	// plans that differ by such costs until the time limit (bench e2e's shared-layer
+	// rounds, docs/benchmarks.md).
+	migrationShare = 1e-2
 )
 
 // Check reports the first problem with p's input, naming the field.
@@ -425,17 +434,17 @@ func newPrep(p *Problem) (*prep, error) {
 		q.bref = 1
 	}
 	if q.alpha == 0 {
-		q.alpha = tieBreakShare * scale / q.bref
+		q.alpha = netShare * scale / q.bref
 	}
 	if q.beta == 0 {
-		// redeploying a whole Tub-sized plan once costs tieBreakShare of the throughput
+		// redeploying a whole Tub-sized plan once costs migrationShare of the throughput
 		cfull := 0.0
 		for i, o := range p.Operators {
 			P, _, _ := q.minInstances(i, q.Tub, math.MaxInt32)
 			cfull += (o.LaunchSec + o.TerminateSec) * float64(max(P, 1))
 		}
 		if cfull > 0 {
-			q.beta = tieBreakShare * scale / cfull
+			q.beta = migrationShare * scale / cfull
 		}
 	}
 	return q, nil

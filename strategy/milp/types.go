@@ -149,7 +149,7 @@ type Params struct {
 	// that keeps the term below 1e-4 of the throughput scale.
 	NetWeight float64
 	// MigrationWeight is beta in Eq. (10), per second of migration cost. 0 selects a
-	// default that keeps the term below 1e-4 of the throughput scale.
+	// default at which redeploying a whole plan once costs 1 % of the throughput scale.
 	MigrationWeight float64
 }
 
