@@ -63,6 +63,12 @@ type FitOptions struct {
 	// search (1e-7 nats over ten iterations, gradient 1e-6), which small models such as
 	// BO surrogates can afford.
 	Tolerance float64
+	// RaceIterations, if positive and there are several starts, runs every start for this
+	// many L-BFGS iterations first, then continues only from the best point they reached
+	// (for at most MaxIter iterations). Most starts land in the same basin, so a full
+	// search from each repeats the same work; a short race still lets a start in a better
+	// basin take over. Zero searches fully from every start.
+	RaceIterations int
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -219,12 +225,12 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 		Func: func(t []float64) float64 { f, _ := eval(t); return f },
 		Grad: func(dst, t []float64) { _, gr := eval(t); copy(dst, gr) },
 	}
-	for _, s := range starts {
+	search := func(s []float64, iters int) error {
 		if err := ctx.Err(); err != nil {
-			return g.Hyper(), fmt.Errorf("gp: fit: %w", err)
+			return fmt.Errorf("gp: fit: %w", err)
 		}
 		set := &optimize.Settings{
-			MajorIterations:   o.MaxIter,
+			MajorIterations:   iters,
 			GradientThreshold: 1e-6,
 			Converger:         &ctxConverger{ctx: ctx, inner: &optimize.FunctionConverge{Absolute: 1e-7, Relative: 1e-9, Iterations: 10}},
 		}
@@ -234,6 +240,22 @@ func (g *GP) Fit(ctx context.Context, o FitOptions) (Hyper, error) {
 		}
 		// Errors (e.g. a failed line search) are tolerated: eval records the best point seen.
 		_, _ = optimize.Minimize(prob, s, set, &optimize.LBFGS{})
+		return nil
+	}
+	race := o.RaceIterations > 0 && len(starts) > 1
+	for _, s := range starts {
+		iters := o.MaxIter
+		if race {
+			iters = min(o.RaceIterations, o.MaxIter)
+		}
+		if err := search(s, iters); err != nil {
+			return g.Hyper(), err
+		}
+	}
+	if race && bestT != nil && o.MaxIter > o.RaceIterations {
+		if err := search(slices.Clone(bestT), o.MaxIter); err != nil {
+			return g.Hyper(), err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return g.Hyper(), fmt.Errorf("gp: fit: %w", err)

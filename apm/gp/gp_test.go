@@ -534,3 +534,35 @@ func TestFitToleranceStopsNearTheOptimum(t *testing.T) {
 	}
 	t.Logf("LML tight %.4f, tolerance 1e-3 %.4f", lt, ll)
 }
+
+// TestFitRaceKeepsTheBetterStart: a refit whose current hyperparameters sit in the
+// noise-explains-everything basin, with the data-derived guess as the second start. Raced
+// for four iterations, the guess must take over and end within 0.05 nats of the full
+// search from both starts (the estimator's likelihood tolerance is 1e-3 nats per
+// iteration; 0.05 leaves room for the continuation's fresh L-BFGS memory), well above
+// the warm start searched alone.
+func TestFitRaceKeepsTheBetterStart(t *testing.T) {
+	xs, ys := randomData(21, 80, 2, 0.1)
+	start := Hyper{Mean: 0, SignalVar: 0.01, NoiseVar: 5, LengthScales: []float64{20, 20}}
+	fit := func(o FitOptions) float64 {
+		g := mustGP(t, 2, start)
+		for i := range xs {
+			if err := g.Add(xs[i], ys[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o.Restarts, o.MaxIter, o.Tolerance = -1, 30, 1e-3
+		if _, err := g.Fit(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		return g.LogMarginalLikelihood()
+	}
+	full, raced, warm := fit(FitOptions{}), fit(FitOptions{RaceIterations: 4}), fit(FitOptions{WarmOnly: true})
+	t.Logf("LML full %.4f, raced %.4f, warm start alone %.4f", full, raced, warm)
+	if raced < full-0.05 {
+		t.Errorf("raced fit LML %.4f, full search %.4f (allowed 0.05 below)", raced, full)
+	}
+	if raced < warm+10 {
+		t.Errorf("raced fit LML %.4f, warm start alone %.4f: the better start did not take over", raced, warm)
+	}
+}
