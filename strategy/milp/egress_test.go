@@ -66,7 +66,7 @@ func cbcOptimum(t *testing.T, p *milp.Problem) (float64, bool) {
 // A node with EgressBps 0 used to break Solve: HiGHS solved the model, but a 1e-9
 // records/s residue exported from the zero-egress node scaled T to 0 when decoded, and
 // Solve returned the greedy plan (T 8.9 of 18.7) labelled optimal with a 52 % gap. The
-// optimum (cbc on the plain model: 18.9959, tie-breakers included) must be reached with
+// optimum (cbc on the plain model: 18.8258, the migration price included) must be reached with
 // the default 1 % gap and to 1e-6 with a tight one, and optimal must mean proven.
 func TestZeroEgressNodeKeepsThroughput(t *testing.T) {
 	const want = 18.82576786 // cbc 2.10, plain model, -ratio 0
