@@ -49,17 +49,19 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w", err)
 	}
 	p, s := set.Pipeline, set.Scheduler
-	if sh, ok := s.(*shipped.Scheduler); ok && *verbose {
-		sh.SetLogger(slog.New(simTimeHandler{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}), sh.SimTime}))
-	}
-	if sh, ok := s.(*shipped.Scheduler); ok && *parallel > 0 {
-		sh.SetTuneParallel(*parallel)
-	}
-	if sh, ok := s.(*shipped.Scheduler); ok && *exposureH != 0 {
-		sh.SetTuneExposureHours(*exposureH)
-	}
-	if sh, ok := s.(*shipped.Scheduler); ok && *peakK != 0 {
-		sh.SetTunePeakK(*peakK)
+	if sh, ok := s.(*shipped.Scheduler); ok {
+		if *verbose {
+			sh.SetLogger(slog.New(simTimeHandler{slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}), sh.SimTime}))
+		}
+		if *parallel > 0 {
+			sh.SetTuneParallel(*parallel)
+		}
+		if *exposureH != 0 {
+			sh.SetTuneExposureHours(*exposureH)
+		}
+		if *peakK != 0 {
+			sh.SetTunePeakK(*peakK)
+		}
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)

@@ -43,14 +43,12 @@ type block struct {
 // Series is one instance's readings of a peak-memory gauge. The zero value is empty and
 // ready to use. It is not safe for concurrent use.
 type Series struct {
-	started  bool
-	last     float64 // time of the last reading, in seconds
-	prev     float64 // the last reading
-	runMax   float64 // the largest reading so far
-	falls    bool    // the gauge fell once: its readings are block maxima
-	blocks   []block
-	capped   bool
-	readings int
+	started bool
+	last    float64 // time of the last reading, in seconds
+	prev    float64 // the last reading
+	runMax  float64 // the largest reading so far
+	falls   bool    // the gauge fell once: its readings are block maxima
+	blocks  []block
 }
 
 // Add records a reading v of the gauge at time t (seconds, any origin shared by the
@@ -60,7 +58,7 @@ func (s *Series) Add(t, v float64) {
 		return
 	}
 	if !s.started {
-		s.started, s.last, s.prev, s.runMax, s.readings = true, t, v, v, 1
+		s.started, s.last, s.prev, s.runMax = true, t, v, v
 		return
 	}
 	if t <= s.last {
@@ -71,11 +69,8 @@ func (s *Series) Add(t, v float64) {
 	}
 	if len(s.blocks) < MaxBlocks {
 		s.blocks = append(s.blocks, block{seconds: t - s.last, value: v, prior: s.runMax})
-	} else {
-		s.capped = true
 	}
 	s.last, s.prev, s.runMax = t, v, math.Max(s.runMax, v)
-	s.readings++
 }
 
 // Max returns the largest reading so far (0 for an empty series).

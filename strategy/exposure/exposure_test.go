@@ -38,7 +38,8 @@ func trial(rng *rand.Rand, loc, beta, dt float64, n int, sinceStart bool) *Serie
 // TestFitRecoversScale fits 400 trials of 31 scrapes (30 blocks of 10 s) with known
 // μ = 50, β = 0.8 and checks the median estimates: the scale within 10 % (windowed
 // gauge, every block exact) and 25 % (since-start gauge, only records exact), and the
-// level of a 20-instance, 24-hour exposure within 3 % of β·ln E above μ... of its true value.
+// level of a 20-instance, 24-hour exposure within the same relative error of the
+// extrapolated part, β·ln(E/300), of its true value.
 func TestFitRecoversScale(t *testing.T) {
 	const loc, beta, dt = 50.0, 0.8, 10.0
 	exposure := 20 * 24 * 3600.0
