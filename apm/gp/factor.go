@@ -133,6 +133,29 @@ func solveUpperTrans(n, stride int, u, b []float64) {
 	}
 }
 
+// invertUpper overwrites the upper triangle of the n×n row-major upper-triangular u (row
+// stride stride) with U⁻¹, by rows from the last: row i of U⁻¹ is −(1/U_ii) Σ_{l>i} U_il
+// times row l of U⁻¹, summed as row axpys (gonum's Dtrtri goes through a matrix-vector
+// product per row, several times slower at a GP's sizes). tmp holds n values; the lower
+// triangle is not touched.
+func invertUpper(n, stride int, u, tmp []float64) {
+	for i := n - 1; i >= 0; i-- {
+		row := u[i*stride : i*stride+n]
+		acc := tmp[i+1 : n]
+		clear(acc)
+		for l := i + 1; l < n; l++ {
+			if c := row[l]; c != 0 {
+				floats.AddScaled(tmp[l:n], c, u[l*stride+l:l*stride+n])
+			}
+		}
+		d := 1 / row[i]
+		row[i] = d
+		for j := range acc {
+			row[i+1+j] = -d * acc[j]
+		}
+	}
+}
+
 // logDet returns log|K| = 2 Σ log U_ii.
 func (f *factor) logDet() float64 {
 	var s float64

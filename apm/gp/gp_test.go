@@ -566,3 +566,18 @@ func TestFitRaceKeepsTheBetterStart(t *testing.T) {
 		t.Errorf("raced fit LML %.4f, warm start alone %.4f: the better start did not take over", raced, warm)
 	}
 }
+
+// BenchmarkLMLGrad75 measures one likelihood-and-gradient evaluation at the size of a
+// simulated pipeline's refits (75 samples, 3 features): the unit a hyperparameter fit
+// repeats dozens of times.
+func BenchmarkLMLGrad75(b *testing.B) {
+	xs, ys := randomData(11, 75, 3, 0.1)
+	h := Hyper{Mean: 9, SignalVar: 2.5, NoiseVar: 0.2, LengthScales: []float64{0.7, 1.3, 0.4}}
+	var w LMLWorkspace
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := w.LogMarginalLikelihoodGrad(xs, ys, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

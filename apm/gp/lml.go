@@ -3,9 +3,11 @@ package gp
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/lapack/lapack64"
 )
 
@@ -29,19 +31,52 @@ func LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h Hyper) (lml float
 	return w.LogMarginalLikelihoodGrad(xs, ys, h)
 }
 
-// LMLWorkspace keeps the two n×n buffers of the likelihood between evaluations, so that a
+// LMLWorkspace keeps the likelihood's buffers between evaluations, so that a
 // hyperparameter fit, which evaluates it dozens of times on the same samples, allocates
-// them once. The zero value is ready to use; it is not safe for concurrent use.
+// them once, and the squared coordinate differences of every pair of the inputs it last
+// saw, which do not depend on the hyperparameters (the inputs are compared by value on
+// every call, so a caller may change them between calls). The zero value is ready to
+// use; it is not safe for concurrent use.
 type LMLWorkspace struct {
-	k, dk []float64
+	k, dk, row []float64
+	// xs is the inputs the pairs were computed from, flattened; sq holds, for every pair
+	// i < j in row order, (x_i[d] − x_j[d])² for each dimension d.
+	xs, sq []float64
 }
 
-// grow returns w's buffers resized to n·n entries.
-func (w *LMLWorkspace) grow(n int) (k, dk []float64) {
-	if cap(w.k) < n*n {
-		w.k, w.dk = make([]float64, n*n), make([]float64, n*n)
+// pairs returns the squared coordinate differences of every pair of xs (dim values per
+// pair, pairs i < j in row order), recomputed only when xs differs from the last call's.
+func (w *LMLWorkspace) pairs(xs [][]float64, dim int) []float64 {
+	n := len(xs)
+	same := len(w.xs) == n*dim
+	for i := 0; same && i < n; i++ {
+		same = slices.Equal(w.xs[i*dim:i*dim+dim], xs[i])
 	}
-	return w.k[:n*n], w.dk[:n*n]
+	if same {
+		return w.sq
+	}
+	w.xs = w.xs[:0]
+	for _, x := range xs {
+		w.xs = append(w.xs, x...)
+	}
+	w.sq = slices.Grow(w.sq[:0], n*(n-1)/2*dim)
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			for d := 0; d < dim; d++ {
+				t := xs[i][d] - xs[j][d]
+				w.sq = append(w.sq, t*t)
+			}
+		}
+	}
+	return w.sq
+}
+
+// grow returns w's buffers resized to n·n entries, and a row of n.
+func (w *LMLWorkspace) grow(n int) (k, dk, row []float64) {
+	if cap(w.k) < n*n {
+		w.k, w.dk, w.row = make([]float64, n*n), make([]float64, n*n), make([]float64, n)
+	}
+	return w.k[:n*n], w.dk[:n*n], w.row[:n]
 }
 
 // LogMarginalLikelihoodGrad is the package function of that name computed in w's buffers
@@ -62,15 +97,27 @@ func (w *LMLWorkspace) LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h
 	}
 	// One pass builds the kernel (row-major, both triangles) and keeps, per pair, the
 	// length-scale derivative factor sf2·g(r) that the gradient needs, so that every
-	// exponential is computed once. The Cholesky factor, solve and inverse run on the raw
-	// storage through LAPACK: mat.Cholesky would also estimate the condition number,
-	// which costs more than the factorisation at these sizes and is not used.
+	// exponential is computed once; the squared distances come from the pairs cached in
+	// w. The Cholesky factor runs on the raw storage through LAPACK (mat.Cholesky would
+	// also estimate the condition number, which costs more than the factorisation at these
+	// sizes and is not used), the solves and the inverse as row operations.
 	sf2, diag := h.SignalVar, h.SignalVar+h.diagNoise()
-	k, dk := w.grow(n) // dk[i*n+j], j > i: sf2·g(r_ij)
+	inv2 := make([]float64, dim)
+	for d, l := range h.LengthScales {
+		inv2[d] = 1 / (l * l)
+	}
+	sq := w.pairs(xs, dim)
+	k, dk, tmp := w.grow(n) // dk[i*n+j], j > i: sf2·g(r_ij)
+	p := 0
 	for i := 0; i < n; i++ {
 		k[i*n+i] = diag
 		for j := i + 1; j < n; j++ {
-			m, g := matern52WithLogLenFactor(scaledDist(xs[i], xs[j], h.LengthScales))
+			var r2 float64
+			for d, s := range sq[p : p+dim] {
+				r2 += s * inv2[d]
+			}
+			p += dim
+			m, g := matern52WithLogLenFactor(math.Sqrt(r2))
 			k[i*n+j] = sf2 * m
 			k[j*n+i] = k[i*n+j] // the lower triangle survives the factorisation below
 			dk[i*n+j] = sf2 * g
@@ -95,10 +142,9 @@ func (w *LMLWorkspace) LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h
 	solveUpperTrans(n, n, t.Data, a)
 	blas64.Trsv(blas.NoTrans, blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: t.Data},
 		blas64.Vector{N: n, Inc: 1, Data: a})
-	kinv, ok := lapack64.Potri(t)
-	if !ok {
-		return 0, nil, fmt.Errorf("gp: kernel matrix of %d samples is singular", n)
-	}
+	// K⁻¹ = U⁻¹U⁻ᵀ: U⁻¹ replaces U in k's upper triangle, and the entries of K⁻¹ the
+	// trace needs are dot products of its rows, taken where the gradient uses them.
+	invertUpper(n, n, k, tmp)
 	rta := 0.0
 	for i := range r {
 		rta += r[i] * a[i]
@@ -109,27 +155,29 @@ func (w *LMLWorkspace) LogMarginalLikelihoodGrad(xs [][]float64, ys []float64, h
 	for _, v := range a {
 		grad[GradMean] += v
 	}
-	inv2 := make([]float64, dim)
-	for d, l := range h.LengthScales {
-		inv2[d] = 1 / (l * l)
-	}
-	kd := kinv.Data
+	gl := grad[GradLogLength0:]
+	p = 0
 	var gs, gn float64
 	for i := 0; i < n; i++ {
 		// Diagonal: W_ii = α_i² − K⁻¹_ii; ∂K_ii/∂log σ_f² = σ_f², ∂K_ii/∂log σ_n² = σ_n².
-		wii := a[i]*a[i] - kd[i*n+i]
+		// K⁻¹_ij = Σ_{l≥j} U⁻¹_il U⁻¹_jl for j ≥ i: both rows from column j on.
+		ui := k[i*n : i*n+n]
+		wii := a[i]*a[i] - floats.Dot(ui[i:], ui[i:])
 		gs += 0.5 * wii * sf2 * (1 + jitter)
 		gn += 0.5 * wii * h.NoiseVar
 		for j := i + 1; j < n; j++ {
 			// Off-diagonal pairs count twice in the trace.
-			w := a[i]*a[j] - kd[i*n+j]
+			w := a[i]*a[j] - floats.Dot(ui[j:], k[j*n+j:j*n+n])
 			gs += w * k[j*n+i]
 			f := w * dk[i*n+j]
-			for d := 0; d < dim; d++ {
-				t := xs[i][d] - xs[j][d]
-				grad[GradLogLength0+d] += f * t * t * inv2[d]
+			for d, s := range sq[p : p+dim] {
+				gl[d] += f * s
 			}
+			p += dim
 		}
+	}
+	for d := range gl {
+		gl[d] *= inv2[d]
 	}
 	grad[GradLogSignalVar] = gs
 	grad[GradLogNoiseVar] = gn
