@@ -48,6 +48,9 @@ func (s *Server) Handler() http.Handler {
 		id, _, _ := s.Leader()
 		w.Header().Set(client.HeaderLeader, id)
 		w.Header().Set(client.HeaderIndex, strconv.FormatUint(s.raft.AppliedIndex(), 10))
+		if r.URL.Query().Has("pretty") {
+			w = prettyWriter{w}
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -200,11 +203,19 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, leader string) 
 	_, _ = io.Copy(w, resp.Body)
 }
 
+// prettyWriter marks the response of a request with the `pretty` query parameter:
+// writeJSON indents it.
+type prettyWriter struct{ http.ResponseWriter }
+
+// writeJSON answers v as JSON: compact, as the feed and the plugins read it every round,
+// or indented when the request asked for ?pretty (as Nomad's API does).
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if _, ok := w.(prettyWriter); ok {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
 }
 
