@@ -864,6 +864,11 @@ func (w *opTick) utilisation(dt float64) float64 {
 					cs.UsefulSec += useful
 					cs.BusySec += float64(g.n) * math.Min(1, w.cIn[gi]) * dt * active
 					cs.InFlight += float64(g.n) * w.cIn[gi] * active
+					if run, wait, lim, ok := engineRequests(m, a, g.cfg, w.cIn[gi]); ok {
+						cs.EngineRunning += float64(g.n) * run * active
+						cs.EngineWaiting += float64(g.n) * wait * active
+						cs.EngineLimit = lim
+					}
 				}
 			}
 			busy = u * dt * active
@@ -930,6 +935,9 @@ func (w *opTick) probeMetrics(dt float64) []float64 {
 		}
 		r := spec.Model.Rate(w.head, g.cfg, c) * w.noise
 		ps.InFlight = c * w.active
+		if run, wait, lim, ok := engineRequests(spec.Model, w.head, g.cfg, c); ok {
+			ps.EngineRunning, ps.EngineWaiting, ps.EngineLimit = run*w.active, wait*w.active, lim
+		}
 		ps.Processed = math.Min(r*dt*w.active, left)
 		ps.BusySec = dt * w.active
 		if left <= 0 {
@@ -959,6 +967,28 @@ func occupancy(m Model, spec *OpSpec, a Attrs, cfg OpConfig, c float64) float64 
 		return math.Min(1, math.Max(0, o.Occupancy(a, cfg, c)))
 	}
 	return math.Min(1, c/spec.inFlightLimit(cfg))
+}
+
+// Batcher is implemented by models of serving engines whose requests are not all the
+// records in flight: an LLM engine runs at most max_num_seqs sequences, and no more than
+// its KV cache holds, while its other requests wait inside it; records that need no
+// generation pass through without a request (what vLLM exports as num_requests_running
+// and num_requests_waiting, with max_num_seqs as its admission limit).
+type Batcher interface {
+	// EngineRequests returns, for c records in flight under cfg, the engine's running and
+	// waiting requests and its limit on the running ones.
+	EngineRequests(a Attrs, cfg OpConfig, c float64) (running, waiting, limit float64)
+}
+
+// engineRequests is m's Batcher figure (ok false for other models, or without records
+// to judge by).
+func engineRequests(m Model, a Attrs, cfg OpConfig, c float64) (running, waiting, limit float64, ok bool) {
+	b, is := m.(Batcher)
+	if !is || a == nil {
+		return 0, 0, 0, false
+	}
+	running, waiting, limit = b.EngineRequests(a, cfg, c)
+	return running, waiting, limit, true
 }
 
 // headAttrs returns the attributes of the records the operator is working on.

@@ -178,6 +178,16 @@ func (m *LLMModel) Occupancy(a Attrs, cfg OpConfig, c float64) float64 {
 	return b / cfg[LLMMaxNumSeqs]
 }
 
+// EngineRequests implements sim.Batcher: of c records in flight, the share that needs
+// generation (Frac) are the engine's requests; it runs the batch (at most max_num_seqs,
+// and what the KV cache holds) and the rest wait.
+func (m *LLMModel) EngineRequests(a Attrs, cfg OpConfig, c float64) (running, waiting, limit float64) {
+	reqs := c * m.frac(a)
+	b, _ := m.batch(a, cfg, c)
+	running = math.Min(b, reqs)
+	return running, math.Max(0, reqs-running), cfg[LLMMaxNumSeqs]
+}
+
 // PeakMem implements Model.
 func (m *LLMModel) PeakMem(a Attrs, cfg OpConfig, c float64) (float64, float64) {
 	in, out, cv := m.Tokens(a)

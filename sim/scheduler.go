@@ -133,6 +133,10 @@ type ConfigStats struct {
 	Processed, BusySec, UsefulSec, InFlight float64
 	PeakMemGB                               float64
 	OOMs                                    int
+	// EngineRunning and EngineWaiting are the requests the instances' engines run and
+	// hold waiting, EngineLimit one engine's limit on the running ones (models that are
+	// a Batcher; EngineLimit 0 otherwise).
+	EngineRunning, EngineWaiting, EngineLimit float64
 }
 
 // ConfigStat returns the entry of cfg in s.Configs, adding an empty one.
@@ -155,8 +159,9 @@ type ProbeStats struct {
 	// device memory, OOM whether it failed with OOM during the tick.
 	Processed, BusySec, PeakMemGB float64
 	OOM                           bool
-	// InFlight is the requests the probe had in flight (1 for synchronous operators).
-	InFlight float64
+	// InFlight is the requests the probe had in flight (1 for synchronous operators);
+	// EngineRunning, EngineWaiting and EngineLimit are its engine's, as in ConfigStats.
+	InFlight, EngineRunning, EngineWaiting, EngineLimit float64
 }
 
 // OffTarget returns the instances (starting, running or restarting) that still run

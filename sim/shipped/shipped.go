@@ -207,7 +207,10 @@ type instWindow struct {
 	// endInFlight and endRunning are its last tick's requests in flight and instances
 	// (gauges are read at the scrape, not averaged); last is that tick's number.
 	endInFlight, endRunning float64
-	last                    int
+	// endEngine and endWaiting are its last tick's requests its engines ran and held
+	// waiting, engineLimit an engine's limit on the running ones (0: not a sim.Batcher).
+	endEngine, endWaiting, engineLimit float64
+	last                               int
 }
 
 // canaryKey is the instance key of the canary slot's probe.
@@ -550,6 +553,7 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 			iw.peakGB = math.Max(iw.peakGB, cs.PeakMemGB)
 			iw.ooms += cs.OOMs
 			iw.endInFlight, iw.endRunning = cs.InFlight, float64(cs.Running)
+			iw.endEngine, iw.endWaiting, iw.engineLimit = cs.EngineRunning, cs.EngineWaiting, cs.EngineLimit
 		}
 		for k, ps := range st.Probes {
 			t := s.trialOf(i, k)
@@ -571,6 +575,7 @@ func (s *Scheduler) Observe(snap *sim.Snapshot) {
 				iw.useful += ps.BusySec
 				iw.peakGB = math.Max(iw.peakGB, ps.PeakMemGB)
 				iw.endInFlight, iw.endRunning = ps.InFlight, 1
+				iw.endEngine, iw.endWaiting, iw.engineLimit = ps.EngineRunning, ps.EngineWaiting, ps.EngineLimit
 			}
 		}
 	}
@@ -685,6 +690,15 @@ func (s *Scheduler) takeScrape(snap *sim.Snapshot) {
 				// slot. Both are request counts: fractional records round to them.
 				m.Running = math.Round(math.Min(iw.endInFlight/math.Max(iw.endRunning, 1), m.AdmissionLimit))
 				m.Waiting = math.Max(0, math.Round(m.QueueLength-m.Running))
+				if iw.engineLimit > 0 {
+					// A serving engine counts its own requests, as vLLM's gauges do: the
+					// running batch (max_num_seqs, or what the KV cache holds) and the
+					// requests waiting for it; records without a request are neither.
+					inst := math.Max(iw.endRunning, 1)
+					m.AdmissionLimit = iw.engineLimit
+					m.Running = math.Round(iw.endEngine / inst)
+					m.Waiting = math.Round(iw.endWaiting / inst)
+				}
 			}
 			if feat != nil {
 				m.FeatureMean = feat

@@ -399,3 +399,37 @@ func TestActuatorRunsTrialSlotsOnProbeSlots(t *testing.T) {
 		t.Errorf("after ending slot 0: probes %v, want slot 2 only", pl.Ops[1].Probes)
 	}
 }
+
+// TestEngineGaugesCountTheEngine runs the video pipeline for twenty minutes and reads the
+// captioning engine's gauges in the last scrape as the feed does: its admission limit is
+// the config's max_num_seqs (not the records an instance may hold, 4096), it never runs
+// more requests than that, and the requests beyond it wait, as vLLM's running and waiting
+// gauges count them. The old scrape counted every record in flight as running and none
+// waiting, and the observation layer took the saturated engine for a starved one.
+func TestEngineGaugesCountTheEngine(t *testing.T) {
+	p := sim.VideoPipeline(0.2)
+	s := New(Options{Initial: baseline.SubmittedJob})
+	if _, err := sim.Run(context.Background(), p, sim.PaperCluster(8), s, sim.RunConfig{Seed: 1, Duration: 1200}); err != nil {
+		t.Fatal(err)
+	}
+	i := p.OpIndex("caption")
+	spec := &p.Ops[i]
+	seen := 0
+	for id, m := range s.scrape[i].Instances {
+		if !m.EngineReported {
+			t.Fatalf("%s: engine gauges not reported", id)
+		}
+		// a tuned config may run by now: any max_num_seqs of the space
+		lo, hi := spec.Space.Params[sim.LLMMaxNumSeqs].Min, spec.Space.Params[sim.LLMMaxNumSeqs].Max
+		if m.AdmissionLimit < lo || m.AdmissionLimit > hi {
+			t.Errorf("%s: admission limit %v, want a max_num_seqs in [%v, %v]", id, m.AdmissionLimit, lo, hi)
+		}
+		if m.Running > m.AdmissionLimit || m.Running < 0 || m.Waiting < 0 {
+			t.Errorf("%s: running %v, waiting %v with limit %v", id, m.Running, m.Waiting, m.AdmissionLimit)
+		}
+		seen++
+	}
+	if seen == 0 {
+		t.Fatal("no caption instance in the last scrape")
+	}
+}
