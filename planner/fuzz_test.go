@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/trident-sched/trident/planner/client"
-	"github.com/trident-sched/trident/planner/fsm"
 )
 
 // writeRoutes are the API's write routes the fuzzer addresses by index. POST
@@ -50,14 +49,7 @@ func FuzzWriteRoutes(f *testing.F) {
 			f.Add(uint8(r), []byte(b))
 		}
 	}
-	c := newTestCluster(f, 1, nil)
-	c.leader(10 * time.Second)
-	s := c.servers[0]
-	p := testPipeline()
-	p.Job = "pdf"
-	if _, err := s.Propose(context.Background(), fsm.Command{Op: fsm.OpRegisterPipeline, Pipeline: &p}); err != nil {
-		f.Fatal(err)
-	}
+	c, s := singleServerWithPDF(f)
 	h := s.Handler()
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		rt := writeRoutes[int(route)%len(writeRoutes)]

@@ -16,14 +16,7 @@ import (
 // answer is one line of JSON (what the feed decodes every round), the pretty one is
 // indented, and both carry the same value.
 func TestAnswersCompactUnlessPretty(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	c.leader(10 * time.Second)
-	s := c.servers[0]
-	p := testPipeline()
-	p.Job = "pdf"
-	if _, err := s.Propose(context.Background(), fsm.Command{Op: fsm.OpRegisterPipeline, Pipeline: &p}); err != nil {
-		t.Fatal(err)
-	}
+	c, s := singleServerWithPDF(t)
 	get := func(path string) []byte {
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", path, nil)
@@ -48,4 +41,19 @@ func TestAnswersCompactUnlessPretty(t *testing.T) {
 	if got := compact.String(); got != string(bytes.TrimSpace(plain)) {
 		t.Errorf("pretty answer differs from the plain one:\n%s\n%s", got, plain)
 	}
+}
+
+// singleServerWithPDF starts a one-server planner cluster and registers the test pipeline
+// as job "pdf" on it.
+func singleServerWithPDF(tb testing.TB) (*testCluster, *Server) {
+	tb.Helper()
+	c := newTestCluster(tb, 1, nil)
+	c.leader(10 * time.Second)
+	s := c.servers[0]
+	p := testPipeline()
+	p.Job = "pdf"
+	if _, err := s.Propose(context.Background(), fsm.Command{Op: fsm.OpRegisterPipeline, Pipeline: &p}); err != nil {
+		tb.Fatal(err)
+	}
+	return c, s
 }
