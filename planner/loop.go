@@ -200,15 +200,59 @@ type solveResult struct {
 	in     sched.PlanInput
 	plan   sched.Plan
 	err    error
-	digest [sha256.Size]byte // of in
+	digest [sha256.Size]byte // of inputShape(in)
 }
 
 // settledInput is a solve's input that found nothing worth moving, with the job's latest
-// decision then: the same input is not solved again until settleFor has passed.
+// decision then: the same input, or one whose figures are within settleTolerance of it,
+// is not solved again until settleFor has passed.
 type settledInput struct {
-	digest   [sha256.Size]byte
+	digest   [sha256.Size]byte // of inputShape(in)
+	in       sched.PlanInput
 	decision uint64
 	at       time.Time
+}
+
+// settleTolerance is the relative change in an operator's capacity estimate, observed
+// selectivity and, with catch-up, backlog within which a settled input stays settled. The
+// estimates of a steady pipeline move by about a percent from one round to the next, so
+// without it every round solved again; moving running instances needs MinGain (5 % by
+// default) over the running plan, which changes of 2 % do not create, and settleFor bounds
+// the wait when they add up. A candidate config's capacity, which decides a transition
+// against its restarts, is compared exactly.
+const settleTolerance = 0.02
+
+// inputShape is in without the figures settleTolerance covers, and without the backlog
+// when catch-up is off (the schedulers read it only for catch-up): two inputs of one
+// shape differ only in those figures.
+func inputShape(in sched.PlanInput) sched.PlanInput {
+	out := in
+	out.Operators = make([]sched.OperatorInput, len(in.Operators))
+	for i, o := range in.Operators {
+		o.Capacity, o.Backlog, o.Operator.Amplification = 0, 0, 0
+		out.Operators[i] = o
+	}
+	out.RefThroughput = 0
+	return out
+}
+
+// nearFigures reports whether the figures inputShape leaves out of a and b (inputs of
+// one shape) are within settleTolerance of each other.
+func nearFigures(a, b sched.PlanInput) bool {
+	within := func(x, y float64) bool {
+		return math.Abs(x-y) <= settleTolerance*math.Max(math.Abs(x), math.Abs(y))
+	}
+	if len(a.Operators) != len(b.Operators) || !within(a.RefThroughput, b.RefThroughput) {
+		return false
+	}
+	for i, x := range a.Operators {
+		y := b.Operators[i]
+		if !within(x.Capacity, y.Capacity) || !within(x.Operator.Amplification, y.Operator.Amplification) ||
+			a.CatchUpSec > 0 && !within(x.Backlog, y.Backlog) {
+			return false
+		}
+	}
+	return true
 }
 
 // settleFor is how long an input that found nothing worth moving is not solved again:
@@ -572,9 +616,9 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 		}
 		return
 	}
-	digest := inputDigest(in)
-	if st, ok := l.settled[job]; ok && st.digest == digest && (!hasDec || st.decision == dec.Index) && l.now().Sub(st.at) < l.settleFor() {
-		return // the same input found nothing worth moving: the answer would be the same
+	digest := inputDigest(inputShape(in))
+	if st, ok := l.settled[job]; ok && st.digest == digest && nearFigures(st.in, in) && (!hasDec || st.decision == dec.Index) && l.now().Sub(st.at) < l.settleFor() {
+		return // (nearly) the same input found nothing worth moving: so would this one
 	}
 	l.solving[job] = true
 	l.solves.Add(1)
@@ -1116,5 +1160,5 @@ func (l *Loop) settle(r solveResult, committed bool) {
 			dec = d.Index
 		}
 	})
-	l.settled[r.job] = settledInput{digest: r.digest, decision: dec, at: l.now()}
+	l.settled[r.job] = settledInput{digest: r.digest, in: r.in, decision: dec, at: l.now()}
 }
