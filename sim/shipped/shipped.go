@@ -685,19 +685,21 @@ func (s *Scheduler) takeScrape(snap *sim.Snapshot) {
 			}
 			if spec.Async {
 				m.EngineReported = true
-				m.AdmissionLimit = spec.AdmissionLimit(cfg)
-				// The engine's queue holds the requests in flight; the rest wait for a
-				// slot. Both are request counts: fractional records round to them.
-				m.Running = math.Round(math.Min(iw.endInFlight/math.Max(iw.endRunning, 1), m.AdmissionLimit))
-				m.Waiting = math.Max(0, math.Round(m.QueueLength-m.Running))
+				inst := math.Max(iw.endRunning, 1)
+				// Request counts: fractional records round to them.
 				if iw.engineLimit > 0 {
 					// A serving engine counts its own requests, as vLLM's gauges do: the
 					// running batch (max_num_seqs, or what the KV cache holds) and the
 					// requests waiting for it; records without a request are neither.
-					inst := math.Max(iw.endRunning, 1)
 					m.AdmissionLimit = iw.engineLimit
 					m.Running = math.Round(iw.endEngine / inst)
 					m.Waiting = math.Round(iw.endWaiting / inst)
+				} else {
+					// The engine's queue holds the requests in flight; the rest wait for
+					// a slot.
+					m.AdmissionLimit = spec.AdmissionLimit(cfg)
+					m.Running = math.Round(math.Min(iw.endInFlight/inst, m.AdmissionLimit))
+					m.Waiting = math.Max(0, math.Round(m.QueueLength-m.Running))
 				}
 			}
 			if feat != nil {
