@@ -832,7 +832,7 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 		return in, err
 	}
 	full := in.Nodes
-	in.Nodes, in.Pressure = sched.Residual(in.Nodes, others), sched.Pressure(others)
+	in.Nodes, in.Pressure, in.EgressUsed = sched.Residual(in.Nodes, others), sched.Pressure(others), sched.EgressUse(others)
 	if sh, ok := l.joint.shares[job]; ok {
 		in = sched.Capped(in, sh)
 		in = sched.RestrictFor(in, sh)
@@ -971,8 +971,17 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 		}
 		return false
 	}
+	if r.plan.Egress == nil && len(r.in.Nodes) > 1 {
+		// a scheduler that does not route (the fallback): the routing of its placement
+		// says what its decision takes of the links other pipelines share
+		eg, err := sched.EgressOf(ctx, r.in, r.plan)
+		if err != nil {
+			l.log.Debug("plan egress unknown", "job", r.job, "err", err)
+		}
+		r.plan.Egress = eg
+	}
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
-		Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: l.now().UnixMilli()}
+		Egress: r.plan.Egress, Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: l.now().UnixMilli()}
 	transitions := 0
 	var hasDec bool
 	l.s.fsm.Read(func(st *fsm.State) {
@@ -1023,7 +1032,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 		}
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 		if p := st.Pipelines[r.job]; p != nil {
-			over = sched.Oversubscribed(sched.Residual(nodes, othersHoldings(st, r.job)), []sched.Holding{{Pipeline: p, Targets: d.Operators}})
+			over = sched.Conflicts(nodes, othersHoldings(st, r.job), sched.Holding{Pipeline: p, Targets: d.Operators, Egress: d.Egress})
 		}
 	})
 	if len(over) > 0 {
@@ -1141,7 +1150,7 @@ func othersHoldings(st *fsm.State, job string) []sched.Holding {
 	var out []sched.Holding
 	for _, j := range jobs {
 		if d, ok := inForce(st, j); ok {
-			out = append(out, sched.Holding{Pipeline: st.Pipelines[j], Targets: d.Operators})
+			out = append(out, sched.Holding{Pipeline: st.Pipelines[j], Targets: d.Operators, Egress: d.Egress})
 		}
 	}
 	return out

@@ -23,10 +23,14 @@ func (c *virtualClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d);
 // manualServer starts a planner with raft in memory, auto-registration and a manual loop
 // (10 s interval) on clk, with act as its actuator, and waits for it to lead. It stops
 // when the test ends; ctx is cancelled then.
-func manualServer(t *testing.T, id string, act Actuator, clk *virtualClock) (*Server, context.Context) {
+func manualServer(t *testing.T, id string, act Actuator, clk *virtualClock, set ...func(*LoopConfig)) (*Server, context.Context) {
 	t.Helper()
+	lc := &LoopConfig{Interval: 10 * time.Second, Actuator: act, AutoRegister: true, Clock: clk.now, Manual: true}
+	for _, f := range set {
+		f(lc)
+	}
 	srv, err := New(Config{ID: id, InMemory: true, HeartbeatTimeout: 50 * time.Millisecond, ElectionTimeout: 50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), Loop: &LoopConfig{Interval: 10 * time.Second, Actuator: act, AutoRegister: true, Clock: clk.now, Manual: true}})
+		Logger: slog.New(slog.DiscardHandler), Loop: lc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -675,6 +675,11 @@ func CheckDecision(st *State, d *Decision) error {
 	if !finite(d.Throughput) || d.Throughput < 0 {
 		return fmt.Errorf("throughput=%v must be a finite number >= 0", d.Throughput)
 	}
+	for node, b := range d.Egress {
+		if node == "" || !finite(b) || b < 0 {
+			return fmt.Errorf("egress_bps[%q]=%v must be a finite number >= 0 on a named node", node, b)
+		}
+	}
 	if prog, ok := st.Progress[d.Job]; ok && prog.Status == StatusApplying {
 		return fmt.Errorf("decision %d of %q is still being applied", prog.Decision, d.Job)
 	}

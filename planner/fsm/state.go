@@ -310,6 +310,11 @@ type Decision struct {
 	Operators map[string]OpTarget `json:"operators"`
 	// Throughput is the planned pipeline throughput (records/s; 0 if unknown).
 	Throughput float64 `json:"throughput"`
+	// Egress maps node name to the cross-node traffic the plan routes out of it at
+	// Throughput (bytes/s; nodes without any are omitted). Other pipelines are planned on
+	// each node's egress less this. A decision without it (a scheduler that does not
+	// route, or one recorded before it existed) holds no egress.
+	Egress map[string]float64 `json:"egress_bps,omitempty"`
 	// Source names the scheduler that produced the plan.
 	Source string `json:"source"`
 	// Reason explains the decision.

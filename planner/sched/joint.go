@@ -255,7 +255,7 @@ func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.
 	}
 	plan := func(in PlanInput, restrict *Share) (Plan, error) {
 		others := holdings(in.Job)
-		in.Nodes, in.Pressure = Residual(nodes, others), Pressure(others)
+		in.Nodes, in.Pressure, in.EgressUsed = Residual(nodes, others), Pressure(others), EgressUse(others)
 		if restrict != nil {
 			in = RestrictFor(in, *restrict)
 		}
@@ -339,5 +339,5 @@ func HoldingOf(in PlanInput, pl Plan) Holding {
 	for op, nodes := range pl.Targets {
 		t[op] = fsm.OpTarget{Nodes: nodes}
 	}
-	return Holding{Pipeline: p, Targets: t}
+	return Holding{Pipeline: p, Targets: t, Egress: pl.Egress}
 }

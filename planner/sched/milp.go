@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/strategy/milp"
@@ -10,6 +11,15 @@ import (
 
 // defaultEgressBps stands in for an unknown node egress (100 Gbit/s in bytes/s).
 const defaultEgressBps = 12.5e9
+
+// egressCap is the egress the planner counts on for node n: its EgressBps, or
+// defaultEgressBps when that is unknown (0).
+func egressCap(n fsm.Node) float64 {
+	if n.EgressBps > 0 {
+		return n.EgressBps
+	}
+	return defaultEgressBps
+}
 
 // MILP adapts strategy/milp (the Trident scheduling MILP, Eqs. 10-26) to Scheduler.
 type MILP struct {
@@ -45,10 +55,9 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 		p.Operators = append(p.Operators, op)
 	}
 	for _, n := range in.Nodes {
-		eg := n.EgressBps
-		if eg <= 0 {
-			eg = defaultEgressBps
-		}
+		// what other pipelines route out of the node is not this one's; a node left with
+		// none keeps its pipeline's traffic local (milp: EgressBps 0)
+		eg := max(0, egressCap(n)-in.EgressUsed[n.Name])
 		nd := milp.Node{Name: n.Name, CPU: n.CPU, MemMB: float64(n.MemoryMB), EgressBps: eg, Class: n.Class,
 			Pressure: in.Pressure[n.Name]}
 		for _, d := range deviceClasses(n) {
@@ -94,5 +103,44 @@ func (m MILP) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 		}
 		out.Targets[o.Name] = t
 	}
+	out.Egress = egressByNode(in.Nodes, sol)
 	return out, nil
+}
+
+// egressByNode is sol's egress by node name, nodes without any left out (nil: none).
+func egressByNode(nodes []fsm.Node, sol *milp.Solution) map[string]float64 {
+	var out map[string]float64
+	for j, n := range nodes {
+		if j < len(sol.Egress) && sol.Egress[j] > 0 {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[n.Name] = sol.Egress[j]
+		}
+	}
+	return out
+}
+
+// routeTimeout bounds the routing LP of EgressOf (milliseconds at hundreds of nodes).
+const routeTimeout = 5 * time.Second
+
+// EgressOf returns what plan pl, made for in by a scheduler that does not route
+// (Proportional, the fallback), sends out of each node: the MILP's routing LP of its
+// placement on in's nodes and the egress in leaves them (milp.Route), so that its decision
+// counts against the links other pipelines share. nil when nothing crosses a node.
+func EgressOf(ctx context.Context, in PlanInput, pl Plan) (map[string]float64, error) {
+	prob := Problem(in, milp.Params{})
+	d := make(milp.Deployment, len(in.Operators))
+	for i, o := range in.Operators {
+		d[i] = make([]milp.Placement, len(in.Nodes))
+		for j, n := range in.Nodes {
+			pl := pl.Targets[o.Name][n.Name]
+			d[i][j] = milp.Placement{Current: pl.Current, Candidate: pl.Candidate}
+		}
+	}
+	sol, err := milp.Route(ctx, prob, d, milp.Options{TimeLimit: routeTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("routing the plan for its egress: %w", err)
+	}
+	return egressByNode(in.Nodes, sol), nil
 }

@@ -58,6 +58,10 @@ type PlanInput struct {
 	// instances use at full rate (sched.Pressure of their holdings; nil: none). The MILP
 	// leaves this pipeline's contending operators only the rest (trident_contention).
 	Pressure map[string]map[string]float64
+	// EgressUsed is node -> the egress (bytes/s) the other pipelines' decisions route out
+	// of it (sched.EgressUse of their holdings; nil: none). The MILP plans this pipeline on
+	// each node's egress less this, so pipelines sharing a node share its link.
+	EgressUsed map[string]float64
 }
 
 // Plan is a scheduler's target.
@@ -70,6 +74,9 @@ type Plan struct {
 	Source string
 	// Reason explains the plan.
 	Reason string
+	// Egress is node -> the cross-node traffic the plan routes out of it at Throughput
+	// (bytes/s; nil when the scheduler does not route, as Proportional).
+	Egress map[string]float64
 }
 
 // Scheduler computes a target deployment.

@@ -2,7 +2,9 @@ package sched
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,7 +18,15 @@ type Holding struct {
 	Pipeline *fsm.Pipeline
 	// Targets maps operator name to its instances per node.
 	Targets map[string]fsm.OpTarget
+	// Egress maps node name to the traffic the decision routes out of it (bytes/s;
+	// fsm.Decision.Egress; nil: none).
+	Egress map[string]float64
 }
+
+// egressTol is the relative slack of the egress check: plans are routed by an LP whose
+// residuals are relative to each node's bound (about 1e-9), and a decision's egress was
+// planned against what was left when it was solved.
+const egressTol = 1e-6
 
 // residualNode is a node's capacity left while holdings are taken from it.
 type residualNode struct {
@@ -137,13 +147,48 @@ func Pressure(holdings []Holding) map[string]map[string]float64 {
 	return out
 }
 
+// EgressUse returns, per node, the egress (bytes/s) the holdings route out of it:
+// PlanInput.EgressUsed for a pipeline planned beside them. nil when there is none.
+func EgressUse(holdings []Holding) map[string]float64 {
+	var out map[string]float64
+	for _, h := range holdings {
+		for _, node := range slices.Sorted(maps.Keys(h.Egress)) {
+			if b := h.Egress[node]; b > 0 {
+				if out == nil {
+					out = map[string]float64{}
+				}
+				out[node] += b
+			}
+		}
+	}
+	return out
+}
+
 // Oversubscribed checks that the holdings together (the decisions in force of every
-// pipeline) fit every node of the inventory; it returns one line per node they overfill
-// ("" for none). Nodes missing from the inventory (left the cluster) are not checked.
+// pipeline) fit every node of the inventory, in cores, memory, devices and egress (the
+// node's EgressBps, or the planner's stand-in for an unknown link); it returns one line
+// per node they overfill ("" for none). Nodes missing from the inventory (left the
+// cluster) are not checked.
 func Oversubscribed(nodes []fsm.Node, holdings []Holding) []string {
+	return overfilled(nodes, nil, holdings)
+}
+
+// Conflicts returns what Oversubscribed would report of h placed beside others (the
+// other pipelines' decisions in force), blaming only h: one line per node where h takes
+// more cores, memory, devices or egress than others leave. A node others overfill
+// already (another job grew) conflicts only where h holds something there.
+func Conflicts(nodes []fsm.Node, others []Holding, h Holding) []string {
+	return overfilled(Residual(nodes, others), EgressUse(others), []Holding{h})
+}
+
+// overfilled is Oversubscribed of holdings on nodes whose egress others already use
+// (bytes/s per node; nil: none).
+func overfilled(nodes []fsm.Node, egressUsed map[string]float64, holdings []Holding) []string {
 	rs := map[string]*residualNode{}
+	egressLeft := map[string]float64{}
 	for _, n := range nodes {
 		rs[n.Name] = newResidual(n)
+		egressLeft[n.Name] = egressCap(n) - egressUsed[n.Name]
 	}
 	short := map[string][]string{}
 	for _, h := range holdings {
@@ -154,6 +199,21 @@ func Oversubscribed(nodes []fsm.Node, holdings []Holding) []string {
 				}
 			}
 		})
+	}
+	egress := map[string][]string{}
+	for _, h := range holdings {
+		for _, node := range slices.Sorted(maps.Keys(h.Egress)) {
+			if _, ok := rs[node]; ok && h.Egress[node] > 0 {
+				egressLeft[node] -= h.Egress[node]
+				egress[node] = append(egress[node], fmt.Sprintf("%s %.3g", h.Pipeline.Job, h.Egress[node]))
+			}
+		}
+	}
+	for _, n := range nodes {
+		if left := egressLeft[n.Name]; left < -egressTol*egressCap(n) {
+			short[n.Name] = append(short[n.Name], fmt.Sprintf("egress over by %.3g of %.3g bytes/s (%s)",
+				-left, egressCap(n), strings.Join(egress[n.Name], ", ")))
+		}
 	}
 	var out []string
 	for n, s := range short {

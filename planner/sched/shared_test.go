@@ -1,10 +1,12 @@
 package sched
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/strategy/milp"
 )
 
 // TestResidualAndOversubscribed: other pipelines' decisions in force are taken from the
@@ -86,5 +88,82 @@ func TestPressure(t *testing.T) {
 	}
 	if Pressure(nil) != nil {
 		t.Errorf("no holdings: %v, want nil", Pressure(nil))
+	}
+}
+
+// TestPipelinesShareEgress: two pipelines whose fetch output (10 MB per record) must
+// cross the CPU node's 250 MB/s link to reach their GPU operator (fetch does not fit in a
+// GPU node's memory), each capped at 20 records/s by its two GPU instances. Planned
+// alone, each routes 200 MB/s over the link, and the two together overfill it; planned
+// beside the first (EgressUsed), the second keeps within the 50 MB/s the first leaves,
+// and the decisions together fit every node.
+func TestPipelinesShareEgress(t *testing.T) {
+	const link = 250e6
+	nodes := []fsm.Node{
+		{Name: "c1", CPU: 16, MemoryMB: 16 * 40000, EgressBps: link},
+		{Name: "g1", CPU: 4, MemoryMB: 32768, GPUs: 2},
+		{Name: "g2", CPU: 4, MemoryMB: 32768, GPUs: 2},
+	}
+	pipe := func(job string) PlanInput {
+		return PlanInput{Job: job, Nodes: nodes, Operators: []OperatorInput{
+			{Operator: fsm.Operator{Name: "fetch", Order: 1, CPU: 1, MemoryMB: 40000, Amplification: 1, OutputBytes: 10e6}, Capacity: 4},
+			{Operator: fsm.Operator{Name: "infer", Order: 2, CPU: 1, MemoryMB: 1024, GPUs: 1, Amplification: 1, OutputBytes: 1e3, MaxInstances: 2}, Capacity: 10},
+		}}
+	}
+	s := MILP{Solver: milp.HiGHS{}}
+	ctx := context.Background()
+	a, b := pipe("a"), pipe("b")
+	pa, err := s.Plan(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// infer's two instances bind (fetch could do 64, the link 25 records/s); the
+	// tolerance is the MILP's 1 % gap
+	if pa.Throughput < 20*0.99 || pa.Throughput > 20*(1+1e-6) || pa.Egress["c1"] < 0.99*200e6 {
+		t.Fatalf("a alone: %.4g records/s, c1 egress %.4g: want 20 records/s, 200 MB/s over the link", pa.Throughput, pa.Egress["c1"])
+	}
+	ha := HoldingOf(a, pa)
+	// b planned as if it owned the cluster (what per-pipeline planning did)
+	naive, err := s.Plan(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	over := Conflicts(nodes, []Holding{ha}, HoldingOf(b, naive))
+	if len(over) == 0 || !strings.Contains(strings.Join(over, "\n"), "c1: egress over by") {
+		t.Fatalf("b planned alone beside a: conflicts %v, want c1's egress over", over)
+	}
+	if got := Oversubscribed(nodes, []Holding{ha, HoldingOf(b, naive)}); len(got) != 1 || !strings.HasPrefix(got[0], "c1: egress over by") {
+		t.Fatalf("Oversubscribed of both alone-plans: %v, want one line for c1's egress", got)
+	}
+	// b planned beside a: on the residual nodes and the link a leaves
+	b.Nodes, b.EgressUsed = Residual(nodes, []Holding{ha}), EgressUse([]Holding{ha})
+	pb, err := s.Plan(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := link - pa.Egress["c1"]; pb.Egress["c1"] > left+egressTol*link {
+		t.Fatalf("b beside a routes %.4g bytes/s out of c1, but a leaves %.4g", pb.Egress["c1"], left)
+	}
+	if over := Conflicts(nodes, []Holding{ha}, HoldingOf(b, pb)); len(over) > 0 {
+		t.Fatalf("b beside a conflicts: %v", over)
+	}
+	if over := Oversubscribed(nodes, []Holding{ha, HoldingOf(b, pb)}); len(over) > 0 {
+		t.Fatalf("a and b together: %v", over)
+	}
+	// what a leaves of the link carries 5 records/s (its GPUs would take 20)
+	if pb.Throughput < 5*0.99 || pb.Throughput > 5*(1+1e-6) {
+		t.Fatalf("b beside a plans %.4g records/s (alone %.4g): want the 5 records/s the link has left", pb.Throughput, naive.Throughput)
+	}
+}
+
+// TestEgressUse sums the holdings' egress per node; holdings without any add nothing.
+func TestEgressUse(t *testing.T) {
+	p := &fsm.Pipeline{Job: "a"}
+	got := EgressUse([]Holding{{Pipeline: p, Egress: map[string]float64{"n1": 1e6, "n2": 0}}, {Pipeline: p}, {Pipeline: p, Egress: map[string]float64{"n1": 2e6}}})
+	if len(got) != 1 || got["n1"] != 3e6 {
+		t.Fatalf("egress use %v, want n1 3e6 only", got)
+	}
+	if EgressUse(nil) != nil {
+		t.Fatal("no holdings: want nil")
 	}
 }
