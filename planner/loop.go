@@ -974,11 +974,12 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 	if r.plan.Egress == nil && len(r.in.Nodes) > 1 {
 		// a scheduler that does not route (the fallback): the routing of its placement
 		// says what its decision takes of the links other pipelines share
-		eg, err := sched.EgressOf(ctx, r.in, r.plan)
-		if err != nil {
+		// (its planned throughput stays the scheduler's: the routing only adds the egress)
+		if routed, err := sched.Routed(ctx, r.in, r.plan); err != nil {
 			l.log.Debug("plan egress unknown", "job", r.job, "err", err)
+		} else {
+			r.plan.Egress = routed.Egress
 		}
-		r.plan.Egress = eg
 	}
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
 		Egress: r.plan.Egress, Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: l.now().UnixMilli()}

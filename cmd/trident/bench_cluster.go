@@ -92,6 +92,7 @@ func runBenchCluster(ctx context.Context, args []string, stdout, stderr io.Write
 	objective := fs.String("objective", "maxmin", "joint objective: maxmin or sum")
 	timeLimit := fs.Duration("time-limit", 10*time.Second, "time limit of every MILP solve")
 	verbose := fs.Bool("v", false, "one line per scenario on stderr")
+	links := fs.Bool("links", false, "finite node egress (CPU nodes 10/25 Gbit/s, accelerator nodes 25/100) and record sizes of each operator's kind, so that pipelines contend for links (the same scenarios otherwise); the autoscaler's placements are then routed in turn over the shared links")
 	admission := fs.String("admission", "", "also simulate admission of batch pipelines on BATCHxNODES (e.g. 20x8): the planner's SJF with aging and marginal admission vs FIFO with and without it, and plain SJF; -seeds scenarios (slow: about 20-30 s per scenario)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: trident bench cluster [flags]
@@ -122,7 +123,7 @@ flags:
 	if *seeds <= 0 {
 		return fmt.Errorf("%w: -seeds must be > 0", errUsage)
 	}
-	cfg := clusterbench.Config{Sizes: sz, Seeds: *seeds, Objective: obj, Options: milp.Options{TimeLimit: *timeLimit}}
+	cfg := clusterbench.Config{Sizes: sz, Seeds: *seeds, Objective: obj, Options: milp.Options{TimeLimit: *timeLimit}, Links: *links}
 	if *verbose {
 		cfg.Progress = stderr
 	} else {
@@ -134,16 +135,21 @@ flags:
 		return fmt.Errorf("cluster: %w", err)
 	}
 	res := benchfmt.Result{Bench: "cluster", Figures: map[string]any{}, Peers: map[string]any{}}
-	tab := benchfmt.Table{Title: "Joint planning (" + string(obj) + ")", Header: []string{"K x M", "runs", "solve median s", "solve p95 s",
+	title, prefix := "Joint planning ("+string(obj)+")", ""
+	if *links {
+		title, prefix = "Joint planning ("+string(obj)+", shared links)", "links_"
+	}
+	tab := benchfmt.Table{Title: title, Header: []string{"K x M", "runs", "solve median s", "solve p95 s",
 		"gap median", "gap max", "sum vs static (median/worst)", "min vs static (median/worst)", "sum vs autoscaler (median/worst)",
-		"oversubscribed nodes: trident / per-pipeline", "queued"}}
+		"oversubscribed nodes: trident / per-pipeline (egress)", "queued"}}
 	for _, s := range clusterbench.Summarise(cs) {
-		key := fmt.Sprintf("k%dm%d", s.Pipelines, s.Nodes)
+		key := fmt.Sprintf("%sk%dm%d", prefix, s.Pipelines, s.Nodes)
 		tab.AddRow(fmt.Sprintf("%d x %d", s.Pipelines, s.Nodes), s.Scenarios, s.SolveMedian, s.SolveP95,
 			fmt.Sprintf("%.3f%%", 100*s.GapMedian), fmt.Sprintf("%.3f%%", 100*s.GapMax),
 			fmt.Sprintf("%.3g / %.3g", s.SumVsStaticMedian, s.SumVsStaticWorst), fmt.Sprintf("%.3g / %.3g", s.MinVsStaticMedian, s.MinVsStaticWorst),
 			fmt.Sprintf("%.3g / %.3g", s.SumVsAutoscalerMedian, s.SumVsAutoscalerWorst),
-			fmt.Sprintf("%d / %d", s.Oversubscribed["trident"], s.Oversubscribed["per-pipeline"]), s.Queued)
+			fmt.Sprintf("%d / %d (%d / %d)", s.Oversubscribed["trident"], s.Oversubscribed["per-pipeline"],
+				s.EgressOversubscribed["trident"], s.EgressOversubscribed["per-pipeline"]), s.Queued)
 		res.Figures[key+"_solve_median_s"] = s.SolveMedian
 		res.Figures[key+"_solve_p95_s"] = s.SolveP95
 		res.Figures[key+"_gap_max"] = s.GapMax
@@ -151,6 +157,7 @@ flags:
 		res.Figures[key+"_sum_vs_static_worst"] = s.SumVsStaticWorst
 		res.Figures[key+"_oversubscribed"] = s.Oversubscribed["trident"]
 		res.Peers[key+"_per_pipeline_oversubscribed"] = s.Oversubscribed["per-pipeline"]
+		res.Peers[key+"_per_pipeline_egress_oversubscribed"] = s.EgressOversubscribed["per-pipeline"]
 		res.Peers[key+"_sum_vs_autoscaler_median"] = s.SumVsAutoscalerMedian
 	}
 	if err := tab.Write(stdout); err != nil {

@@ -121,26 +121,29 @@ func egressByNode(nodes []fsm.Node, sol *milp.Solution) map[string]float64 {
 	return out
 }
 
-// routeTimeout bounds the routing LP of EgressOf (milliseconds at hundreds of nodes).
+// routeTimeout bounds the routing LP of Routed (milliseconds at hundreds of nodes).
 const routeTimeout = 5 * time.Second
 
-// EgressOf returns what plan pl, made for in by a scheduler that does not route
-// (Proportional, the fallback), sends out of each node: the MILP's routing LP of its
-// placement on in's nodes and the egress in leaves them (milp.Route), so that its decision
-// counts against the links other pipelines share. nil when nothing crosses a node.
-func EgressOf(ctx context.Context, in PlanInput, pl Plan) (map[string]float64, error) {
+// Routed returns plan pl, made for in by a scheduler that does not route (Proportional,
+// the fallback, a baseline), with the MILP's routing LP of its placement on in's nodes
+// and the egress in leaves them (milp.Route): Egress what it sends out of each node, and
+// Throughput no more than that routing carries. Its decision then counts against the
+// links other pipelines share.
+func Routed(ctx context.Context, in PlanInput, pl Plan) (Plan, error) {
 	prob := Problem(in, milp.Params{})
 	d := make(milp.Deployment, len(in.Operators))
 	for i, o := range in.Operators {
 		d[i] = make([]milp.Placement, len(in.Nodes))
 		for j, n := range in.Nodes {
-			pl := pl.Targets[o.Name][n.Name]
-			d[i][j] = milp.Placement{Current: pl.Current, Candidate: pl.Candidate}
+			p := pl.Targets[o.Name][n.Name]
+			d[i][j] = milp.Placement{Current: p.Current, Candidate: p.Candidate}
 		}
 	}
 	sol, err := milp.Route(ctx, prob, d, milp.Options{TimeLimit: routeTimeout})
 	if err != nil {
-		return nil, fmt.Errorf("routing the plan for its egress: %w", err)
+		return pl, fmt.Errorf("routing the plan: %w", err)
 	}
-	return egressByNode(in.Nodes, sol), nil
+	pl.Egress = egressByNode(in.Nodes, sol)
+	pl.Throughput = min(pl.Throughput, sol.Throughput)
+	return pl, nil
 }

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -165,5 +166,31 @@ func TestEgressUse(t *testing.T) {
 	}
 	if EgressUse(nil) != nil {
 		t.Fatal("no holdings: want nil")
+	}
+}
+
+// TestRoutedCapsAtTheLink: a plan made without routing (20 records/s on its instances)
+// whose every record crosses c1's 125 MB/s link at 10 MB is routed at the link's 12.5
+// records/s, with that egress recorded for c1; with the link taken by others (EgressUsed)
+// it carries nothing.
+func TestRoutedCapsAtTheLink(t *testing.T) {
+	in := PlanInput{Job: "a", Nodes: []fsm.Node{
+		{Name: "c1", CPU: 16, MemoryMB: 16 * 40000, EgressBps: 125e6},
+		{Name: "g1", CPU: 4, MemoryMB: 32768, GPUs: 2},
+	}, Operators: []OperatorInput{
+		{Operator: fsm.Operator{Name: "fetch", Order: 1, CPU: 1, MemoryMB: 40000, Amplification: 1, OutputBytes: 10e6}, Capacity: 4},
+		{Operator: fsm.Operator{Name: "infer", Order: 2, CPU: 1, MemoryMB: 1024, GPUs: 1, Amplification: 1, OutputBytes: 1e3}, Capacity: 10},
+	}}
+	pl := Plan{Throughput: 20, Targets: map[string]map[string]fsm.Placement{"fetch": {"c1": {Current: 5}}, "infer": {"g1": {Current: 2}}}}
+	r, err := Routed(context.Background(), in, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(r.Throughput-12.5) > 1e-6 || math.Abs(r.Egress["c1"]-125e6) > 1 || r.Egress["g1"] != 0 {
+		t.Fatalf("routed: %.6g records/s, egress %v: want 12.5 over all of c1's link", r.Throughput, r.Egress)
+	}
+	in.EgressUsed = map[string]float64{"c1": 125e6}
+	if r, err = Routed(context.Background(), in, pl); err != nil || r.Throughput > 1e-9 || r.Egress["c1"] > 1 {
+		t.Fatalf("routed on a link others fill: %.3g records/s, egress %v, err %v", r.Throughput, r.Egress, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/trident-sched/trident/planner/fsm"
@@ -24,8 +25,9 @@ type Outcome struct {
 	// MinShare is the max-min objective (smallest weighted normalised throughput) and
 	// WeightedSum the weighted sum of normalised throughputs (milp.Value).
 	MinShare, WeightedSum float64
-	// Oversubscribed counts the nodes the plans overfill together.
-	Oversubscribed int
+	// Oversubscribed counts the nodes the plans overfill together, EgressOversubscribed
+	// those among them whose egress they overfill.
+	Oversubscribed, EgressOversubscribed int
 	// Seconds is the planning wall-clock time.
 	Seconds float64
 }
@@ -85,7 +87,13 @@ func Compare(ctx context.Context, sc *Scenario, obj milp.Objective, opts milp.Op
 		}
 		o.MinShare = milp.Value(milp.ObjectiveMaxMin, weights, scale, o.Throughput)
 		o.WeightedSum = milp.Value(milp.ObjectiveSum, weights, scale, o.Throughput)
-		o.Oversubscribed = len(sched.Oversubscribed(sc.Nodes, hs))
+		over := sched.Oversubscribed(sc.Nodes, hs)
+		o.Oversubscribed = len(over)
+		for _, l := range over {
+			if strings.Contains(l, "egress over") {
+				o.EgressOversubscribed++
+			}
+		}
 		return o
 	}
 	cmp.Methods["trident"] = rate(jp.Plans, secs)
@@ -104,7 +112,11 @@ func Compare(ctx context.Context, sc *Scenario, obj milp.Objective, opts milp.Op
 	start = time.Now()
 	cmp.Methods["static-partition"] = rate(staticPartition(ctx, s, ins, sc.Nodes), time.Since(start).Seconds())
 	start = time.Now()
-	cmp.Methods["autoscaler"] = rate(autoscaler(ins, sc.Nodes), time.Since(start).Seconds())
+	as := autoscaler(ins, sc.Nodes)
+	if sc.Links {
+		as = routedInTurn(ctx, ins, as, sc.Nodes)
+	}
+	cmp.Methods["autoscaler"] = rate(as, time.Since(start).Seconds())
 	return cmp, ctx.Err()
 }
 
@@ -252,6 +264,28 @@ func autoscaler(ins []sched.PlanInput, nodes []fsm.Node) map[string]sched.Plan {
 	return plans
 }
 
+// routedInTurn routes the plans of a method that does not (the autoscaler emulation):
+// each pipeline in turn on the links the ones before it leave (sched.Routed), so that its
+// throughput is what its placement carries over the shared links. A plan that cannot be
+// routed is kept as it is.
+func routedInTurn(ctx context.Context, ins []sched.PlanInput, plans map[string]sched.Plan, nodes []fsm.Node) map[string]sched.Plan {
+	out := map[string]sched.Plan{}
+	var before []sched.Holding
+	for _, in := range ins {
+		pl, ok := plans[in.Job]
+		if !ok {
+			continue
+		}
+		in.Nodes, in.EgressUsed = nodes, sched.EgressUse(before)
+		if r, err := sched.Routed(ctx, in, pl); err == nil {
+			pl = r
+		}
+		out[in.Job] = pl
+		before = append(before, sched.HoldingOf(in, pl))
+	}
+	return out
+}
+
 // Config selects the benchmark's scenarios.
 type Config struct {
 	// Sizes are the (pipelines, nodes) pairs.
@@ -264,6 +298,8 @@ type Config struct {
 	Options milp.Options
 	// Progress receives one line per scenario (nil: none).
 	Progress io.Writer
+	// Links draws the scenarios with finite node egress and large records (Spec.Links).
+	Links bool
 }
 
 // Run compares the methods on every scenario of cfg and returns the comparisons in order.
@@ -271,7 +307,7 @@ func Run(ctx context.Context, cfg Config) ([]Comparison, error) {
 	var out []Comparison
 	for _, sz := range cfg.Sizes {
 		for seed := uint64(1); seed <= uint64(cfg.Seeds); seed++ {
-			sc, err := Generate(Spec{Pipelines: sz[0], Nodes: sz[1], Seed: seed})
+			sc, err := Generate(Spec{Pipelines: sz[0], Nodes: sz[1], Seed: seed, Links: cfg.Links})
 			if err != nil {
 				return out, err
 			}
@@ -325,8 +361,9 @@ type SizeSummary struct {
 	SumVsStaticMedian, SumVsStaticWorst         float64
 	MinVsStaticMedian, MinVsStaticWorst         float64
 	SumVsAutoscalerMedian, SumVsAutoscalerWorst float64
-	// Oversubscribed nodes summed over the scenarios, by method.
-	Oversubscribed map[string]int
+	// Oversubscribed nodes summed over the scenarios, by method, and among them those
+	// whose egress is overfilled.
+	Oversubscribed, EgressOversubscribed map[string]int
 	// Queued pipelines summed over the scenarios (their minimums did not fit).
 	Queued int
 }
@@ -348,7 +385,7 @@ func Summarise(cs []Comparison) []SizeSummary {
 		keys[i] = k
 	}
 	for _, k := range keys {
-		s := SizeSummary{Pipelines: k[0], Nodes: k[1], Scenarios: len(per[k]), Oversubscribed: map[string]int{}}
+		s := SizeSummary{Pipelines: k[0], Nodes: k[1], Scenarios: len(per[k]), Oversubscribed: map[string]int{}, EgressOversubscribed: map[string]int{}}
 		var solve, gap, sumS, minS, sumA []float64
 		for _, c := range per[k] {
 			t := c.Methods["trident"]
@@ -358,6 +395,7 @@ func Summarise(cs []Comparison) []SizeSummary {
 			sumA = append(sumA, ratio(t.WeightedSum, c.Methods["autoscaler"].WeightedSum))
 			for m, o := range c.Methods {
 				s.Oversubscribed[m] += o.Oversubscribed
+				s.EgressOversubscribed[m] += o.EgressOversubscribed
 			}
 			s.Queued += k[0] - len(c.Admitted)
 		}

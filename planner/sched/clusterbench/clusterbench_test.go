@@ -87,3 +87,46 @@ func TestAutoscalerEmulationStopsWhenFull(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedLinks: with finite node egress and large records (Spec.Links) the scenario is
+// the one without links but for the egress and record sizes; the joint round's plans
+// together overfill no node, links included, while per-pipeline planning (each pipeline
+// alone on the whole inventory, every link its own) overfills some links; the routed
+// autoscaler plans never carry more than their bottleneck.
+func TestSharedLinks(t *testing.T) {
+	plain, err := Generate(Spec{Pipelines: 5, Nodes: 64, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Generate(Spec{Pipelines: 5, Nodes: 64, Seed: 1, Links: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sc.Nodes {
+		p := plain.Nodes[i]
+		if n.Name != p.Name || n.CPU != p.CPU || n.GPUs != p.GPUs || p.EgressBps != 0 || n.EgressBps < 10e9/8 || n.EgressBps > 100e9/8 {
+			t.Fatalf("node %d: %+v with links, %+v without", i, n, p)
+		}
+	}
+	for p := range sc.Inputs {
+		if sc.Inputs[p].Job != plain.Inputs[p].Job || sc.Inputs[p].Operators[0].OutputBytes < 1e4 || plain.Inputs[p].Operators[0].OutputBytes != 1e5 {
+			t.Fatalf("pipeline %d: %s / %s", p, sc.Inputs[p].Job, plain.Inputs[p].Job)
+		}
+	}
+	c, err := Compare(context.Background(), sc, milp.ObjectiveMaxMin, milp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Methods["trident"]; o.Oversubscribed != 0 || o.EgressOversubscribed != 0 {
+		t.Errorf("trident overfills %d nodes (%d links)", o.Oversubscribed, o.EgressOversubscribed)
+	}
+	if o := c.Methods["per-pipeline"]; o.EgressOversubscribed == 0 {
+		t.Errorf("per-pipeline planning overfills no link (%d nodes overfilled): the scenario does not contend for links", o.Oversubscribed)
+	}
+	auto := autoscaler(sc.Inputs, sc.Nodes)
+	for p, T := range c.Methods["autoscaler"].Throughput {
+		if job := sc.Inputs[c.Admitted[p]].Job; T > auto[job].Throughput*(1+1e-9) {
+			t.Errorf("%s: routed autoscaler plan %.4g records/s above its bottleneck's %.4g", job, T, auto[job].Throughput)
+		}
+	}
+}

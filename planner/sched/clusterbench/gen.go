@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 
 	"github.com/trident-sched/trident/internal/randpick"
@@ -27,10 +28,50 @@ type Spec struct {
 	Nodes int
 	// Seed selects the draw.
 	Seed uint64
+	// Links gives every node a finite egress (CPU nodes 10 or 25 Gbit/s, accelerator
+	// nodes 25 or 100) and the operators record sizes of their kind (a decoded video
+	// 100 MB, a scene 10 MB, a rasterised page 1.5 MB), so that the pipelines contend
+	// for links; without it every link is unknown (the planner's 100 Gbit/s) and every
+	// record 100 kB, where no link binds. The draw of everything else is the same.
+	Links bool
 }
 
-// String names the scenario, e.g. "k20/m256/s3".
-func (s Spec) String() string { return fmt.Sprintf("k%d/m%d/s%d", s.Pipelines, s.Nodes, s.Seed) }
+// String names the scenario, e.g. "k20/m256/s3" (with "/links" when Links).
+func (s Spec) String() string {
+	if s.Links {
+		return fmt.Sprintf("k%d/m%d/s%d/links", s.Pipelines, s.Nodes, s.Seed)
+	}
+	return fmt.Sprintf("k%d/m%d/s%d", s.Pipelines, s.Nodes, s.Seed)
+}
+
+// linkBytes are the output record sizes (bytes) of each shape's operators in order,
+// with Spec.Links.
+var linkBytes = map[string][]float64{
+	"pdf":   {1.5e6, 1.5e6, 2e4, 1e3},
+	"video": {1e8, 1e7, 1e7, 1e3},
+	"text":  {1e4, 6e3},
+}
+
+// withLinks sets sc's node egress (drawn from its own generator, so that the rest of the
+// scenario is the one without links) and its operators' record sizes.
+func withLinks(sc *Scenario) {
+	rng := rand.New(rand.NewPCG(sc.Seed*15485863+uint64(sc.Pipelines), uint64(sc.Spec.Nodes)*31+7))
+	const gbit = 1e9 / 8 // bytes/s
+	for i := range sc.Nodes {
+		speeds := []float64{10, 25}
+		if sc.Nodes[i].GPUs > 0 {
+			speeds = []float64{25, 100}
+		}
+		sc.Nodes[i].EgressBps = speeds[rng.IntN(2)] * gbit
+	}
+	for p := range sc.Inputs {
+		ops := slices.Clone(sc.Inputs[p].Operators)
+		for i := range ops {
+			ops[i].OutputBytes = linkBytes[sc.Shapes[p]][i]
+		}
+		sc.Inputs[p].Operators, sc.Inputs[p].Nodes = ops, sc.Nodes
+	}
+}
 
 // Scenario is a drawn cluster and its pipelines (each PlanInput at startup, no Current;
 // their Nodes are the whole inventory).
@@ -152,6 +193,9 @@ func Generate(s Spec) (*Scenario, error) {
 			rec = math.Round(math.Exp(between(rng, math.Log(2e4), math.Log(5e5))))
 		}
 		sc.Records = append(sc.Records, rec)
+	}
+	if s.Links {
+		withLinks(sc)
 	}
 	return sc, nil
 }
