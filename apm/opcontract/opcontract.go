@@ -70,6 +70,7 @@ const (
 	MetaGPUs          = "trident_gpus"          // int: accelerators per instance (0 = CPU operator)
 	MetaGPUMemoryMB   = "trident_gpu_memory_mb" // int: minimum device memory per accelerator
 	MetaGPUModels     = "trident_gpu_models"    // comma-separated accelerator models (Nomad device names) the operator accepts
+	MetaGPUVendor     = "trident_gpu_vendor"    // accelerator vendor (Nomad device vendor, e.g. nvidia, amd, intel; default nvidia): the device request is <vendor>/gpu
 	MetaOutputBytes   = "trident_output_bytes"  // float: mean bytes per output record
 	MetaAmplification = "trident_amplification" // float: output records per input record
 	MetaFeatures      = "trident_features"      // comma list of workload feature names

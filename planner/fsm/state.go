@@ -38,6 +38,10 @@ type Operator struct {
 	// GPUModels lists the accelerator models (Device.Model) the operator accepts; empty
 	// accepts every model.
 	GPUModels []string `json:"gpu_models,omitempty"`
+	// GPUVendor is the vendor of the accelerators the operator runs on (Nomad's device
+	// vendor, e.g. "nvidia", "amd", "intel"; "" is DefaultGPUVendor): its device request is
+	// <vendor>/gpu, and it is planned only on that vendor's devices.
+	GPUVendor string `json:"gpu_vendor,omitempty"`
 	// OutputBytes is the mean size of one output record.
 	OutputBytes float64 `json:"output_bytes"`
 	// Amplification is output records per input record.
@@ -141,7 +145,7 @@ type Node struct {
 	CPU float64 `json:"cpu"`
 	// MemoryMB is schedulable memory.
 	MemoryMB int `json:"memory_mb"`
-	// GPUs is the number of healthy nvidia/gpu instances.
+	// GPUs is the number of healthy accelerator instances (gpu devices of any vendor).
 	GPUs int `json:"gpus"`
 	// GPUMemoryMB is the memory of the node's smallest GPU.
 	GPUMemoryMB int `json:"gpu_memory_mb,omitempty"`
@@ -152,8 +156,22 @@ type Node struct {
 	EgressBps float64 `json:"egress_bps,omitempty"`
 }
 
+// DefaultGPUVendor is the accelerator vendor of an operator or device that names none.
+const DefaultGPUVendor = "nvidia"
+
+// VendorOf returns vendor, or DefaultGPUVendor when it is "".
+func VendorOf(vendor string) string {
+	if vendor == "" {
+		return DefaultGPUVendor
+	}
+	return vendor
+}
+
 // Device is one accelerator class of a node: a Nomad device group (vendor/type/name).
 type Device struct {
+	// Vendor is the device group's vendor (Nomad NodeDeviceResource.Vendor; "" is
+	// DefaultGPUVendor).
+	Vendor string `json:"vendor,omitempty"`
 	// Model is the device group's name (Nomad NodeDeviceResource.Name, e.g. "A100-SXM4-80GB").
 	Model string `json:"model"`
 	// MemoryMB is the memory of one device (the group's "memory" attribute; 0 = unknown).
@@ -703,6 +721,17 @@ func ValidateOperator(o Operator) error {
 	}
 	if len(o.GPUModels) > 0 && o.GPUs == 0 {
 		return fmt.Errorf("operator %q: trident_gpu_models lists accelerator models but trident_gpus is 0", o.Name)
+	}
+	if o.GPUVendor != "" && o.GPUs == 0 {
+		return fmt.Errorf("operator %q: trident_gpu_vendor names an accelerator vendor but trident_gpus is 0", o.Name)
+	}
+	if o.GPUVendor != "" {
+		if err := checkName(o.GPUVendor); err != nil {
+			return fmt.Errorf("operator %q: trident_gpu_vendor %q %w", o.Name, Short(o.GPUVendor), err)
+		}
+		if strings.ContainsAny(o.GPUVendor, "/ ") {
+			return fmt.Errorf("operator %q: trident_gpu_vendor %q: a Nomad device vendor has no '/' or space", o.Name, Short(o.GPUVendor))
+		}
 	}
 	return validateContention(o)
 }

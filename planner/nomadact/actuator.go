@@ -154,10 +154,10 @@ func (a *Actuator) Invalidate(ctx context.Context, job, op string, epoch uint64)
 }
 
 // Inventory implements planner.Actuator: ready, eligible nodes (of Options.NodePool and
-// Options.Datacenters when set) with their unreserved cores, memory and healthy
-// nvidia/gpu devices. Each node is modelled as the pipelines' own: resources other jobs
-// use should be reserved in the client's `reserved` block, or the node sized with meta
-// trident_cpu_cores / trident_memory_mb.
+// Options.Datacenters when set) with their unreserved cores, memory, egress and healthy
+// accelerators (gpu devices of any vendor, by device group), less what allocations of
+// jobs the planner does not manage hold on them (subtractOthers); meta
+// trident_cpu_cores / trident_memory_mb size a node as declared.
 func (a *Actuator) Inventory(ctx context.Context) ([]fsm.Node, error) {
 	stubs, _, err := a.c.Nodes().List(a.q(ctx))
 	if err != nil {
@@ -911,7 +911,7 @@ func renderGroup(base *api.TaskGroup, jobID string, op fsm.Operator, name string
 			if task.Resources == nil {
 				task.Resources = &api.Resources{}
 			}
-			dev := &api.RequestedDevice{Name: "nvidia/gpu", Count: ptr(uint64(op.GPUs))}
+			dev := &api.RequestedDevice{Name: fsm.VendorOf(op.GPUVendor) + "/" + accelType, Count: ptr(uint64(op.GPUs))}
 			if op.GPUMemoryMB > 0 {
 				dev.Constraints = []*api.Constraint{api.NewConstraint("${device.attr.memory}", ">=", fmt.Sprintf("%d MiB", op.GPUMemoryMB))}
 			}

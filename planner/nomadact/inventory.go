@@ -19,18 +19,32 @@ import (
 type othersUse struct {
 	cpuShares int64 // MHz
 	memoryMB  int64
-	gpus      map[string]bool // nvidia/gpu device IDs
+	gpus      map[string]bool // device IDs of accelerators (any vendor's gpu devices)
 }
 
-// gpuClasses returns the node's nvidia/gpu device groups as accelerator classes: the
-// group's name as the model, its "memory" attribute (MiB; GiB and GB converted) and its
-// healthy instances not in taken (device IDs other jobs hold). Classes without an instance
-// left are kept with count 0 only when they had healthy instances, so that the node still
-// shows the class.
+// accelType is the Nomad device type the planner schedules as accelerators, of any vendor
+// (nvidia/gpu, amd/gpu, intel/gpu, ...).
+const accelType = "gpu"
+
+// vendorField is the fsm.Device / fsm.Operator vendor of a Nomad device vendor: "" for
+// fsm.DefaultGPUVendor, so that an inventory of NVIDIA devices reads as before vendors
+// were recorded.
+func vendorField(v string) string {
+	if v == fsm.DefaultGPUVendor {
+		return ""
+	}
+	return v
+}
+
+// gpuClasses returns the node's accelerator device groups (type gpu, any vendor) as
+// classes: the group's vendor and name (the model), its "memory" attribute (MiB; GiB and
+// GB converted) and its healthy instances not in taken (device IDs other jobs hold).
+// Classes without an instance left are kept with count 0 only when they had healthy
+// instances, so that the node still shows the class.
 func gpuClasses(devs []*api.NodeDeviceResource, taken map[string]bool) []fsm.Device {
 	var out []fsm.Device
 	for _, d := range devs {
-		if d == nil || d.Vendor != "nvidia" || d.Type != "gpu" {
+		if d == nil || d.Type != accelType {
 			continue
 		}
 		healthy, free := 0, 0
@@ -52,9 +66,12 @@ func gpuClasses(devs []*api.NodeDeviceResource, taken map[string]bool) []fsm.Dev
 				mb *= 1024
 			}
 		}
-		out = append(out, fsm.Device{Model: d.Name, MemoryMB: mb, Count: free})
+		out = append(out, fsm.Device{Vendor: vendorField(d.Vendor), Model: d.Name, MemoryMB: mb, Count: free})
 	}
 	sort.Slice(out, func(i, j int) bool {
+		if out[i].Vendor != out[j].Vendor {
+			return out[i].Vendor < out[j].Vendor
+		}
 		if out[i].Model != out[j].Model {
 			return out[i].Model < out[j].Model
 		}
@@ -93,7 +110,7 @@ func othersOn(allocs []*api.AllocationListStub, managed func(*api.AllocationList
 			u.cpuShares += t.Cpu.CpuShares
 			u.memoryMB += t.Memory.MemoryMB
 			for _, d := range t.Devices {
-				if d != nil && d.Vendor == "nvidia" && d.Type == "gpu" {
+				if d != nil && d.Type == accelType {
 					for _, id := range d.DeviceIDs {
 						u.gpus[id] = true
 					}

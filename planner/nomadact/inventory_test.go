@@ -129,3 +129,30 @@ func TestEgressFromFingerprint(t *testing.T) {
 		t.Fatalf("loopback only: %v %v, want unknown", bps, err)
 	}
 }
+
+// TestInventoryVendors: accelerators of any vendor are classes (gpu devices: an AMD group
+// beside an NVIDIA one, with its vendor; NVIDIA's is the default and reads as ""), a
+// device type other than gpu is not, and an AMD device another job holds is taken from
+// the AMD class.
+func TestInventoryVendors(t *testing.T) {
+	mi := gpuGroup("MI210", 65536, "AMD-1", "AMD-2")
+	mi.Vendor = "amd"
+	n := &api.Node{Name: "n1", NodeResources: &api.NodeResources{Cpu: api.NodeCpuResources{CpuShares: 8000, TotalCpuCores: 8},
+		Memory: api.NodeMemoryResources{MemoryMB: 32768},
+		Devices: []*api.NodeDeviceResource{gpuGroup("L4", 24576, "GPU-1"), mi, {Vendor: "xilinx", Type: "fpga", Name: "u250",
+			Instances: []*api.NodeDevice{{ID: "F", Healthy: true}}}}}}
+	node := nodeOf(n)
+	want := []fsm.Device{{Model: "L4", MemoryMB: 24576, Count: 1}, {Vendor: "amd", Model: "MI210", MemoryMB: 65536, Count: 2}}
+	if got := node.Devices.List(); fmt.Sprint(got) != fmt.Sprint(want) || node.GPUs != 3 {
+		t.Fatalf("classes %+v (GPUs %d), want %+v", got, node.GPUs, want)
+	}
+	other := &api.AllocationListStub{TaskGroup: "x", DesiredStatus: api.AllocDesiredStatusRun, ClientStatus: api.AllocClientStatusRunning,
+		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"t": {
+			Devices: []*api.AllocatedDeviceResource{{Vendor: "amd", Type: "gpu", Name: "MI210", DeviceIDs: []string{"AMD-2"}}}}}}}
+	u := othersOn([]*api.AllocationListStub{other}, func(*api.AllocationListStub) bool { return false })
+	got := subtractOthers(node, n, u)
+	want[1].Count = 1
+	if fmt.Sprint(got.Devices.List()) != fmt.Sprint(want) || got.GPUs != 2 {
+		t.Fatalf("after another job took an MI210: %+v (GPUs %d), want %+v", got.Devices.List(), got.GPUs, want)
+	}
+}

@@ -343,6 +343,11 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 		o.GPUModels = ms
 		return e
 	})
+	field(opcontract.MetaGPUVendor, false, func(s string) error {
+		v, e := ParseGPUVendor(s)
+		o.GPUVendor = v
+		return e
+	})
 	field(opcontract.MetaContention, false, func(s string) error {
 		cs, e := ParseContention(s)
 		o.Contention = cs
@@ -467,6 +472,26 @@ func ParseContention(s string) ([]fsm.Contention, error) {
 		return nil, fmt.Errorf("no kind listed")
 	}
 	return out, nil
+}
+
+// ParseGPUVendor parses trident_gpu_vendor: a Nomad device vendor as device plugins
+// fingerprint it ("nvidia", "amd", "intel"; case is kept, blanks around it trimmed): 1-64
+// bytes of letters, digits, '-', '_' and '.'. The vendor the planner assumes without it
+// (fsm.DefaultGPUVendor) is returned as "".
+func ParseGPUVendor(s string) (string, error) {
+	v := strings.TrimSpace(s)
+	if v == "" || len(v) > 64 {
+		return "", fmt.Errorf("want a device vendor of 1-64 bytes, e.g. nvidia or amd")
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return "", fmt.Errorf("vendor %q: %q is not a letter, digit, '-', '_' or '.'", fsm.Short(v), r)
+		}
+	}
+	if v == fsm.DefaultGPUVendor {
+		return "", nil
+	}
+	return v, nil
 }
 
 // MaxGPUModels bounds the models an operator lists in trident_gpu_models.

@@ -412,3 +412,53 @@ func TestParseJobReadsContention(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUVendor: trident_gpu_vendor reaches fsm.Operator ("nvidia", the default, as "")
+// and the rendered device request (<vendor>/gpu); bad values and a vendor on a CPU
+// operator are refused by name.
+func TestGPUVendor(t *testing.T) {
+	render := func(vendor string) (string, string) {
+		t.Helper()
+		job := testJob("pipe")
+		if vendor != "" {
+			job.TaskGroups[1].Meta["trident_gpu_vendor"] = vendor
+		}
+		p, err := ParseJob(job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Template, _ = json.Marshal(job)
+		d := fsm.Decision{Index: 1, Job: "pipe", Operators: map[string]fsm.OpTarget{
+			"src": {Nodes: map[string]fsm.Placement{"c1": {Current: 1}}, Config: "mode=fast"},
+			"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1}}, Config: "batch=8"},
+		}}
+		out, err := Render(p, d, PhaseFinal, nil, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range out.TaskGroups {
+			if *g.Name == "gpu@c2.g0" {
+				return p.Operators[1].GPUVendor, g.Tasks[0].Resources.Devices[0].Name
+			}
+		}
+		t.Fatal("no rendered gpu group")
+		return "", ""
+	}
+	for vendor, want := range map[string][2]string{"": {"", "nvidia/gpu"}, "nvidia": {"", "nvidia/gpu"}, " amd ": {"amd", "amd/gpu"}, "intel": {"intel", "intel/gpu"}} {
+		if v, req := render(vendor); v != want[0] || req != want[1] {
+			t.Errorf("trident_gpu_vendor=%q: vendor %q, request %q; want %q, %q", vendor, v, req, want[0], want[1])
+		}
+	}
+	for _, val := range []string{"amd/gpu", "a md", strings.Repeat("x", 65)} {
+		job := testJob("pipe")
+		job.TaskGroups[1].Meta["trident_gpu_vendor"] = val
+		if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), "trident_gpu_vendor") {
+			t.Errorf("trident_gpu_vendor=%q: err = %v, want it named", val, err)
+		}
+	}
+	job := testJob("pipe")
+	job.TaskGroups[0].Meta["trident_gpu_vendor"] = "amd"
+	if _, err := ParseJob(job); err == nil || !strings.Contains(err.Error(), "trident_gpu_vendor") {
+		t.Errorf("a vendor on a CPU operator: err = %v", err)
+	}
+}

@@ -21,15 +21,20 @@ func deviceClasses(n fsm.Node) []fsm.Device {
 	return nil
 }
 
-// acceptsDevice reports whether an instance of o may use devices of class d: enough
-// memory per device (trident_gpu_memory_mb) and an accepted model (GPUModels, empty: any).
+// acceptsDevice reports whether an instance of o may use devices of class d: its vendor
+// (trident_gpu_vendor, both defaulting to fsm.DefaultGPUVendor), enough memory per device
+// (trident_gpu_memory_mb) and an accepted model (GPUModels, empty: any).
 func acceptsDevice(o fsm.Operator, d fsm.Device) bool {
-	return d.MemoryMB >= o.GPUMemoryMB && (len(o.GPUModels) == 0 || slices.Contains(o.GPUModels, d.Model))
+	return fsm.VendorOf(d.Vendor) == fsm.VendorOf(o.GPUVendor) && d.MemoryMB >= o.GPUMemoryMB &&
+		(len(o.GPUModels) == 0 || slices.Contains(o.GPUModels, d.Model))
 }
 
 // deviceNeed names what an accelerator operator asks of a device, for messages.
 func deviceNeed(o fsm.Operator) string {
 	s := "GPUs"
+	if v := fsm.VendorOf(o.GPUVendor); v != fsm.DefaultGPUVendor {
+		s = v + " " + s
+	}
 	if o.GPUMemoryMB > 0 {
 		s += fmt.Sprintf(" with at least %d MB", o.GPUMemoryMB)
 	}

@@ -104,3 +104,33 @@ func TestNodeDevicesJSON(t *testing.T) {
 		t.Error("a malformed device list decoded")
 	}
 }
+
+// TestVendorsConstrainPlans: on a node with two NVIDIA L4s and two AMD MI210s, the ROCm
+// operator (trident_gpu_vendor amd) only ever gets the MI210s and the CUDA one (the
+// default vendor) only the L4s, under every scheduler; the MILP runs the pipeline at the
+// CUDA operator's two devices' 20 records/s (without vendors it would give it a third
+// device, an MI210, for 30). Without AMD devices the ROCm operator is refused by name.
+func TestVendorsConstrainPlans(t *testing.T) {
+	in := PlanInput{Job: "mix", Operators: []OperatorInput{
+		{Operator: fsm.Operator{Name: "cuda", CPU: 1, MemoryMB: 1024, GPUs: 1, Amplification: 1, OutputBytes: 100}, Capacity: 10},
+		{Operator: fsm.Operator{Name: "rocm", CPU: 1, MemoryMB: 1024, GPUs: 1, GPUVendor: "amd", Amplification: 1, OutputBytes: 100}, Capacity: 40},
+	}, Nodes: []fsm.Node{{Name: "n1", CPU: 16, MemoryMB: 65536, GPUs: 4, Devices: fsm.MakeDevices(
+		fsm.Device{Model: "L4", MemoryMB: 24576, Count: 2}, fsm.Device{Vendor: "amd", Model: "MI210", MemoryMB: 65536, Count: 2})}}}
+	for _, s := range []Scheduler{MILP{Solver: milp.HiGHS{}}, MILP{Solver: milp.Greedy{}}, Proportional{}} {
+		p, err := s.Plan(context.Background(), in)
+		if err != nil {
+			t.Fatalf("%T: %v", s, err)
+		}
+		// two devices of each vendor: more than two instances of either takes the other's
+		if c, r := p.Targets["cuda"]["n1"].Total(), p.Targets["rocm"]["n1"].Total(); c > 2 || r > 2 || c < 1 || r < 1 {
+			t.Errorf("%T: cuda %d, rocm %d instances on 2 + 2 devices", s, c, r)
+		}
+		if _, ok := s.(MILP); ok && p.Throughput < 20-1e-6 {
+			t.Errorf("%T: T = %v, want 20", s, p.Throughput)
+		}
+	}
+	in.Nodes[0].Devices = fsm.MakeDevices(fsm.Device{Model: "L4", MemoryMB: 24576, Count: 4})
+	if err := in.Validate(); err == nil || !strings.Contains(err.Error(), `"rocm"`) || !strings.Contains(err.Error(), "amd GPUs") {
+		t.Errorf("no AMD devices: err %v, want rocm refused for amd GPUs", err)
+	}
+}

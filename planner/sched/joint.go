@@ -85,7 +85,7 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 		}
 		for c, d := range js.Classes {
 			if quota[c] > 0 {
-				sh.Devices = append(sh.Devices, fsm.Device{Model: d.Model, MemoryMB: int(d.MemMB), Count: quota[c]})
+				sh.Devices = append(sh.Devices, fsm.Device{Vendor: d.Vendor, Model: d.Model, MemoryMB: int(d.MemMB), Count: quota[c]})
 			}
 		}
 		out.Shares[jp.Name] = sh
@@ -132,7 +132,7 @@ func restrict(nodes []fsm.Node, s Share, first map[string]bool) []fsm.Node {
 	})
 	left := map[fsm.Device]int{}
 	for _, d := range s.Devices {
-		left[fsm.Device{Model: d.Model, MemoryMB: d.MemoryMB}] += d.Count
+		left[classKey(d)] += d.Count
 	}
 	for _, k := range order {
 		classes := deviceClasses(out[k])
@@ -141,7 +141,7 @@ func restrict(nodes []fsm.Node, s Share, first map[string]bool) []fsm.Node {
 		}
 		gpus := 0
 		for c, d := range classes {
-			key := fsm.Device{Model: d.Model, MemoryMB: d.MemoryMB}
+			key := classKey(d)
 			take := min(d.Count, left[key])
 			left[key] -= take
 			classes[c].Count = take
@@ -153,6 +153,12 @@ func restrict(nodes []fsm.Node, s Share, first map[string]bool) []fsm.Node {
 		out[k].GPUs = gpus
 	}
 	return out
+}
+
+// classKey identifies d's class across nodes: vendor (DefaultGPUVendor when unnamed),
+// model and memory.
+func classKey(d fsm.Device) fsm.Device {
+	return fsm.Device{Vendor: fsm.VendorOf(d.Vendor), Model: d.Model, MemoryMB: d.MemoryMB}
 }
 
 // Capped returns in with every operator's MaxInstances lowered to its share's instances,

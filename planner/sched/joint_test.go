@@ -127,3 +127,30 @@ func TestCanGrow(t *testing.T) {
 		t.Error("the binding operator at its scaling max: want false")
 	}
 }
+
+// TestJointSharesByVendor: the joint model pools accelerators per vendor, model and
+// memory, so a CUDA pipeline's share holds only the NVIDIA devices and a ROCm one's only
+// the AMD devices, and the placed plans use just those.
+func TestJointSharesByVendor(t *testing.T) {
+	nodes := []fsm.Node{{Name: "n1", CPU: 16, MemoryMB: 65536, GPUs: 4, Devices: fsm.MakeDevices(
+		fsm.Device{Model: "L4", MemoryMB: 24576, Count: 2}, fsm.Device{Vendor: "amd", Model: "MI210", MemoryMB: 65536, Count: 2})}}
+	cuda, rocm := gpuPipeline("cuda", 1, 0), gpuPipeline("rocm", 1, 0)
+	rocm.Operators[1].GPUVendor = "amd"
+	jp, err := PlanJoint(context.Background(), MILP{Solver: milp.HiGHS{}}, []PlanInput{cuda, rocm}, nodes, milp.ObjectiveMaxMin, milp.Options{})
+	if err != nil || len(jp.Errors) > 0 {
+		t.Fatalf("err %v, errors %v", err, jp.Errors)
+	}
+	for job, vendor := range map[string]string{"cuda": "nvidia", "rocm": "amd"} {
+		for _, d := range jp.Shares[job].Devices {
+			if fsm.VendorOf(d.Vendor) != vendor {
+				t.Errorf("%s's share holds %d %s/%s devices", job, d.Count, fsm.VendorOf(d.Vendor), d.Model)
+			}
+		}
+		if n := jp.Plans[job].Targets["infer"]["n1"].Total(); n != 2 {
+			t.Errorf("%s: %d infer instances, want its vendor's 2 devices", job, n)
+		}
+	}
+	if over := Oversubscribed(nodes, []Holding{HoldingOf(cuda, jp.Plans["cuda"]), HoldingOf(rocm, jp.Plans["rocm"])}); len(over) > 0 {
+		t.Fatalf("oversubscribed: %v", over)
+	}
+}

@@ -42,7 +42,7 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 	for i, o := range in.Operators {
 		op := milp.Operator{
 			Name: o.Name, CPU: o.CPU, MemMB: float64(o.MemoryMB), GPUs: o.GPUs, Capacity: o.Capacity,
-			GPUMemMB: float64(o.GPUMemoryMB), GPUModels: o.GPUModels,
+			GPUMemMB: float64(o.GPUMemoryMB), GPUModels: o.GPUModels, GPUVendor: fsm.VendorOf(o.GPUVendor),
 			Amplification: amp[i], OutputBytes: o.OutputBytes, LaunchSec: o.ColdStartSec, TerminateSec: 1,
 			MinInstances: o.MinInstances, MaxInstances: o.MaxInstances,
 		}
@@ -61,7 +61,7 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 		nd := milp.Node{Name: n.Name, CPU: n.CPU, MemMB: float64(n.MemoryMB), EgressBps: eg, Class: n.Class,
 			Pressure: in.Pressure[n.Name]}
 		for _, d := range deviceClasses(n) {
-			nd.Devices = append(nd.Devices, milp.Device{Model: d.Model, MemMB: float64(d.MemoryMB), Count: d.Count})
+			nd.Devices = append(nd.Devices, milp.Device{Vendor: fsm.VendorOf(d.Vendor), Model: d.Model, MemMB: float64(d.MemoryMB), Count: d.Count})
 		}
 		p.Nodes = append(p.Nodes, nd)
 	}

@@ -6,10 +6,10 @@ import (
 	"strconv"
 )
 
-// accepts reports whether an instance of o may use devices of class d: d's model is one
-// o accepts and each device has the memory o needs.
+// accepts reports whether an instance of o may use devices of class d: d is of o's
+// vendor, its model is one o accepts and each device has the memory o needs.
 func accepts(o *Operator, d Device) bool {
-	if o.GPUMemMB > 0 && d.MemMB < o.GPUMemMB {
+	if d.Vendor != o.GPUVendor || (o.GPUMemMB > 0 && d.MemMB < o.GPUMemMB) {
 		return false
 	}
 	return len(o.GPUModels) == 0 || slices.Contains(o.GPUModels, d.Model)

@@ -119,7 +119,7 @@ func pooledClasses(nodes []Node) []jointClass {
 	var out []jointClass
 	for n := range nodes {
 		for _, d := range nodeDevices(&nodes[n]) {
-			key := Device{Model: d.Model, MemMB: d.MemMB}
+			key := Device{Vendor: d.Vendor, Model: d.Model, MemMB: d.MemMB}
 			k, ok := idx[key]
 			if !ok {
 				k = len(out)
@@ -130,6 +130,9 @@ func pooledClasses(nodes []Node) []jointClass {
 		}
 	}
 	sort.Slice(out, func(a, b int) bool {
+		if out[a].dev.Vendor != out[b].dev.Vendor {
+			return out[a].dev.Vendor < out[b].dev.Vendor
+		}
 		if out[a].dev.Model != out[b].dev.Model {
 			return out[a].dev.Model < out[b].dev.Model
 		}
@@ -218,7 +221,7 @@ func SolveJoint(ctx context.Context, pipes []JointPipeline, nodes []Node, obj Ob
 		}
 	}
 	for _, cl := range m.classes {
-		res.Classes = append(res.Classes, Device{Model: cl.dev.Model, MemMB: cl.dev.MemMB, Count: cl.count})
+		res.Classes = append(res.Classes, Device{Vendor: cl.dev.Vendor, Model: cl.dev.Model, MemMB: cl.dev.MemMB, Count: cl.count})
 	}
 	res.OnClass = make([][][]int, len(pipes))
 	for p := range pipes {

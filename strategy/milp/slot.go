@@ -104,7 +104,7 @@ func (q *prep) slotKey(n int) string {
 	var s strings.Builder
 	s.WriteString(strconv.FormatFloat(nd.CPU, 'g', -1, 64) + "|" + strconv.FormatFloat(nd.MemMB, 'g', -1, 64))
 	for _, d := range q.devs[n] {
-		fmt.Fprintf(&s, "|%q,%g,%d", d.Model, d.MemMB, d.Count)
+		fmt.Fprintf(&s, "|%q,%q,%g,%d", d.Vendor, d.Model, d.MemMB, d.Count)
 	}
 	for i := range q.N {
 		s.WriteString("|" + strconv.Itoa(q.ub[i][n]))

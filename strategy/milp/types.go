@@ -23,6 +23,9 @@ type Operator struct {
 	// GPUModels lists the device models the operator accepts (Device.Model, compared
 	// exactly); empty accepts every model.
 	GPUModels []string
+	// GPUVendor is the device vendor the operator accepts (Device.Vendor, compared
+	// exactly: "" accepts only devices of vendor "").
+	GPUVendor string
 	// Capacity is the unit throughput of one instance on the current configuration (mu_i),
 	// in input records per second.
 	Capacity float64
@@ -111,6 +114,9 @@ type Node struct {
 // Device is one class of identical accelerators on a node: a Nomad device group
 // (vendor/type/name) with its healthy instances.
 type Device struct {
+	// Vendor is the device vendor (Nomad's device vendor, e.g. "nvidia"; "" when the
+	// caller does not distinguish vendors).
+	Vendor string
 	// Model names the accelerator (Nomad's device name, e.g. "A100-SXM4-80GB").
 	Model string
 	// MemMB is the memory of one device in MiB (the device attribute "memory"); 0 is

@@ -181,7 +181,7 @@ func solve(p *milp.Problem, opts Options) (*Result, error) {
 		return nil
 	}
 	accepts := func(o *milp.Operator, d milp.Device) bool {
-		return (o.GPUMemMB == 0 || d.MemMB >= o.GPUMemMB) && (len(o.GPUModels) == 0 || slices.Contains(o.GPUModels, d.Model))
+		return d.Vendor == o.GPUVendor && (o.GPUMemMB == 0 || d.MemMB >= o.GPUMemMB) && (len(o.GPUModels) == 0 || slices.Contains(o.GPUModels, d.Model))
 	}
 	a, b, rate, exp := make([][]int, N), make([][]int, N), make([][]int, N), make([][]int, N)
 	for i := range N {
