@@ -147,6 +147,20 @@ func TestPipelinesShareNomad(t *testing.T) {
 		if gpus["g80"] != 2 || gpus["g24"] > 4 {
 			t.Fatalf("GPUs held per node %v: want g80's two (service + big), at most g24's four", gpus)
 		}
+		// no evaluation of a pipeline job failed to place an allocation (Nomad records
+		// what it could not place, and why, in the evaluation that tried)
+		for _, job := range []string{"big", "small", "heavy", "batch"} {
+			evals, _, err := cl.Jobs().Evaluations(job, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evals {
+				for group, m := range e.FailedTGAllocs {
+					t.Fatalf("%s: evaluation %s (%s) failed to place group %s: %d filtered by constraints %v, exhausted %v",
+						job, e.ID[:8], e.TriggeredBy, group, m.NodesFiltered, m.ConstraintFiltered, m.DimensionExhausted)
+				}
+			}
+		}
 	}
 	checkGPUs()
 
