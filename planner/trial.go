@@ -28,9 +28,21 @@ type TrialActuator interface {
 	TrialSlots() int
 }
 
+// TrialWatcher is an optional TrialActuator extension that tells when a trial's instance
+// fails to run: it exits or is OOM-killed before it serves (an engine refusing a config:
+// a KV cache too small for one sequence, an unsupported kernel), which the trial's own
+// metrics never show because it never serves them.
+type TrialWatcher interface {
+	// TrialFailures returns why the instances of job's trials that failed did
+	// (operator -> slot -> reason); trials that run, start or are unknown are absent.
+	TrialFailures(ctx context.Context, job string, trials map[string]fsm.TrialSlots) (map[string]map[int]string, error)
+}
+
 // syncTrials hands job's committed trials to the actuator when they differ from what it
 // last applied this term (a new leader applies them once more, and so does the round
-// after a decision finished). The loop calls it only while no decision of job applies.
+// after a decision finished; a trial marked failed is the same trial), then records the
+// failures a TrialWatcher reports (watchTrials). The loop calls it only while no decision
+// of job applies.
 func (l *Loop) syncTrials(ctx context.Context, job string) {
 	ta, ok := l.cfg.Actuator.(TrialActuator)
 	if !ok {
@@ -38,14 +50,59 @@ func (l *Loop) syncTrials(ctx context.Context, job string) {
 	}
 	var trials map[string]fsm.TrialSlots
 	l.s.fsm.Read(func(st *fsm.State) { trials = maps.Clone(st.Trials[job]) })
-	if applied, ok := l.trials[job]; ok && maps.EqualFunc(applied, trials, slices.Equal) {
+	if applied, ok := l.trials[job]; !ok || !maps.EqualFunc(applied, trials, sameTrials) {
+		if err := ta.SetTrials(ctx, job, trials); err != nil {
+			l.log.Warn("apply trials; trying again next round", "job", job, "err", err)
+			return
+		}
+		l.trials[job] = trials
+	}
+	l.watchTrials(ctx, job, trials)
+}
+
+// sameTrials reports whether a and b are the same trials in the same slots, whatever is
+// known of their failures.
+func sameTrials(a, b fsm.TrialSlots) bool {
+	return slices.EqualFunc(a, b, func(x, y fsm.Trial) bool { x.Failed, y.Failed = "", ""; return x == y })
+}
+
+// watchTrials asks a TrialWatcher actuator which of job's running trials (applied, not yet
+// marked failed) failed, and records each in raft (OpFailTrial), where the plan shows it
+// to the tuner.
+func (l *Loop) watchTrials(ctx context.Context, job string, trials map[string]fsm.TrialSlots) {
+	tw, ok := l.cfg.Actuator.(TrialWatcher)
+	if !ok {
 		return
 	}
-	if err := ta.SetTrials(ctx, job, trials); err != nil {
-		l.log.Warn("apply trials; trying again next round", "job", job, "err", err)
+	open := map[string]fsm.TrialSlots{}
+	for op, ts := range trials {
+		if ts = slices.DeleteFunc(slices.Clone(ts), func(t fsm.Trial) bool { return t.Failed != "" }); len(ts) > 0 {
+			open[op] = ts
+		}
+	}
+	if len(open) == 0 {
 		return
 	}
-	l.trials[job] = trials
+	failed, err := tw.TrialFailures(ctx, job, open)
+	if err != nil {
+		l.log.Warn("check trials for failures; trying again next round", "job", job, "err", err)
+		return
+	}
+	for _, op := range slices.Sorted(maps.Keys(failed)) {
+		for _, slot := range slices.Sorted(maps.Keys(failed[op])) {
+			t, ok := open[op].Slot(slot)
+			if !ok {
+				continue
+			}
+			why := fsm.Clip(failed[op][slot], fsm.MaxTrialFailureBytes-len("..."))
+			if _, err := l.s.Propose(ctx, fsm.Command{Op: fsm.OpFailTrial, Job: job, Operator: op,
+				Trial: &fsm.Trial{Slot: slot, Index: t.Index, Failed: why}}); err != nil {
+				l.log.Warn("record a failed trial", "job", job, "operator", op, "slot", slot, "err", err)
+				continue
+			}
+			l.log.Warn("trial failed", "job", job, "operator", op, "slot", slot, "config", t.Config, "why", why)
+		}
+	}
 }
 
 // trialSlot returns the slot the request's path names (0 without one), or writes the

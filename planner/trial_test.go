@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,4 +173,92 @@ func TestTrialsReachTheActuator(t *testing.T) {
 func slot(trials map[string]fsm.TrialSlots, k int) fsm.Trial {
 	t, _ := trials["embed"].Slot(k)
 	return t
+}
+
+// watchingFake is a trialFake whose trials of a config containing "bad" fail to run
+// (TrialWatcher), counting the checks.
+type watchingFake struct {
+	*trialFake
+	checks int
+}
+
+func (f *watchingFake) TrialFailures(_ context.Context, job string, trials map[string]fsm.TrialSlots) (map[string]map[int]string, error) {
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	f.checks++
+	var out map[string]map[int]string
+	for op, ts := range trials {
+		for _, t := range ts {
+			if strings.Contains(t.Config, "bad") {
+				if out == nil {
+					out = map[string]map[int]string{}
+				}
+				if out[op] == nil {
+					out[op] = map[int]string{}
+				}
+				out[op][t.Slot] = "task run exited 2 times with a non-zero status (exit code 3)"
+			}
+		}
+	}
+	return out, nil
+}
+
+// TestFailedTrialIsRecorded: a trial the actuator reports failed to run is marked failed
+// in raft with the actuator's reason, shown in GET /v1/plan's trials, not handed to the
+// actuator again for it, and not checked again; a trial that runs is not marked, and a
+// new trial in the slot starts unmarked.
+func TestFailedTrialIsRecorded(t *testing.T) {
+	nodes := []fsm.Node{{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 4, MemoryMB: 8192, GPUs: 2, GPUMemoryMB: 16000}}
+	p := testPipeline()
+	p.Operators[1].Params = "batch=int[1,64],mode=str{good,bad}"
+	wf := &watchingFake{trialFake: &trialFake{fakeCluster: &fakeCluster{steps: map[uint64]int{}, delay: 1, nodes: nodes}, slots: 2}}
+	c := newTestCluster(t, 1, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 50 * time.Millisecond, Actuator: wf, Invalidator: wf}
+	})
+	li, _ := c.leader(10 * time.Second)
+	ld := c.peers[li].HTTPAddr
+	registerApplied(t, c, ld, p)
+	put := func(slot, config string) {
+		t.Helper()
+		if code, body := c.do(http.MethodPut, ld+"/v1/trials/pdf/embed/"+slot, client.TrialRequest{Config: config}); code != http.StatusOK {
+			t.Fatalf("trial %s in slot %s: HTTP %d %s", config, slot, code, body)
+		}
+	}
+	trials := func() []fsm.Trial {
+		var plan client.PlanResponse
+		_, body := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil)
+		_ = json.Unmarshal(body, &plan)
+		return plan.Groups["embed"].Trials
+	}
+	put("0", "batch=16,mode=good")
+	put("1", "batch=8,mode=bad")
+	waitFor(t, "the failed trial marked", 10*time.Second, func() bool {
+		trs := trials()
+		return len(trs) == 2 && trs[1].Failed != ""
+	})
+	trs := trials()
+	if trs[0].Failed != "" || !strings.Contains(trs[1].Failed, "exited 2 times") {
+		t.Fatalf("trials %+v: want only slot 1 failed, with the actuator's reason", trs)
+	}
+	_, n := wf.last()
+	wf.tmu.Lock()
+	checks := wf.checks
+	wf.tmu.Unlock()
+	time.Sleep(300 * time.Millisecond) // six intervals
+	if _, m := wf.last(); m != n {
+		t.Errorf("marking a trial failed handed the trials to the actuator %d more times", m-n)
+	}
+	wf.tmu.Lock()
+	if wf.checks <= checks {
+		t.Errorf("the running trial in slot 0 is no longer checked (%d checks)", wf.checks)
+	}
+	wf.tmu.Unlock()
+	put("1", "batch=4,mode=good")
+	waitFor(t, "the new trial in slot 1 handed to the actuator", 10*time.Second, func() bool {
+		tr, _ := wf.last()
+		return slot(tr, 1).Config == "batch=4,mode=good"
+	})
+	if trs := trials(); len(trs) != 2 || trs[1].Failed != "" {
+		t.Errorf("trials %+v: the new trial in slot 1 starts unmarked", trs)
+	}
 }

@@ -558,6 +558,13 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 		}
 	}
 	for _, tr := range trs {
+		if st := ot.epoch(tr.Epoch); tr.Failed != "" && !st.oom {
+			// The planner saw the trial's instance fail to run (it exited or was
+			// OOM-killed before serving, so its metrics show nothing): a failed
+			// evaluation, recorded at the device limit as an OOM is.
+			t.o.Logger.Info("tune: trial failed to run", "job", job, "operator", op.Name, "config", tr.Config, "slot", tr.Slot, "why", tr.Failed)
+			st.oom = true
+		}
 		if err := t.evaluate(ot, tr.Epoch); err != nil {
 			return err
 		}

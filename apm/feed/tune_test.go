@@ -65,6 +65,9 @@ type synthCluster struct {
 	// synthPeakMiB(b) plus a Gumbel(0, peakScale·b MiB) draw, and instances report the
 	// peak since start (0: no fluctuation, the peak is synthPeakMiB(b)).
 	peakScale float64
+	// refuse, when set, names the b whose trial instance refuses to start: it exports
+	// nothing, and the plan shows the trial failed (as the planner's TrialWatcher does).
+	refuse func(b int) bool
 }
 
 func newSynthCluster(t *testing.T, b int) *synthCluster {
@@ -94,7 +97,11 @@ func (c *synthCluster) handler(w http.ResponseWriter, r *http.Request) {
 		g := map[string]any{"config": c.config, "config_epoch": c.epoch, "candidate_config": c.inflight, "count": 8}
 		var trs []fsm.Trial
 		for _, k := range slices.Sorted(maps.Keys(c.slots)) {
-			trs = append(trs, fsm.Trial{Config: c.slots[k].config, Epoch: c.slots[k].epoch, Slot: k})
+			tr := fsm.Trial{Config: c.slots[k].config, Epoch: c.slots[k].epoch, Slot: k}
+			if c.refused(tr.Config) {
+				tr.Failed = "allocation 1234abcd on c2: task run exited 2 times with a non-zero status (exit code 1)"
+			}
+			trs = append(trs, tr)
 		}
 		if len(trs) > 0 {
 			g["trials"] = trs
@@ -186,6 +193,9 @@ func (c *synthCluster) snapshot() Snapshot {
 		if err != nil {
 			c.t.Fatal(err)
 		}
+		if c.refused(tr.config) {
+			continue // never serves: no metrics
+		}
 		if tr.inst == nil {
 			tr.inst = &Instance{QueueLength: 100, Utilization: 0.95, Epoch: float64(tr.epoch)}
 		}
@@ -193,6 +203,15 @@ func (c *synthCluster) snapshot() Snapshot {
 		s.Instances[fmt.Sprintf("trial-%d", tr.epoch)] = *tr.inst
 	}
 	return s
+}
+
+// refused reports whether the trial config cfg refuses to start (refuse; caller holds mu).
+func (c *synthCluster) refused(cfg string) bool {
+	if c.refuse == nil {
+		return false
+	}
+	tc, err := configspace.ParseConfig(cfg)
+	return err == nil && c.refuse(tc.Int("b"))
 }
 
 // synthTrial is a trial the fake planner runs: its config, epoch and instance.
@@ -517,6 +536,49 @@ func TestTunerMeasuresByTrials(t *testing.T) {
 		if !p.Trial && !p.Recommendation {
 			t.Errorf("proposal %+v: with trials only recommendations are candidates", p)
 		}
+	}
+}
+
+// TestTunerRecordsFailedTrials: trials whose engine refuses to start (b >= 16 here, well
+// inside the device memory: 10 + 4·16 = 74 of 100 MiB) export no metrics; the plan shows
+// them failed, and the tuner records each as a failed evaluation (OOM, throughput 0) at
+// once, instead of waiting out TrialRounds and setting the config aside unrecorded, so
+// the memory model learns the region and the budget moves on.
+func TestTunerRecordsFailedTrials(t *testing.T) {
+	c := newSynthCluster(t, 8)
+	c.adopt = false
+	c.refuse = func(b int) bool { return b >= 16 }
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 8, Trials: true})
+	ctx := context.Background()
+	for range 300 {
+		if err := f.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := f.Tuner().Stats("pdf", "ocr")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	refusedTrials, recorded := 0, map[uint64]Evaluation{}
+	for _, ev := range st.Evaluations {
+		recorded[ev.Epoch] = ev
+	}
+	for epoch, cfg := range c.trials {
+		if !c.refused(cfg) {
+			continue
+		}
+		refusedTrials++
+		ev, ok := recorded[epoch]
+		if !ok || !ev.OOM || ev.Throughput != 0 || ev.Config != cfg {
+			t.Errorf("refused trial %s (epoch %d): evaluation %+v (recorded %v), want a failed one of its config", cfg, epoch, ev, ok)
+		}
+	}
+	if refusedTrials == 0 {
+		t.Fatalf("no trial of b >= 16 among %v: the test exercises nothing", c.trials)
+	}
+	if len(st.Evaluations) != 8 {
+		t.Errorf("%d evaluations, want the budget of 8", len(st.Evaluations))
 	}
 }
 

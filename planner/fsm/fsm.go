@@ -30,6 +30,7 @@ const (
 	OpQueue            Op = "queue"
 	OpSetTrial         Op = "set_trial"
 	OpDropTrial        Op = "drop_trial"
+	OpFailTrial        Op = "fail_trial"
 )
 
 // Command is one raft log entry.
@@ -62,7 +63,8 @@ type Command struct {
 	// Queue for OpQueue: the whole admission queue (job -> entry), replacing the last.
 	Queue map[string]Queued `json:"queue,omitempty"`
 	// Trial for OpSetTrial (with Job and Operator; its epoch and index are set on apply),
-	// and for OpDropTrial the slot to end (nil: every slot of the operator).
+	// for OpDropTrial the slot to end (nil: every slot of the operator), and for
+	// OpFailTrial the slot, the index of the trial that failed and why (Failed).
 	Trial *Trial `json:"trial,omitempty"`
 }
 
@@ -259,6 +261,8 @@ func apply(st *State, c Command, idx uint64) error {
 		return applySetTrial(st, c, idx)
 	case OpDropTrial:
 		return applyDropTrial(st, c)
+	case OpFailTrial:
+		return applyFailTrial(st, c)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}
@@ -297,6 +301,8 @@ func check(st *State, c Command, admit bool) error {
 		return checkTrial(st, c)
 	case OpDropTrial:
 		return checkDropTrial(st, c)
+	case OpFailTrial:
+		return checkFailTrial(st, c)
 	default:
 		return fmt.Errorf("unknown command %q", c.Op)
 	}

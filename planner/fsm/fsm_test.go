@@ -668,3 +668,35 @@ func TestFailureAfterAPromotionKeepsThePromotedConfig(t *testing.T) {
 		t.Errorf("after a failed decision: rollout %+v, want batch=32 at epoch 1 on both instances", r)
 	}
 }
+
+// TestFailTrial: a failure names the trial by slot and index and marks only it; a failure
+// of a trial since replaced in its slot changes nothing; a failure without a reason or
+// index, or with an over-long reason, is refused.
+func TestFailTrial(t *testing.T) {
+	a := &applier{t: t, f: New(nil)}
+	p := pipe()
+	p.Operators[1].Params = "batch=int[1,64]"
+	a.must(Command{Op: OpRegisterPipeline, Pipeline: p})
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=16"}})
+	first := a.idx
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=8", Slot: 1}})
+	for _, bad := range []*Trial{nil, {Index: first}, {Failed: "exited"}, {Index: first, Failed: strings.Repeat("x", MaxTrialFailureBytes+1)}, {Index: first, Failed: "x", Slot: MaxTrialSlots}} {
+		if err := a.do(Command{Op: OpFailTrial, Job: "pdf", Operator: "embed", Trial: bad}); err == nil {
+			t.Errorf("failure %+v accepted", bad)
+		}
+	}
+	a.must(Command{Op: OpFailTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Index: first, Failed: "exited twice"}})
+	read := func() (Trial, Trial) {
+		var s0, s1 Trial
+		a.f.Read(func(s *State) { s0, _ = s.Trials["pdf"]["embed"].Slot(0); s1, _ = s.Trials["pdf"]["embed"].Slot(1) })
+		return s0, s1
+	}
+	if s0, s1 := read(); s0.Failed != "exited twice" || s1.Failed != "" {
+		t.Fatalf("slot 0 %+v, slot 1 %+v: want only slot 0 failed", s0, s1)
+	}
+	a.must(Command{Op: OpSetTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Config: "batch=4"}})
+	a.must(Command{Op: OpFailTrial, Job: "pdf", Operator: "embed", Trial: &Trial{Index: first, Failed: "late report"}})
+	if s0, _ := read(); s0.Config != "batch=4" || s0.Failed != "" {
+		t.Fatalf("slot 0 %+v: a failure of the replaced trial marked the new one", s0)
+	}
+}

@@ -35,7 +35,14 @@ type Trial struct {
 	// Slot is the trial slot it runs in, 0 to MaxTrialSlots-1 (absent: 0, as in state
 	// and commands written before slots existed).
 	Slot int `json:"slot,omitempty"`
+	// Failed says why the trial's instance failed to run (exited or was OOM-killed
+	// repeatedly, as the actuator saw it; OpFailTrial); "" while it runs or nothing is
+	// known. A tuner records a failed trial as a failed evaluation of its config.
+	Failed string `json:"failed,omitempty"`
 }
+
+// MaxTrialFailureBytes bounds Trial.Failed.
+const MaxTrialFailureBytes = 512
 
 // TrialSlots is one operator's running trials, at most one per slot, in ascending slot
 // order. Its JSON is an array; a single trial object (state written before slots existed)
@@ -102,6 +109,36 @@ func checkTrial(st *State, c Command) error {
 func checkSlot(c Command) error {
 	if c.Trial != nil && (c.Trial.Slot < 0 || c.Trial.Slot >= MaxTrialSlots) {
 		return fmt.Errorf("operator %q: trial slot %d out of range [0, %d)", c.Operator, c.Trial.Slot, MaxTrialSlots)
+	}
+	return nil
+}
+
+// checkFailTrial validates an OpFailTrial command: a known operator, a slot in range and
+// a reason of at most MaxTrialFailureBytes.
+func checkFailTrial(st *State, c Command) error {
+	if err := knownOp(st, c.Job, c.Operator); err != nil {
+		return err
+	}
+	if c.Trial == nil || c.Trial.Failed == "" || c.Trial.Index == 0 {
+		return fmt.Errorf("operator %q: a trial failure names the trial (its index) and why it failed", c.Operator)
+	}
+	if len(c.Trial.Failed) > MaxTrialFailureBytes {
+		return fmt.Errorf("operator %q: trial failure of %d bytes: want at most %d", c.Operator, len(c.Trial.Failed), MaxTrialFailureBytes)
+	}
+	return checkSlot(c)
+}
+
+// applyFailTrial marks the trial in c's slot failed when it is still the trial c names
+// (its index): a trial replaced in the meantime stays as it is.
+func applyFailTrial(st *State, c Command) error {
+	ts := st.Trials[c.Job][c.Operator]
+	for k, t := range ts {
+		if t.Slot == c.Trial.Slot && t.Index == c.Trial.Index {
+			ts = slices.Clone(ts)
+			ts[k].Failed = c.Trial.Failed
+			st.Trials[c.Job][c.Operator] = ts
+			return nil
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -405,4 +406,101 @@ func (a *Actuator) SetTrials(ctx context.Context, job string, trials map[string]
 	sort.Strings(names)
 	a.log.Info("trials set", "job", job, "trials", names, "eval", resp.EvalID)
 	return nil
+}
+
+// trialFailExits is how many non-zero exits of a trial's task make it a failed trial: one
+// may be a transient fault the restart policy absorbs, a second on the same config is not.
+const trialFailExits = 2
+
+// TrialFailures implements planner.TrialWatcher: a trial failed when its slot group's
+// allocation running the trial's epoch has failed, or its task was OOM-killed (Nomad's
+// oom_killed flag or exit status 137), or exited with a non-zero status trialFailExits
+// times. The allocation's job version tells its epoch (the group meta
+// trident_config_epoch), so the slot's allocation from before the trial does not count.
+func (a *Actuator) TrialFailures(ctx context.Context, job string, trials map[string]fsm.TrialSlots) (map[string]map[int]string, error) {
+	type want struct {
+		op    string
+		trial fsm.Trial
+	}
+	groups := map[string]want{}
+	for op, ts := range trials {
+		for _, t := range ts {
+			name := SlotGroupName(op)
+			if t.Slot > 0 {
+				name = TrialGroupName(op, t.Slot)
+			}
+			groups[name] = want{op, t}
+		}
+	}
+	if len(groups) == 0 {
+		return nil, nil
+	}
+	allocs, _, err := a.c.Jobs().Allocations(job, false, a.q(ctx))
+	if err != nil {
+		if isNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list allocations of %q: %w", job, err)
+	}
+	var out map[string]map[int]string
+	for _, al := range allocs {
+		w, ok := groups[al.TaskGroup]
+		if !ok || al.DesiredStatus != api.AllocDesiredStatusRun {
+			continue
+		}
+		why := allocFailure(al)
+		if why == "" {
+			continue
+		}
+		full, _, err := a.c.Allocations().Info(al.ID, a.q(ctx))
+		if err != nil {
+			return out, fmt.Errorf("read allocation %s of %q: %w", al.ID, job, err)
+		}
+		if full.Job == nil {
+			continue
+		}
+		if g := full.Job.LookupTaskGroup(al.TaskGroup); g == nil || g.Meta[MetaConfigEpoch] != strconv.FormatUint(w.trial.Epoch, 10) {
+			continue // the slot's instance from before the trial
+		}
+		if out == nil {
+			out = map[string]map[int]string{}
+		}
+		if out[w.op] == nil {
+			out[w.op] = map[int]string{}
+		}
+		out[w.op][w.trial.Slot] = fmt.Sprintf("allocation %s on %s: %s", al.ID[:min(8, len(al.ID))], al.NodeName, why)
+	}
+	return out, nil
+}
+
+// allocFailure says how an allocation failed to run ("" when it did not): failed, a task
+// OOM-killed, or a task that exited non-zero trialFailExits times (with its last message).
+func allocFailure(al *api.AllocationListStub) string {
+	for _, task := range slices.Sorted(maps.Keys(al.TaskStates)) {
+		ts := al.TaskStates[task]
+		if n := oomKills(ts); n > 0 {
+			return fmt.Sprintf("task %s was OOM-killed %d times", task, n)
+		}
+		if n := failedExits(ts); n >= trialFailExits {
+			return fmt.Sprintf("task %s exited %d times with a non-zero status (%s)", task, n, lastTermination(ts))
+		}
+	}
+	if al.ClientStatus == api.AllocClientStatusFailed {
+		return "allocation failed"
+	}
+	return ""
+}
+
+// lastTermination describes the task's last termination: its exit code and message.
+func lastTermination(ts *api.TaskState) string {
+	for i := len(ts.Events) - 1; i >= 0; i-- {
+		if ev := ts.Events[i]; ev != nil && ev.Type == api.TaskTerminated {
+			msg := ev.DisplayMessage
+			if msg == "" {
+				msg = "exit code " + ev.Details["exit_code"]
+			}
+			return fsm.Clip(msg, 160)
+		}
+	}
+	return "no termination event"
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,9 @@ func TestTrialAgainstNomad(t *testing.T) {
 	if got := prodAlloc(); got != prod {
 		t.Errorf("the trial restarted gpu's production instance (%s -> %s)", prod, got)
 	}
+	if f, err := a.TrialFailures(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil || len(f) != 0 {
+		t.Errorf("a running trial reported failed: %v (%v)", f, err)
+	}
 	v := version()
 	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {tr}}); err != nil || version() != v {
 		t.Errorf("the same trials again: version %d -> %d (%v), want none", v, version(), err)
@@ -240,6 +244,33 @@ func TestTrialAgainstNomad(t *testing.T) {
 	if g := group(j, SlotGroupName("gpu")); g.Meta[opcontract.MetaConfig] != bad.Config {
 		t.Errorf("after the trial's deployment failed the slot group runs %q: Nomad reverted the job", g.Meta[opcontract.MetaConfig])
 	}
+	// The planner learns of the failure from the actuator (TrialWatcher): the OOM kills
+	// of the trial's own allocation, not the slot's earlier ones.
+	failures := func(tr fsm.Trial, want string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			f, err := a.TrialFailures(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {tr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if why := f["gpu"][tr.Slot]; strings.Contains(why, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("trial %s: failures %v after 60 s, want one saying %q", tr.Config, f, want)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	failures(bad, "OOM-killed")
+	// A trial whose engine refuses to start (exit 3 at once) is a failure too, once it
+	// exited twice.
+	refused := fsm.Trial{Config: "batch=64,fail=bad", Epoch: fsm.TrialEpochBase + 11}
+	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {refused}}); err != nil {
+		t.Fatal(err)
+	}
+	failures(refused, "exited 2 times with a non-zero status")
 
 	if err := a.SetTrials(t.Context(), job, nil); err != nil {
 		t.Fatal(err)
