@@ -214,6 +214,22 @@ func (c *synthCluster) refused(cfg string) bool {
 	return err == nil && c.refuse(tc.Int("b"))
 }
 
+// tuneByTrials runs a tuner with trials and the given budget for 300 rounds against c
+// (candidates not adopted: only trials measure) and returns its stats.
+func (c *synthCluster) tuneByTrials(t *testing.T, budget int) TunerStats {
+	t.Helper()
+	c.adopt = false
+	srv := httptest.NewServer(http.HandlerFunc(c.handler))
+	defer srv.Close()
+	f := c.feederWith(t, srv.URL, TunerOptions{Budget: budget, Trials: true})
+	for range 300 {
+		if err := f.Round(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f.Tuner().Stats("pdf", "ocr")
+}
+
 // synthTrial is a trial the fake planner runs: its config, epoch and instance.
 type synthTrial struct {
 	config string
@@ -472,17 +488,7 @@ func TestTunerRemeasuresTheRunningConfigAfterAShift(t *testing.T) {
 // the trials' ratio: 2·b within 10 %).
 func TestTunerMeasuresByTrials(t *testing.T) {
 	c := newSynthCluster(t, 8)
-	c.adopt = false
-	srv := httptest.NewServer(http.HandlerFunc(c.handler))
-	defer srv.Close()
-	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 6, Trials: true})
-	ctx := context.Background()
-	for range 300 {
-		if err := f.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := f.Tuner().Stats("pdf", "ocr")
+	st := c.tuneByTrials(t, 6)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.trials[fsm.TrialEpochBase+101] != "b=8" {
@@ -546,18 +552,8 @@ func TestTunerMeasuresByTrials(t *testing.T) {
 // the memory model learns the region and the budget moves on.
 func TestTunerRecordsFailedTrials(t *testing.T) {
 	c := newSynthCluster(t, 8)
-	c.adopt = false
 	c.refuse = func(b int) bool { return b >= 16 }
-	srv := httptest.NewServer(http.HandlerFunc(c.handler))
-	defer srv.Close()
-	f := c.feederWith(t, srv.URL, TunerOptions{Budget: 8, Trials: true})
-	ctx := context.Background()
-	for range 300 {
-		if err := f.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := f.Tuner().Stats("pdf", "ocr")
+	st := c.tuneByTrials(t, 8)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	refusedTrials, recorded := 0, map[uint64]Evaluation{}

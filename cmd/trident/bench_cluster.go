@@ -33,20 +33,22 @@ func parseSizes(s string) ([][2]int, error) {
 
 // benchAdmission simulates admission of batch pipelines (size[0] on size[1] nodes) under
 // the planner's policy (SJF with aging and marginal admission) against FIFO with the same
-// marginal admission (the strongest FIFO: the same joint round and admission test) and
-// against plain SJF and FIFO (admitted whenever their minimums fit), and adds the figures
-// to res.
+// marginal admission (the strongest FIFO: the same joint round and admission test),
+// against plain SJF and FIFO (admitted whenever their minimums fit), and against the
+// cluster without Trident (FIFO on Nomad's placement with the autoscaler, seed 001's peer),
+// and adds the figures to res.
 func benchAdmission(ctx context.Context, size [2]int, seeds int, obj milp.Objective, res *benchfmt.Result, stdout, stderr io.Writer) error {
 	tab := benchfmt.Table{Title: fmt.Sprintf("Admission of %d batch pipelines on %d nodes (mean completion s; p95 s; makespan s)", size[0], size[1]),
-		Header: []string{"seed", "SJF+marginal", "FIFO+marginal", "SJF", "FIFO", "cut vs FIFO+marginal", "cut vs FIFO", "plain SJF cut vs FIFO",
-			"makespan cut vs FIFO+marginal", "makespan cut vs FIFO"}}
-	pols := []admit.Policy{{Order: admit.SJF, Marginal: true}, {Order: admit.FIFO, Marginal: true}, {Order: admit.SJF}, {Order: admit.FIFO}}
-	var cutM, cutF, cutPlain, spanM, spanF []float64
+		Header: []string{"seed", "SJF+marginal", "FIFO+marginal", "SJF", "FIFO", "FIFO on Nomad", "cut vs FIFO+marginal", "cut vs FIFO", "plain SJF cut vs FIFO",
+			"makespan cut vs FIFO+marginal", "makespan cut vs FIFO", "cut vs FIFO on Nomad (mean / makespan)"}}
+	pols := []admit.Policy{{Order: admit.SJF, Marginal: true}, {Order: admit.FIFO, Marginal: true}, {Order: admit.SJF}, {Order: admit.FIFO}, {Order: admit.FIFO}}
+	var cutM, cutF, cutPlain, spanM, spanF, cutN, spanN []float64
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		sp := clusterbench.AdmissionSpec{Batch: size[0], Nodes: size[1], Seed: seed, Window: 15}
 		fmt.Fprintf(stderr, "admission %d/%d\n", seed, seeds)
 		out := make([]clusterbench.AdmissionOutcome, len(pols))
 		for k, pol := range pols {
+			sp.NomadPlacement = k == 4 // the last: FIFO on Nomad's own placement
 			o, err := clusterbench.Admission(ctx, sp, pol, obj)
 			if err != nil {
 				return fmt.Errorf("admission (%s, marginal %v): %w", pol.Order, pol.Marginal, err)
@@ -64,8 +66,11 @@ func benchAdmission(ctx context.Context, size [2]int, seeds int, obj milp.Object
 		cutPlain = append(cutPlain, cut(out[2], out[3]))
 		spanM = append(spanM, span(out[0], out[1]))
 		spanF = append(spanF, span(out[0], out[3]))
+		cutN = append(cutN, cut(out[0], out[4]))
+		spanN = append(spanN, span(out[0], out[4]))
 		pct := func(v []float64) string { return fmt.Sprintf("%.1f%%", 100*v[len(v)-1]) }
-		tab.AddRow(seed, cell(out[0]), cell(out[1]), cell(out[2]), cell(out[3]), pct(cutM), pct(cutF), pct(cutPlain), pct(spanM), pct(spanF))
+		tab.AddRow(seed, cell(out[0]), cell(out[1]), cell(out[2]), cell(out[3]), cell(out[4]), pct(cutM), pct(cutF), pct(cutPlain), pct(spanM), pct(spanF),
+			pct(cutN)+" / "+pct(spanN))
 	}
 	if err := tab.Write(stdout); err != nil {
 		return err
@@ -74,7 +79,8 @@ func benchAdmission(ctx context.Context, size [2]int, seeds int, obj milp.Object
 		key  string
 		cuts []float64
 	}{{"admission_mean_cut_vs_fifo_marginal", cutM}, {"admission_mean_cut_vs_fifo", cutF}, {"admission_plain_sjf_mean_cut_vs_fifo", cutPlain},
-		{"admission_makespan_cut_vs_fifo_marginal", spanM}, {"admission_makespan_cut_vs_fifo", spanF}} {
+		{"admission_makespan_cut_vs_fifo_marginal", spanM}, {"admission_makespan_cut_vs_fifo", spanF},
+		{"admission_mean_cut_vs_fifo_on_nomad", cutN}, {"admission_makespan_cut_vs_fifo_on_nomad", spanN}} {
 		sort.Float64s(c.cuts)
 		res.Figures[c.key+"_median"] = c.cuts[len(c.cuts)/2]
 		res.Figures[c.key+"_worst"] = c.cuts[0]

@@ -330,15 +330,13 @@ func TestParseJobRefusesDistinctConstraints(t *testing.T) {
 // the scheduler plans it only on those, and the rendered device request constrains
 // ${device.model} to them so Nomad does not hand it another model on the node. A list
 // without a GPU, an empty or a non-printable name is refused naming the key.
-func TestGPUModels(t *testing.T) {
-	job := testJob("pipe")
-	job.TaskGroups[1].Meta["trident_gpu_models"] = " NVIDIA A100-SXM4-80GB, H100 (80GB),NVIDIA A100-SXM4-80GB "
+// renderGPU parses job (testJob's shape) and renders the final version of a decision
+// placing src on c1 and gpu on c2: the pipeline and the rendered gpu group.
+func renderGPU(t *testing.T, job *api.Job) (*fsm.Pipeline, *api.TaskGroup) {
+	t.Helper()
 	p, err := ParseJob(job)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if got := fmt.Sprint(p.Operators[1].GPUModels); got != "[NVIDIA A100-SXM4-80GB H100 (80GB)]" {
-		t.Fatalf("models %s", got)
 	}
 	p.Template, _ = json.Marshal(job)
 	d := fsm.Decision{Index: 1, Job: "pipe", Operators: map[string]fsm.OpTarget{
@@ -349,13 +347,25 @@ func TestGPUModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cons []string
 	for _, g := range out.TaskGroups {
 		if *g.Name == "gpu@c2.g0" {
-			for _, c := range g.Tasks[0].Resources.Devices[0].Constraints {
-				cons = append(cons, c.LTarget+" "+c.Operand+" "+c.RTarget)
-			}
+			return p, g
 		}
+	}
+	t.Fatal("no rendered gpu group on c2")
+	return nil, nil
+}
+
+func TestGPUModels(t *testing.T) {
+	job := testJob("pipe")
+	job.TaskGroups[1].Meta["trident_gpu_models"] = " NVIDIA A100-SXM4-80GB, H100 (80GB),NVIDIA A100-SXM4-80GB "
+	p, g := renderGPU(t, job)
+	if got := fmt.Sprint(p.Operators[1].GPUModels); got != "[NVIDIA A100-SXM4-80GB H100 (80GB)]" {
+		t.Fatalf("models %s", got)
+	}
+	var cons []string
+	for _, c := range g.Tasks[0].Resources.Devices[0].Constraints {
+		cons = append(cons, c.LTarget+" "+c.Operand+" "+c.RTarget)
 	}
 	if want := `[${device.attr.memory} >= 8000 MiB ${device.model} regexp ^(NVIDIA A100-SXM4-80GB|H100 \(80GB\))$]`; fmt.Sprint(cons) != want {
 		t.Fatalf("device constraints %v, want %s", cons, want)
@@ -423,26 +433,8 @@ func TestGPUVendor(t *testing.T) {
 		if vendor != "" {
 			job.TaskGroups[1].Meta["trident_gpu_vendor"] = vendor
 		}
-		p, err := ParseJob(job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Template, _ = json.Marshal(job)
-		d := fsm.Decision{Index: 1, Job: "pipe", Operators: map[string]fsm.OpTarget{
-			"src": {Nodes: map[string]fsm.Placement{"c1": {Current: 1}}, Config: "mode=fast"},
-			"gpu": {Nodes: map[string]fsm.Placement{"c2": {Current: 1}}, Config: "batch=8"},
-		}}
-		out, err := Render(p, d, PhaseFinal, nil, nil, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range out.TaskGroups {
-			if *g.Name == "gpu@c2.g0" {
-				return p.Operators[1].GPUVendor, g.Tasks[0].Resources.Devices[0].Name
-			}
-		}
-		t.Fatal("no rendered gpu group")
-		return "", ""
+		p, g := renderGPU(t, job)
+		return p.Operators[1].GPUVendor, g.Tasks[0].Resources.Devices[0].Name
 	}
 	for vendor, want := range map[string][2]string{"": {"", "nvidia/gpu"}, "nvidia": {"", "nvidia/gpu"}, " amd ": {"amd", "amd/gpu"}, "intel": {"intel", "intel/gpu"}} {
 		if v, req := render(vendor); v != want[0] || req != want[1] {

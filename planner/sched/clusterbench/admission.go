@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/trident-sched/trident/planner/admit"
+	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 	"github.com/trident-sched/trident/strategy/milp"
 )
@@ -20,6 +21,13 @@ type AdmissionSpec struct {
 	// Window spreads the arrivals uniformly over [0, Window) seconds (seed 001 submits
 	// its pipelines within one 15 s window).
 	Window float64
+	// NomadPlacement runs every admitted set at what Nomad's own scheduler reaches with
+	// the autoscaler's target-value strategy per group (the emulation of Compare's
+	// "autoscaler": binpacking, the bottleneck grown until it no longer places), and a set
+	// fits when every group's first instances place; without it the set runs at its joint
+	// round's throughputs. With FIFO admission this is the cluster without Trident, the
+	// peer seed 001 measures against (Kubernetes' default scheduler, arrival order).
+	NomadPlacement bool
 }
 
 // AdmissionOutcome is one policy's completion times on one scenario.
@@ -74,6 +82,9 @@ func Admission(ctx context.Context, spec AdmissionSpec, pol admit.Policy, obj mi
 			}
 			return 1
 		})
+		if spec.NomadPlacement {
+			return nomadRates(ins, sc.Nodes)
+		}
 		j, err := sched.Shares(ctx, ins, sc.Nodes, obj, milp.Options{})
 		if errors.Is(err, milp.ErrJointInfeasible) {
 			return nil, false, nil
@@ -92,4 +103,26 @@ func Admission(ctx context.Context, spec AdmissionSpec, pol admit.Policy, obj mi
 		return AdmissionOutcome{}, fmt.Errorf("%s: %w", sc.Spec, err)
 	}
 	return AdmissionOutcome{MeanCompletion: res.MeanCompletion, P95Completion: res.P95Completion, MaxWait: res.MaxWait, Makespan: res.Makespan}, nil
+}
+
+// nomadRates is the admitted set ins run by Nomad's scheduler and the autoscaler
+// (autoscaler): each pipeline's throughput, and whether every group got its first
+// instances (at least one, and its scaling policy's min).
+func nomadRates(ins []sched.PlanInput, nodes []fsm.Node) (map[string]float64, bool, error) {
+	plans := autoscaler(ins, nodes)
+	out := map[string]float64{}
+	for _, in := range ins {
+		pl := plans[in.Job]
+		for _, o := range in.Operators {
+			n := 0
+			for _, p := range pl.Targets[o.Name] {
+				n += p.Total()
+			}
+			if n < max(1, o.MinInstances) {
+				return nil, false, nil
+			}
+		}
+		out[in.Job] = pl.Throughput
+	}
+	return out, true, nil
 }

@@ -130,3 +130,28 @@ func TestSharedLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestNomadRates: the cluster without Trident (Nomad's placement with the autoscaler) runs
+// one pipeline alone at a positive rate no higher than its pooled bound alone, and refuses
+// a set whose groups' first instances do not all place (twenty pipelines on four nodes).
+func TestNomadRates(t *testing.T) {
+	sc, err := Generate(Spec{Pipelines: 20, Nodes: 4, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := sc.Inputs[:1]
+	r, fits, err := nomadRates(one, sc.Nodes)
+	if err != nil || !fits {
+		t.Fatalf("one pipeline: fits %v, err %v", fits, err)
+	}
+	j, err := sched.Shares(context.Background(), one, sc.Nodes, milp.ObjectiveMaxMin, milp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, bound := r[one[0].Job], j.Shares[one[0].Job].Scale; !(got > 0) || got > bound*(1+1e-9) {
+		t.Errorf("%s alone on Nomad: %.4g records/s, pooled bound %.4g", one[0].Job, got, bound)
+	}
+	if _, fits, err := nomadRates(sc.Inputs, sc.Nodes); err != nil || fits {
+		t.Errorf("twenty pipelines on four nodes: fits %v (err %v), want refused", fits, err)
+	}
+}
