@@ -507,7 +507,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 func planResponse(st *fsm.State, d fsm.Decision) *client.PlanResponse {
 	resp := &client.PlanResponse{
 		Job: d.Job, DecisionIndex: d.Index, Reason: d.Reason, Source: d.Source,
-		Status: st.Progress[d.Job].Status, Throughput: d.Throughput, Groups: map[string]client.PlanGroup{},
+		Status: st.Progress[d.Job].Status, Throughput: d.Throughput, Groups: map[string]client.PlanGroup{}, Egress: d.Egress,
 	}
 	for name, t := range d.Operators {
 		if r := st.Rollouts[d.Job][name]; r != nil && r.Epoch > t.Epoch && r.CandidateConfig == "" {

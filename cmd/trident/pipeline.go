@@ -244,6 +244,9 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.out, "Decision       = #%d (%s, %s)\nPlanned        = %.2f records/s\nReason         = %s\n",
 		pp.DecisionIndex, pp.Source, pp.Status, pp.Throughput, pp.Reason)
+	if len(pp.Egress) > 0 {
+		fmt.Fprintf(c.out, "Egress         = %s\n", egressCell(pp.Egress))
+	}
 	if pp.FailedDecisionIndex != 0 {
 		fmt.Fprintf(c.out, "Failed         = decision #%d failed; Nomad reverted to the plan shown\n", pp.FailedDecisionIndex)
 	}
@@ -256,7 +259,35 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 	if err := c.planTable(p.Operators, pp.Groups); err != nil {
 		return err
 	}
+	if err := c.trialTable(p.Operators, pp.Groups); err != nil {
+		return err
+	}
 	return c.canaryTable(pp.Canaries)
+}
+
+// trialTable prints the running tuning trials of every operator, slot by slot, with
+// whether the planner saw one fail to run (nothing when no trial runs).
+func (c *pipelineCmd) trialTable(ops []client.Operator, groups map[string]client.PlanGroup) error {
+	var rows []string
+	for _, o := range ops {
+		for _, tr := range groups[o.Name].Trials {
+			status := "running"
+			if tr.Failed != "" {
+				status = "failed: " + tr.Failed
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%d\t%s\n", o.Name, tr.Slot, tr.Config, tr.Epoch, status))
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(c.out, "\nTrials")
+	tw := tabwriter.NewWriter(c.out, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "Operator\tSlot\tConfig\tEpoch\tStatus")
+	for _, r := range rows {
+		fmt.Fprint(tw, r)
+	}
+	return tw.Flush()
 }
 
 // planTable prints each operator's planned count, config, candidate config, tuning trial
@@ -369,3 +400,30 @@ func (c *pipelineCmd) delete(ctx context.Context, args []string) error {
 
 // pipelineTimeout bounds one CLI invocation when the caller gave no deadline.
 const pipelineTimeout = 60 * time.Second
+
+// maxEgressNodes is how many nodes the Egress line names, the busiest first.
+const maxEgressNodes = 4
+
+// egressCell summarises a plan's egress: the busiest nodes' traffic out, in MB/s, and
+// how many more nodes send some.
+func egressCell(eg map[string]float64) string {
+	nodes := make([]string, 0, len(eg))
+	for n := range eg {
+		nodes = append(nodes, n)
+	}
+	sort.Slice(nodes, func(i, j int) bool {
+		if eg[nodes[i]] != eg[nodes[j]] {
+			return eg[nodes[i]] > eg[nodes[j]]
+		}
+		return nodes[i] < nodes[j]
+	})
+	parts := make([]string, 0, maxEgressNodes+1)
+	for k, n := range nodes {
+		if k == maxEgressNodes {
+			parts = append(parts, fmt.Sprintf("and %d more nodes", len(nodes)-k))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.3g MB/s", n, eg[n]/1e6))
+	}
+	return strings.Join(parts, ", ")
+}

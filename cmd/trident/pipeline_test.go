@@ -209,6 +209,41 @@ func TestPlanTable(t *testing.T) {
 	}
 }
 
+// TestTrialTable lists every running trial by operator and slot, a failed one with the
+// planner's reason, and prints nothing without trials.
+func TestTrialTable(t *testing.T) {
+	var b strings.Builder
+	c := &pipelineCmd{out: &b}
+	ops := []client.Operator{{Name: "parse"}, {Name: "embed"}}
+	err := c.trialTable(ops, map[string]client.PlanGroup{
+		"embed": {Trials: []fsm.Trial{{Config: "batch=16", Epoch: 7}, {Config: "batch=64", Slot: 1, Epoch: 9, Failed: "task run exited 2 times"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`(?m)^Operator\s+Slot\s+Config\s+Epoch\s+Status$`,
+		`(?m)^embed\s+0\s+batch=16\s+7\s+running$`,
+		`(?m)^embed\s+1\s+batch=64\s+9\s+failed: task run exited 2 times$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(b.String()) {
+			t.Errorf("trials table lacks %s:\n%s", re, b.String())
+		}
+	}
+	b.Reset()
+	if err := c.trialTable(ops, map[string]client.PlanGroup{"parse": {}}); err != nil || b.Len() != 0 {
+		t.Errorf("no trials printed %q (%v)", b.String(), err)
+	}
+}
+
+// TestEgressCell names the busiest nodes first, in MB/s, and counts the rest.
+func TestEgressCell(t *testing.T) {
+	got := egressCell(map[string]float64{"a": 1e6, "b": 250e6, "c": 2e6, "d": 3e6, "e": 4e6, "f": 5e6})
+	if want := "b 250 MB/s, f 5 MB/s, e 4 MB/s, d 3 MB/s, and 2 more nodes"; got != want {
+		t.Errorf("egress %q, want %q", got, want)
+	}
+}
+
 func TestCanaryTable(t *testing.T) {
 	var b strings.Builder
 	c := &pipelineCmd{out: &b}

@@ -117,6 +117,9 @@ type PlanResponse struct {
 	Detail string `json:"detail,omitempty"`
 	// Canaries are the newest decision's canaries by operator (see docs/planner.md).
 	Canaries map[string]Canary `json:"canaries,omitempty"`
+	// Egress is what the plan routes out of each node at Throughput (bytes/s; nodes
+	// without cross-node traffic omitted): the links it takes from other pipelines.
+	Egress map[string]float64 `json:"egress_bps,omitempty"`
 }
 
 // Canary is one operator's canary in PlanResponse: the first instance of a candidate
