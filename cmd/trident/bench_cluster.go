@@ -99,6 +99,7 @@ func runBenchCluster(ctx context.Context, args []string, stdout, stderr io.Write
 	timeLimit := fs.Duration("time-limit", 10*time.Second, "time limit of every MILP solve")
 	verbose := fs.Bool("v", false, "one line per scenario on stderr")
 	links := fs.Bool("links", false, "finite node egress (CPU nodes 10/25 Gbit/s, accelerator nodes 25/100) and record sizes of each operator's kind, so that pipelines contend for links (the same scenarios otherwise); the autoscaler's placements are then routed in turn over the shared links")
+	linkScale := fs.Float64("link-scale", 1, "with -links: multiply every link speed (e.g. 0.1 for 1/2.5 Gbit/s CPU nodes), to find where the links bind")
 	admission := fs.String("admission", "", "also simulate admission of batch pipelines on BATCHxNODES (e.g. 20x8): the planner's SJF with aging and marginal admission vs FIFO with and without it, and plain SJF; -seeds scenarios (slow: about 20-30 s per scenario)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: trident bench cluster [flags]
@@ -118,6 +119,9 @@ flags:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if !(*linkScale > 0) || *linkScale > 100 {
+		return fmt.Errorf("%w: -link-scale must be in (0, 100]", errUsage)
+	}
 	sz, err := parseSizes(*sizes)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -129,7 +133,7 @@ flags:
 	if *seeds <= 0 {
 		return fmt.Errorf("%w: -seeds must be > 0", errUsage)
 	}
-	cfg := clusterbench.Config{Sizes: sz, Seeds: *seeds, Objective: obj, Options: milp.Options{TimeLimit: *timeLimit}, Links: *links}
+	cfg := clusterbench.Config{Sizes: sz, Seeds: *seeds, Objective: obj, Options: milp.Options{TimeLimit: *timeLimit}, Links: *links, LinkScale: *linkScale}
 	if *verbose {
 		cfg.Progress = stderr
 	} else {
@@ -143,7 +147,7 @@ flags:
 	res := benchfmt.Result{Bench: "cluster", Figures: map[string]any{}, Peers: map[string]any{}}
 	title, prefix := "Joint planning ("+string(obj)+")", ""
 	if *links {
-		title, prefix = "Joint planning ("+string(obj)+", shared links)", "links_"
+		title, prefix = fmt.Sprintf("Joint planning (%s, shared links ×%g)", obj, *linkScale), "links_"
 	}
 	tab := benchfmt.Table{Title: title, Header: []string{"K x M", "runs", "solve median s", "solve p95 s",
 		"gap median", "gap max", "sum vs static (median/worst)", "min vs static (median/worst)", "sum vs autoscaler (median/worst)",

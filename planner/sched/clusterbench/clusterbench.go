@@ -298,8 +298,10 @@ type Config struct {
 	Options milp.Options
 	// Progress receives one line per scenario (nil: none).
 	Progress io.Writer
-	// Links draws the scenarios with finite node egress and large records (Spec.Links).
-	Links bool
+	// Links draws the scenarios with finite node egress and large records (Spec.Links),
+	// LinkScale scales the link speeds (Spec.LinkScale).
+	Links     bool
+	LinkScale float64
 }
 
 // Run compares the methods on every scenario of cfg and returns the comparisons in order.
@@ -307,7 +309,7 @@ func Run(ctx context.Context, cfg Config) ([]Comparison, error) {
 	var out []Comparison
 	for _, sz := range cfg.Sizes {
 		for seed := uint64(1); seed <= uint64(cfg.Seeds); seed++ {
-			sc, err := Generate(Spec{Pipelines: sz[0], Nodes: sz[1], Seed: seed, Links: cfg.Links})
+			sc, err := Generate(Spec{Pipelines: sz[0], Nodes: sz[1], Seed: seed, Links: cfg.Links, LinkScale: cfg.LinkScale})
 			if err != nil {
 				return out, err
 			}

@@ -108,6 +108,15 @@ func TestSharedLinks(t *testing.T) {
 			t.Fatalf("node %d: %+v with links, %+v without", i, n, p)
 		}
 	}
+	slow, err := Generate(Spec{Pipelines: 5, Nodes: 64, Seed: 1, Links: true, LinkScale: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range slow.Nodes {
+		if math.Abs(n.EgressBps-0.1*sc.Nodes[i].EgressBps) > 1e-6*sc.Nodes[i].EgressBps {
+			t.Fatalf("node %s: egress %.4g with LinkScale 0.1, %.4g without", n.Name, n.EgressBps, sc.Nodes[i].EgressBps)
+		}
+	}
 	for p := range sc.Inputs {
 		if sc.Inputs[p].Job != plain.Inputs[p].Job || sc.Inputs[p].Operators[0].OutputBytes < 1e4 || plain.Inputs[p].Operators[0].OutputBytes != 1e5 {
 			t.Fatalf("pipeline %d: %s / %s", p, sc.Inputs[p].Job, plain.Inputs[p].Job)

@@ -34,10 +34,15 @@ type Spec struct {
 	// for links; without it every link is unknown (the planner's 100 Gbit/s) and every
 	// record 100 kB, where no link binds. The draw of everything else is the same.
 	Links bool
+	// LinkScale multiplies every drawn link speed (with Links; 0: 1).
+	LinkScale float64
 }
 
 // String names the scenario, e.g. "k20/m256/s3" (with "/links" when Links).
 func (s Spec) String() string {
+	if s.Links && s.LinkScale > 0 && s.LinkScale != 1 {
+		return fmt.Sprintf("k%d/m%d/s%d/links×%g", s.Pipelines, s.Nodes, s.Seed, s.LinkScale)
+	}
 	if s.Links {
 		return fmt.Sprintf("k%d/m%d/s%d/links", s.Pipelines, s.Nodes, s.Seed)
 	}
@@ -57,12 +62,16 @@ var linkBytes = map[string][]float64{
 func withLinks(sc *Scenario) {
 	rng := rand.New(rand.NewPCG(sc.Seed*15485863+uint64(sc.Pipelines), uint64(sc.Spec.Nodes)*31+7))
 	const gbit = 1e9 / 8 // bytes/s
+	scale := sc.LinkScale
+	if scale <= 0 {
+		scale = 1
+	}
 	for i := range sc.Nodes {
 		speeds := []float64{10, 25}
 		if sc.Nodes[i].GPUs > 0 {
 			speeds = []float64{25, 100}
 		}
-		sc.Nodes[i].EgressBps = speeds[rng.IntN(2)] * gbit
+		sc.Nodes[i].EgressBps = speeds[rng.IntN(2)] * gbit * scale
 	}
 	for p := range sc.Inputs {
 		ops := slices.Clone(sc.Inputs[p].Operators)
