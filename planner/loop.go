@@ -971,12 +971,12 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 		}
 		return false
 	}
-	if r.plan.Egress == nil && len(r.in.Nodes) > 1 {
+	if !r.plan.Routed && len(r.in.Nodes) > 1 {
 		// a scheduler that does not route (the fallback): the routing of its placement
-		// says what its decision takes of the links other pipelines share
-		// (its planned throughput stays the scheduler's: the routing only adds the egress)
+		// says what its decision takes of the links other pipelines share (its planned
+		// throughput stays the scheduler's: the routing only adds the egress)
 		if routed, err := sched.Routed(ctx, r.in, r.plan); err != nil {
-			l.log.Debug("plan egress unknown", "job", r.job, "err", err)
+			l.log.Warn("plan egress unknown: its decision counts no egress against shared links", "job", r.job, "source", r.plan.Source, "err", err)
 		} else {
 			r.plan.Egress = routed.Egress
 		}

@@ -51,7 +51,7 @@ func benchAdmission(ctx context.Context, size [2]int, seeds int, obj milp.Object
 			sp.NomadPlacement = k == 4 // the last: FIFO on Nomad's own placement
 			o, err := clusterbench.Admission(ctx, sp, pol, obj)
 			if err != nil {
-				return fmt.Errorf("admission (%s, marginal %v): %w", pol.Order, pol.Marginal, err)
+				return fmt.Errorf("admission (%s, marginal %v, Nomad's placement %v): %w", pol.Order, pol.Marginal, sp.NomadPlacement, err)
 			}
 			out[k] = o
 		}
@@ -122,6 +122,9 @@ flags:
 	if !(*linkScale > 0) || *linkScale > 100 {
 		return fmt.Errorf("%w: -link-scale must be in (0, 100]", errUsage)
 	}
+	if *linkScale != 1 && !*links {
+		return fmt.Errorf("%w: -link-scale needs -links", errUsage)
+	}
 	sz, err := parseSizes(*sizes)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -148,6 +151,9 @@ flags:
 	title, prefix := "Joint planning ("+string(obj)+")", ""
 	if *links {
 		title, prefix = fmt.Sprintf("Joint planning (%s, shared links ×%g)", obj, *linkScale), "links_"
+		if *linkScale != 1 {
+			prefix = fmt.Sprintf("links_x%g_", *linkScale)
+		}
 	}
 	tab := benchfmt.Table{Title: title, Header: []string{"K x M", "runs", "solve median s", "solve p95 s",
 		"gap median", "gap max", "sum vs static (median/worst)", "min vs static (median/worst)", "sum vs autoscaler (median/worst)",

@@ -329,9 +329,10 @@ type Decision struct {
 	// Throughput is the planned pipeline throughput (records/s; 0 if unknown).
 	Throughput float64 `json:"throughput"`
 	// Egress maps node name to the cross-node traffic the plan routes out of it at
-	// Throughput (bytes/s; nodes without any are omitted). Other pipelines are planned on
-	// each node's egress less this. A decision without it (a scheduler that does not
-	// route, or one recorded before it existed) holds no egress.
+	// Throughput, or at what its routing carries when that is less (a fallback plan routed
+	// by the planner; bytes/s; nodes without any are omitted). Other pipelines are planned
+	// on each node's egress less this. A decision without it (one whose routing failed, or
+	// recorded before egress was) holds no egress.
 	Egress map[string]float64 `json:"egress_bps,omitempty"`
 	// Source names the scheduler that produced the plan.
 	Source string `json:"source"`

@@ -35,9 +35,10 @@ type Trial struct {
 	// Slot is the trial slot it runs in, 0 to MaxTrialSlots-1 (absent: 0, as in state
 	// and commands written before slots existed).
 	Slot int `json:"slot,omitempty"`
-	// Failed says why the trial's instance failed to run (exited or was OOM-killed
-	// repeatedly, as the actuator saw it; OpFailTrial); "" while it runs or nothing is
-	// known. A tuner records a failed trial as a failed evaluation of its config.
+	// Failed says why the trial's instance failed to run (OOM-killed, or exited with a
+	// non-zero status repeatedly, as the actuator saw it; OpFailTrial); "" while it runs
+	// or nothing is known. A tuner records a failed trial as a failed evaluation of its
+	// config.
 	Failed string `json:"failed,omitempty"`
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"github.com/trident-sched/trident/apm/opcontract"
 	"github.com/trident-sched/trident/planner"
 	"github.com/trident-sched/trident/planner/fsm"
+	"github.com/trident-sched/trident/planner/sched"
 )
 
 // Options configure the actuator.
@@ -946,36 +948,40 @@ type groupWant struct {
 }
 
 // fitSurge lowers, on every node the surge version would overfill in the planner's model
-// (cores, memory, GPUs), the counts of old-config groups the surge keeps beyond the
+// (cores, memory, and devices per class an operator accepts: sched.Ledger), the counts of old-config groups the surge keeps beyond the
 // decision's final count, one instance at a time (GPU operators first when GPUs are
 // short), until the node fits or every group is at its final count. The final version
 // fits by construction (the scheduler planned it within each node), so a surge lowered
 // to it fits too: the old instances are then replaced in place, in one version.
 func fitSurge(p *fsm.Pipeline, plans map[string]map[string]groupWant, nodes map[string]fsm.Node) {
-	type use struct {
-		cpu       float64
-		mem, gpus int
-	}
-	used := map[string]use{}
+	onNode := map[string]bool{}
 	for _, op := range p.Operators {
 		for _, w := range plans[op.Name] {
-			u := used[w.node]
-			u.cpu += float64(w.count) * op.CPU
-			u.mem += w.count * op.MemoryMB
-			u.gpus += w.count * op.GPUs
-			used[w.node] = u
+			onNode[w.node] = true
 		}
 	}
+	// over reports whether the groups on n overfill it (cores, memory, or the devices of
+	// the classes each operator accepts, by the scheduler's own accounting) and whether
+	// devices are what is short.
 	over := func(n string) (bool, bool) {
 		node, ok := nodes[n]
 		if !ok {
 			return false, false // not in the inventory: Nomad decides
 		}
-		u := used[n]
-		gpu := u.gpus > node.GPUs
-		return gpu || u.cpu > node.CPU+1e-9 || u.mem > node.MemoryMB, gpu
+		led := sched.NewLedger([]fsm.Node{node})
+		isOver, gpuShort := false, false
+		for _, op := range p.Operators {
+			for _, name := range slices.Sorted(maps.Keys(plans[op.Name])) {
+				if w := plans[op.Name][name]; w.node == n && w.count > 0 {
+					if short := led.Take(op, n, w.count); short != "" {
+						isOver, gpuShort = true, gpuShort || strings.Contains(short, "GPU")
+					}
+				}
+			}
+		}
+		return isOver, gpuShort
 	}
-	for n := range used {
+	for _, n := range slices.Sorted(maps.Keys(onNode)) {
 		for {
 			isOver, gpuShort := over(n)
 			if !isOver {
@@ -1007,11 +1013,6 @@ func fitSurge(p *fsm.Pipeline, plans map[string]map[string]groupWant, nodes map[
 			w := plans[bestOp][bestGroup]
 			w.count--
 			plans[bestOp][bestGroup] = w
-			u := used[n]
-			u.cpu -= best.CPU
-			u.mem -= best.MemoryMB
-			u.gpus -= best.GPUs
-			used[n] = u
 		}
 	}
 }

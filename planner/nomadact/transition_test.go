@@ -15,7 +15,8 @@ import (
 
 // TestSurgeFitsPackedNodes: a transition on a node whose GPUs the operator holds entirely
 // replaces old-config instances in place (the surge keeps only what fits), while a node
-// with room keeps every old instance beside the new one; the final version is unchanged.
+// with room keeps every old instance beside the new one (room counted in the devices the
+// operator accepts, not another vendor's); the final version is unchanged.
 func TestSurgeFitsPackedNodes(t *testing.T) {
 	job := testJob("pipe")
 	p, err := ParseJob(job)
@@ -74,6 +75,14 @@ func TestSurgeFitsPackedNodes(t *testing.T) {
 	tight := map[string]fsm.Node{"b": {Name: "b", CPU: 0.5, MemoryMB: 8192, GPUs: 8}, "c": nodes["c"], "a": nodes["a"]}
 	if s := counts(PhaseSurge, tight); s["gpu@b.g0"] != 1 {
 		t.Fatalf("surge on a CPU-short node: %v", s)
+	}
+	// Devices the operator cannot use do not make room: b's two other GPUs are AMD's,
+	// and gpu (NVIDIA's, the default vendor) holds both of its NVIDIA devices.
+	mixed := map[string]fsm.Node{"b": {Name: "b", CPU: 8, MemoryMB: 8192, GPUs: 4, Devices: fsm.MakeDevices(
+		fsm.Device{Model: "L4", MemoryMB: 16000, Count: 2}, fsm.Device{Vendor: "amd", Model: "MI210", MemoryMB: 65536, Count: 2})},
+		"c": nodes["c"], "a": nodes["a"]}
+	if s := counts(PhaseSurge, mixed); s["gpu@b.g0"] != 1 || s["gpu@b.g1"] != 1 {
+		t.Fatalf("surge on a node whose free GPUs are another vendor's: %v, want 1 old + 1 new", s)
 	}
 }
 

@@ -413,9 +413,8 @@ func (a *Actuator) SetTrials(ctx context.Context, job string, trials map[string]
 const trialFailExits = 2
 
 // TrialFailures implements planner.TrialWatcher: a trial failed when its slot group's
-// allocation running the trial's epoch has failed, or its task was OOM-killed (Nomad's
-// oom_killed flag or exit status 137), or exited with a non-zero status trialFailExits
-// times. The allocation's job version tells its epoch (the group meta
+// allocation running the trial's epoch has a task OOM-killed (Nomad's oom_killed flag or
+// exit status 137) or exiting with a non-zero status trialFailExits times. The allocation's job version tells its epoch (the group meta
 // trident_config_epoch), so the slot's allocation from before the trial does not count.
 func (a *Actuator) TrialFailures(ctx context.Context, job string, trials map[string]fsm.TrialSlots) (map[string]map[int]string, error) {
 	type want struct {
@@ -473,8 +472,11 @@ func (a *Actuator) TrialFailures(ctx context.Context, job string, trials map[str
 	return out, nil
 }
 
-// allocFailure says how an allocation failed to run ("" when it did not): failed, a task
+// allocFailure says how an allocation's config failed to run ("" when it did not): a task
 // OOM-killed, or a task that exited non-zero trialFailExits times (with its last message).
+// Only the task's own terminations count: an allocation that failed without them (an
+// image that did not pull, a driver or device plugin fault) says nothing of the config,
+// and the tuner would never try the config again.
 func allocFailure(al *api.AllocationListStub) string {
 	for _, task := range slices.Sorted(maps.Keys(al.TaskStates)) {
 		ts := al.TaskStates[task]
@@ -484,9 +486,6 @@ func allocFailure(al *api.AllocationListStub) string {
 		if n := failedExits(ts); n >= trialFailExits {
 			return fmt.Sprintf("task %s exited %d times with a non-zero status (%s)", task, n, lastTermination(ts))
 		}
-	}
-	if al.ClientStatus == api.AllocClientStatusFailed {
-		return "allocation failed"
 	}
 	return ""
 }

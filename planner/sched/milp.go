@@ -103,7 +103,7 @@ func (m MILP) Plan(ctx context.Context, in PlanInput) (Plan, error) {
 		}
 		out.Targets[o.Name] = t
 	}
-	out.Egress = egressByNode(in.Nodes, sol)
+	out.Egress, out.Routed = egressByNode(in.Nodes, sol), true
 	return out, nil
 }
 
@@ -126,9 +126,9 @@ const routeTimeout = 5 * time.Second
 
 // Routed returns plan pl, made for in by a scheduler that does not route (Proportional,
 // the fallback, a baseline), with the MILP's routing LP of its placement on in's nodes
-// and the egress in leaves them (milp.Route): Egress what it sends out of each node, and
-// Throughput no more than that routing carries. Its decision then counts against the
-// links other pipelines share.
+// and the egress in leaves them (milp.Route): Egress what it sends out of each node at
+// the throughput that routing carries, Throughput no more than that, and Routed set. Its
+// decision then counts against the links other pipelines share.
 func Routed(ctx context.Context, in PlanInput, pl Plan) (Plan, error) {
 	prob := Problem(in, milp.Params{})
 	d := make(milp.Deployment, len(in.Operators))
@@ -143,7 +143,7 @@ func Routed(ctx context.Context, in PlanInput, pl Plan) (Plan, error) {
 	if err != nil {
 		return pl, fmt.Errorf("routing the plan: %w", err)
 	}
-	pl.Egress = egressByNode(in.Nodes, sol)
+	pl.Egress, pl.Routed = egressByNode(in.Nodes, sol), true
 	pl.Throughput = min(pl.Throughput, sol.Throughput)
 	return pl, nil
 }

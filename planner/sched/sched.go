@@ -75,8 +75,10 @@ type Plan struct {
 	// Reason explains the plan.
 	Reason string
 	// Egress is node -> the cross-node traffic the plan routes out of it at Throughput
-	// (bytes/s; nil when the scheduler does not route, as Proportional).
+	// (bytes/s; nodes without any omitted), and Routed says the scheduler routed the plan
+	// (false for Proportional: its Egress is unknown).
 	Egress map[string]float64
+	Routed bool
 }
 
 // Scheduler computes a target deployment.

@@ -188,7 +188,9 @@ func overfilled(nodes []fsm.Node, egressUsed map[string]float64, holdings []Hold
 	egressLeft := map[string]float64{}
 	for _, n := range nodes {
 		rs[n.Name] = newResidual(n)
-		egressLeft[n.Name] = egressCap(n) - egressUsed[n.Name]
+		// what others overfill already is theirs: the holdings are checked against
+		// what is left, never below nothing (as Residual leaves cores and memory)
+		egressLeft[n.Name] = max(0, egressCap(n)-egressUsed[n.Name])
 	}
 	short := map[string][]string{}
 	for _, h := range holdings {
@@ -210,7 +212,7 @@ func overfilled(nodes []fsm.Node, egressUsed map[string]float64, holdings []Hold
 		}
 	}
 	for _, n := range nodes {
-		if left := egressLeft[n.Name]; left < -egressTol*egressCap(n) {
+		if left := egressLeft[n.Name]; len(egress[n.Name]) > 0 && left < -egressTol*egressCap(n) {
 			short[n.Name] = append(short[n.Name], fmt.Sprintf("egress over by %.3g of %.3g bytes/s (%s)",
 				-left, egressCap(n), strings.Join(egress[n.Name], ", ")))
 		}

@@ -194,3 +194,23 @@ func TestRoutedCapsAtTheLink(t *testing.T) {
 		t.Fatalf("routed on a link others fill: %.3g records/s, egress %v, err %v", r.Throughput, r.Egress, err)
 	}
 }
+
+// TestConflictsBlameOnlyTheNewPlan: a link the others already overfill (it shrank, or an
+// unknown one was measured) conflicts with a plan only where that plan sends something,
+// so a pipeline with none there can still commit.
+func TestConflictsBlameOnlyTheNewPlan(t *testing.T) {
+	nodes := []fsm.Node{{Name: "y", CPU: 8, MemoryMB: 8192, EgressBps: 100}, {Name: "z", CPU: 8, MemoryMB: 8192, EgressBps: 100}}
+	p := &fsm.Pipeline{Job: "b", Operators: []fsm.Operator{{Name: "f", CPU: 1, MemoryMB: 1}}}
+	b := Holding{Pipeline: p, Egress: map[string]float64{"y": 150}}
+	a := Holding{Pipeline: &fsm.Pipeline{Job: "a", Operators: p.Operators}, Egress: map[string]float64{"z": 60}}
+	if over := Conflicts(nodes, []Holding{b}, a); len(over) != 0 {
+		t.Fatalf("a sends nothing over y: conflicts %v", over)
+	}
+	a.Egress["y"] = 1
+	if over := Conflicts(nodes, []Holding{b}, a); len(over) != 1 || !strings.HasPrefix(over[0], "y: egress over by 1 ") {
+		t.Fatalf("a sends 1 B/s over y, which b overfills: conflicts %v", over)
+	}
+	if over := Oversubscribed(nodes, []Holding{b, a}); len(over) != 1 || !strings.HasPrefix(over[0], "y: egress over by 51 ") {
+		t.Fatalf("together: %v, want y over by 51", over)
+	}
+}

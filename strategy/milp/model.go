@@ -603,7 +603,7 @@ func (q *prep) identicalClasses() [][]int {
 		nd := q.p.Nodes[n]
 		s := fmt.Sprintf("%g|%g|%g", nd.CPU, nd.MemMB, nd.EgressBps)
 		for _, d := range q.devs[n] {
-			s += fmt.Sprintf("|%q,%g,%d", d.Model, d.MemMB, d.Count)
+			s += fmt.Sprintf("|%q,%q,%g,%d", d.Vendor, d.Model, d.MemMB, d.Count)
 		}
 		for i := range q.N {
 			s += fmt.Sprintf("|%d,%d", q.cur[i][n], q.K[i][n])
