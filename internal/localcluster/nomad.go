@@ -45,6 +45,9 @@ type ClientSpec struct {
 	FakeGPUs int
 	// FakeGPUMemoryMiB is the memory of each fake GPU (default 81920).
 	FakeGPUMemoryMiB int
+	// FakeGPUVendor is the vendor the fake GPUs are fingerprinted under (default nvidia;
+	// e.g. "amd" for amd/gpu devices).
+	FakeGPUVendor string
 	// CPUTotalMHz overrides the fingerprinted CPU capacity (0 keeps the fingerprint).
 	CPUTotalMHz int
 	// MemoryMB overrides the fingerprinted memory (0 keeps the fingerprint).
@@ -285,7 +288,7 @@ func Launch(ctx context.Context, o NomadOptions) (*Nomad, error) {
 		hcl := agentHCL(agentConfig{
 			name: c.Name, dataDir: filepath.Join(n.Dir, c.Name), servers: []string{n.RPCAddr},
 			http: ports[3+3*i], rpc: ports[4+3*i], serf: ports[5+3*i], meta: c.Meta, nodeClass: c.NodeClass,
-			fakeGPUs: c.FakeGPUs, gpuMemMiB: c.FakeGPUMemoryMiB, pluginDir: o.DevicePluginDir,
+			fakeGPUs: c.FakeGPUs, gpuMemMiB: c.FakeGPUMemoryMiB, gpuVendor: c.FakeGPUVendor, pluginDir: o.DevicePluginDir,
 			cpuMHz: c.CPUTotalMHz, memMB: c.MemoryMB, dynMin: base, dynMax: base + 999,
 		})
 		if c.FakeGPUs > 0 {
@@ -323,6 +326,7 @@ type agentConfig struct {
 	http, rpc, serf          int
 	meta                     map[string]string
 	fakeGPUs, gpuMemMiB      int
+	gpuVendor                string
 	pluginDir                string
 	cpuMHz, memMB            int
 	dynMin, dynMax           int
@@ -377,8 +381,12 @@ func agentHCL(c agentConfig) string {
 		}
 		// The tasks holding the fake devices report their device memory under
 		// fake_usage_dir, so that Nomad's alloc stats show it as they would NVML's.
-		fmt.Fprintf(&b, "plugin \"trident-gpu\" {\n  config {\n    mode = \"fake\"\n    fake_gpus = %d\n    fake_memory_mib = %d\n    stats_period = \"5s\"\n    fake_usage_dir = %q\n  }\n}\n",
-			c.fakeGPUs, mem, GPUUsageDir(c.dataDir))
+		vendor := c.gpuVendor
+		if vendor == "" {
+			vendor = "nvidia"
+		}
+		fmt.Fprintf(&b, "plugin \"trident-gpu\" {\n  config {\n    mode = \"fake\"\n    fake_gpus = %d\n    fake_memory_mib = %d\n    fake_vendor = %q\n    stats_period = \"5s\"\n    fake_usage_dir = %q\n  }\n}\n",
+			c.fakeGPUs, mem, vendor, GPUUsageDir(c.dataDir))
 	}
 	return b.String()
 }
@@ -432,9 +440,9 @@ func startProcess(ctx context.Context, name, logPath, bin string, args ...string
 
 // waitReady waits for a leader and for every node (with its fake devices) to be ready.
 func (n *Nomad) waitReady(ctx context.Context, clients []ClientSpec) error {
-	wantGPUs := map[string]int{}
+	wantGPUs, vendors := map[string]int{}, map[string]string{}
 	for _, c := range clients {
-		wantGPUs[c.Name] = c.FakeGPUs
+		wantGPUs[c.Name], vendors[c.Name] = c.FakeGPUs, c.FakeGPUVendor
 	}
 	var last string
 	for {
@@ -445,7 +453,7 @@ func (n *Nomad) waitReady(ctx context.Context, clients []ClientSpec) error {
 			default:
 			}
 		}
-		last = n.readiness(wantGPUs)
+		last = n.readiness(wantGPUs, vendors)
 		if last == "" {
 			return nil
 		}
@@ -457,8 +465,9 @@ func (n *Nomad) waitReady(ctx context.Context, clients []ClientSpec) error {
 	}
 }
 
-// readiness returns "" when ready, or what is still missing.
-func (n *Nomad) readiness(wantGPUs map[string]int) string {
+// readiness returns "" when ready, or what is still missing (vendors: each client's fake
+// GPU vendor, "" for nvidia).
+func (n *Nomad) readiness(wantGPUs map[string]int, vendors map[string]string) string {
 	leader, err := n.client.Status().Leader()
 	if err != nil || leader == "" {
 		return "no leader yet"
@@ -483,7 +492,11 @@ func (n *Nomad) readiness(wantGPUs map[string]int) string {
 			if err != nil {
 				return "node " + name + ": " + err.Error()
 			}
-			if got := countDevices(node, "nvidia", "gpu"); got < want {
+			vendor := vendors[name]
+			if vendor == "" {
+				vendor = "nvidia"
+			}
+			if got := countDevices(node, vendor, "gpu"); got < want {
 				return fmt.Sprintf("node %s has %d/%d fake GPUs fingerprinted", name, got, want)
 			}
 		}

@@ -35,16 +35,10 @@ func gpuPipeline(id string, gpuMiB int) *api.Job {
 // without a placement failure, no node holds more GPUs than it has, and the service's
 // allocation is never replaced.
 func TestPipelinesShareNomad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real processes: skipped in -short")
-	}
-	bin := buildTrident(t)
-	devDir := harness.BuildGPUPlugin(t)
-	n := harness.StartNomad(t, harness.NomadOptions{DevicePluginDir: devDir, Clients: []harness.ClientSpec{
-		{Name: "c1", MemoryMB: 4096},
-		{Name: "g24", MemoryMB: 4096, FakeGPUs: 4, FakeGPUMemoryMiB: 24576},
-		{Name: "g80", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 81920},
-	}})
+	bin, n := gpuNomad(t,
+		harness.ClientSpec{Name: "c1", MemoryMB: 4096},
+		harness.ClientSpec{Name: "g24", MemoryMB: 4096, FakeGPUs: 4, FakeGPUMemoryMiB: 24576},
+		harness.ClientSpec{Name: "g80", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 81920})
 	cl := n.API()
 	// The unrelated service: one 80 GiB GPU of g80.
 	web := &api.Job{ID: ptr("web"), Name: ptr("web"), Type: ptr("service"), Datacenters: []string{"*"},
@@ -71,20 +65,8 @@ func TestPipelinesShareNomad(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	p := &proc{id: "p0", raftBind: harness.FreeAddr(t), http: harness.FreeAddr(t), dataDir: filepath.Join(t.TempDir(), "p0"), log: filepath.Join(t.TempDir(), "p0.log")}
-	p.args = []string{"-id", p.id, "-bind", p.raftBind, "-http", p.http, "-data-dir", p.dataDir,
-		"-peers", fmt.Sprintf("%s=%s@%s", p.id, p.raftBind, p.http), "-bootstrap", "-nomad-addr", n.Addr, "-token", token,
-		"-interval", "1s", "-min-healthy-time", "1s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
-	p.start(t, bin)
-	c := &cluster{t: t, bin: bin, procs: []*proc{p}}
-	t.Cleanup(p.stop)
-	c.leader(30 * time.Second)
-
-	plan := func(job string) (client.PlanResponse, bool) {
-		var pr client.PlanResponse
-		code, _ := call("GET", p.http, "/v1/plan/"+job, nil, &pr)
-		return pr, code == 200
-	}
+	c, p := startPlanner(t, bin, n.Addr)
+	plan := func(job string) (client.PlanResponse, bool) { return planOf(p, job) }
 	for _, j := range []struct {
 		id  string
 		mib int
@@ -210,5 +192,114 @@ func TestPipelinesShareNomad(t *testing.T) {
 	allocs, _, _ := cl.Jobs().Allocations("web", false, nil)
 	if len(allocs) != 1 || allocs[0].ID != webAlloc || allocs[0].ClientStatus != "running" {
 		t.Fatalf("the service's allocations %v: want %s still running alone", allocs, webAlloc[:8])
+	}
+}
+
+// gpuNomad skips in -short; otherwise it builds trident and the fake-GPU device plugin and
+// starts a loopback Nomad with the clients.
+func gpuNomad(t *testing.T, clients ...harness.ClientSpec) (string, *harness.Nomad) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real processes: skipped in -short")
+	}
+	bin := buildTrident(t)
+	n := harness.StartNomad(t, harness.NomadOptions{DevicePluginDir: harness.BuildGPUPlugin(t), Clients: clients})
+	return bin, n
+}
+
+// startPlanner starts one planner server (1 s rounds, short health times) on the Nomad at
+// addr and waits for it to lead.
+func startPlanner(t *testing.T, bin, addr string) (*cluster, *proc) {
+	t.Helper()
+	p := &proc{id: "p0", raftBind: harness.FreeAddr(t), http: harness.FreeAddr(t), dataDir: filepath.Join(t.TempDir(), "p0"), log: filepath.Join(t.TempDir(), "p0.log")}
+	p.args = []string{"-id", p.id, "-bind", p.raftBind, "-http", p.http, "-data-dir", p.dataDir,
+		"-peers", fmt.Sprintf("%s=%s@%s", p.id, p.raftBind, p.http), "-bootstrap", "-nomad-addr", addr, "-token", token,
+		"-interval", "1s", "-min-healthy-time", "1s", "-healthy-deadline", "60s", "-kill-timeout", "2s"}
+	p.start(t, bin)
+	c := &cluster{t: t, bin: bin, procs: []*proc{p}}
+	t.Cleanup(p.stop)
+	c.leader(30 * time.Second)
+	return c, p
+}
+
+// planOf reads job's plan from planner p (false: none yet).
+func planOf(p *proc, job string) (client.PlanResponse, bool) {
+	var pr client.PlanResponse
+	code, _ := call("GET", p.http, "/v1/plan/"+job, nil, &pr)
+	return pr, code == 200
+}
+
+// TestVendorsOnNomad: on clients with fake NVIDIA GPUs (n1) and fake AMD GPUs (a1), a
+// pipeline whose GPU operator declares trident_gpu_vendor = "amd" is planned and placed
+// only on the AMD devices (Nomad assigns it amd/gpu instances) and one that declares
+// none only on the NVIDIA devices, with no placement failure.
+func TestVendorsOnNomad(t *testing.T) {
+	bin, n := gpuNomad(t,
+		harness.ClientSpec{Name: "n1", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 24576},
+		harness.ClientSpec{Name: "a1", MemoryMB: 4096, FakeGPUs: 2, FakeGPUMemoryMiB: 65536, FakeGPUVendor: "amd"})
+	cl := n.API()
+	_, p := startPlanner(t, bin, n.Addr)
+	rocm := gpuPipeline("rocm", 16384)
+	rocm.TaskGroups[1].Meta["trident_gpu_vendor"] = "amd"
+	for _, job := range []*api.Job{gpuPipeline("cuda", 16384), rocm} {
+		raw, _ := json.Marshal(job)
+		if code, body := call("PUT", p.http, "/v1/pipelines/"+*job.ID, map[string]json.RawMessage{"job": raw}, nil); code != 200 {
+			t.Fatalf("register %s: HTTP %d %s", *job.ID, code, body)
+		}
+	}
+	want := map[string]struct{ node, vendor string }{"cuda": {"n1", "nvidia"}, "rocm": {"a1", "amd"}}
+	deadline := time.Now().Add(120 * time.Second)
+	for job := range want {
+		for {
+			if pr, ok := planOf(p, job); ok && pr.Status == fsm.StatusDone {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no applied decision within 120 s", job)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	for job, w := range want {
+		pr, _ := planOf(p, job)
+		for node, pl := range pr.Groups["work"].Nodes {
+			if pl.Total() > 0 && node != w.node {
+				t.Errorf("%s's GPU operator planned on %s: want %s's %s GPUs only", job, node, w.node, w.vendor)
+			}
+		}
+		allocs, _, err := cl.Jobs().Allocations(job, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := 0
+		for _, a := range allocs {
+			if a.DesiredStatus != "run" || a.ClientStatus != "running" {
+				continue
+			}
+			full, _, err := cl.Allocations().Info(a.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range full.AllocatedResources.Tasks {
+				for _, d := range tr.Devices {
+					if d.Vendor != w.vendor || a.NodeName != w.node {
+						t.Errorf("%s: allocation %s on %s holds %s/%s devices, want %s's %s", job, a.ID[:8], a.NodeName, d.Vendor, d.Type, w.node, w.vendor)
+					}
+					held += len(d.DeviceIDs)
+				}
+			}
+		}
+		if held == 0 {
+			t.Errorf("%s: no running allocation holds a GPU", job)
+		}
+		evals, _, err := cl.Jobs().Evaluations(job, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evals {
+			for group := range e.FailedTGAllocs {
+				t.Errorf("%s: evaluation %s failed to place group %s", job, e.ID[:8], group)
+			}
+		}
 	}
 }

@@ -55,6 +55,8 @@ func configSpec() *hclspec.Spec {
 			hclspec.NewLiteral(`"10s"`)),
 		"fake_usage_dir": hclspec.NewDefault(hclspec.NewAttr("fake_usage_dir", "string", false),
 			hclspec.NewLiteral(`""`)),
+		"fake_vendor": hclspec.NewDefault(hclspec.NewAttr("fake_vendor", "string", false),
+			hclspec.NewLiteral(`"nvidia"`)),
 	})
 }
 
@@ -77,6 +79,18 @@ type Config struct {
 	// [<utilisation %>]". The plugin exports it as the devices' stats (Nomad's alloc and
 	// node stats), and tells each task the directory in TRIDENT_GPU_USAGE_DIR.
 	FakeUsageDir string `codec:"fake_usage_dir"`
+	// FakeVendor (fake mode) is the vendor the fake devices are fingerprinted under
+	// (default Vendor), so that tests can stand up another vendor's GPUs (`amd/gpu`)
+	// beside NVIDIA's; real mode always reports Vendor.
+	FakeVendor string `codec:"fake_vendor"`
+}
+
+// vendor is the device vendor the plugin reports: Vendor, or FakeVendor in fake mode.
+func (c Config) vendor() string {
+	if c.Mode == "fake" && c.FakeVendor != "" {
+		return c.FakeVendor
+	}
+	return Vendor
 }
 
 // UsageDirEnv is the environment variable that tells a task holding fake devices where to
@@ -93,6 +107,9 @@ func (c Config) Validate() error {
 		}
 		if c.FakeMemoryMiB < 1 {
 			return fmt.Errorf("fake_memory_mib must be >= 1, got %d", c.FakeMemoryMiB)
+		}
+		if strings.ContainsAny(c.FakeVendor, "/ ") {
+			return fmt.Errorf("fake_vendor %q: a device vendor has no '/' or space", c.FakeVendor)
 		}
 	default:
 		return fmt.Errorf("mode must be \"nvml\" or \"fake\", got %q", c.Mode)
@@ -296,14 +313,14 @@ func pciBusID(pci nvml.PciInfo) string {
 }
 
 // groups turns scanned devices into Nomad device groups: one group per model.
-func groups(devs []gpuInfo, driver, backend string) []*device.DeviceGroup {
+func groups(devs []gpuInfo, vendor, driver, backend string) []*device.DeviceGroup {
 	byModel := map[string]*device.DeviceGroup{}
 	var order []string
 	for _, d := range devs {
 		g, ok := byModel[d.model]
 		if !ok {
 			g = &device.DeviceGroup{
-				Vendor: Vendor, Type: DeviceType, Name: d.model,
+				Vendor: vendor, Type: DeviceType, Name: d.model,
 				Attributes: map[string]*structs.Attribute{
 					AttrMemory:        structs.NewIntAttribute(int64(d.memBytes>>20), structs.UnitMiB),
 					AttrDriverVersion: structs.NewStringAttribute(driver),
@@ -346,7 +363,7 @@ func (p *Plugin) fingerprintLoop(ctx context.Context, out chan<- *device.Fingerp
 		case <-timer.C:
 		}
 		p.mu.Lock()
-		period, backend := p.period, p.cfg.Mode
+		period, backend, vendor := p.period, p.cfg.Mode, p.cfg.vendor()
 		p.mu.Unlock()
 		if period <= 0 {
 			period = time.Minute
@@ -370,7 +387,7 @@ func (p *Plugin) fingerprintLoop(ctx context.Context, out chan<- *device.Fingerp
 				p.known[d.uuid] = d.healthy
 			}
 			p.mu.Unlock()
-			resp = device.NewFingerprint(groups(devs, driver, backend)...)
+			resp = device.NewFingerprint(groups(devs, vendor, driver, backend)...)
 			p.log.Info("fingerprinted GPUs", "count", len(devs))
 		}
 		select {
@@ -495,12 +512,15 @@ func (p *Plugin) statsResponse(now time.Time) *device.StatsResponse {
 	if err != nil {
 		return device.NewStatsError(err)
 	}
+	p.mu.Lock()
+	vendor := p.cfg.vendor()
+	p.mu.Unlock()
 	byModel := map[string]*device.DeviceGroupStats{}
 	var order []string
 	for _, s := range samples {
 		g, ok := byModel[s.Model]
 		if !ok {
-			g = &device.DeviceGroupStats{Vendor: Vendor, Type: DeviceType, Name: s.Model, InstanceStats: map[string]*device.DeviceStats{}}
+			g = &device.DeviceGroupStats{Vendor: vendor, Type: DeviceType, Name: s.Model, InstanceStats: map[string]*device.DeviceStats{}}
 			byModel[s.Model] = g
 			order = append(order, s.Model)
 		}

@@ -108,6 +108,32 @@ func TestFakeModeStatsAndHealth(t *testing.T) {
 	}
 }
 
+// TestFakeVendor: in fake mode the devices are fingerprinted and their stats reported
+// under FakeVendor (an AMD GPU beside NVIDIA's, for tests); the default is nvidia.
+func TestFakeVendor(t *testing.T) {
+	for _, tc := range []struct{ vendor, want string }{{"", Vendor}, {"amd", "amd"}} {
+		fake := NewFakeNVML(1, 64<<30, "Fake MI210")
+		p := NewWithNVML(hclog.NewNullLogger(), fake)
+		configure(t, p, Config{Mode: "fake", FakeGPUs: 1, FakeMemoryMiB: 65536, FingerprintPeriod: "1m", FakeVendor: tc.vendor})
+		ctx, cancel := context.WithCancel(context.Background())
+		fp, err := p.Fingerprint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := next(t, fp); r.Error != nil || len(r.Devices) != 1 || r.Devices[0].Vendor != tc.want || r.Devices[0].Type != DeviceType {
+			t.Errorf("fake_vendor %q: fingerprint %+v (err %v), want one %s/gpu group", tc.vendor, r.Devices, r.Error, tc.want)
+		}
+		st, err := p.Stats(ctx, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := <-st; r.Error != nil || len(r.Groups) != 1 || r.Groups[0].Vendor != tc.want {
+			t.Errorf("fake_vendor %q: stats %+v (err %v), want the %s group", tc.vendor, r.Groups, r.Error, tc.want)
+		}
+		cancel()
+	}
+}
+
 func TestConfigValidation(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
@@ -117,6 +143,7 @@ func TestConfigValidation(t *testing.T) {
 		{Config{Mode: "fake", FakeGPUs: 0, FakeMemoryMiB: 1, FingerprintPeriod: "1m"}, "fake_gpus"},
 		{Config{Mode: "fake", FakeGPUs: 1, FakeMemoryMiB: 1, FingerprintPeriod: "soon"}, "fingerprint_period"},
 		{Config{Mode: "fake", FakeGPUs: 1, FakeMemoryMiB: 1, FingerprintPeriod: "0s"}, "fingerprint_period \"0s\" must be positive"},
+		{Config{Mode: "fake", FakeGPUs: 1, FakeMemoryMiB: 1, FingerprintPeriod: "1m", FakeVendor: "amd/gpu"}, "fake_vendor"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: err = %v, want mention of %s", c.cfg, err, c.want)
