@@ -971,16 +971,6 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 		}
 		return false
 	}
-	if !r.plan.Routed && len(r.in.Nodes) > 1 {
-		// a scheduler that does not route (the fallback): the routing of its placement
-		// says what its decision takes of the links other pipelines share (its planned
-		// throughput stays the scheduler's: the routing only adds the egress)
-		if routed, err := sched.Routed(ctx, r.in, r.plan); err != nil {
-			l.log.Warn("plan egress unknown: its decision counts no egress against shared links", "job", r.job, "source", r.plan.Source, "err", err)
-		} else {
-			r.plan.Egress = routed.Egress
-		}
-	}
 	d := fsm.Decision{Job: r.job, Operators: map[string]fsm.OpTarget{}, Throughput: r.plan.Throughput,
 		Egress: r.plan.Egress, Source: r.plan.Source, Reason: r.plan.Reason, UnixMilli: l.now().UnixMilli()}
 	transitions := 0
@@ -1022,6 +1012,17 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 	}
 	if d.Planner == "" {
 		d.Planner = newClusterID() // the first decision names the cluster
+	}
+	if !r.plan.Routed && len(r.in.Nodes) > 1 {
+		// a scheduler that does not route (the fallback): the routing of its placement
+		// says what its decision takes of the links other pipelines share (its planned
+		// throughput stays the scheduler's: the routing only adds the egress); only a
+		// plan worth committing is routed
+		if routed, err := sched.Routed(ctx, r.in, r.plan); err != nil {
+			l.log.Warn("plan egress unknown: its decision counts no egress against shared links", "job", r.job, "source", r.plan.Source, "err", err)
+		} else {
+			d.Egress = routed.Egress
+		}
 	}
 	// Another pipeline's decision committed while this one was solved may hold what this
 	// plan counted on: such a plan is dropped and solved again on what is left.

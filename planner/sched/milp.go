@@ -66,16 +66,23 @@ func Problem(in PlanInput, params milp.Params) *milp.Problem {
 		p.Nodes = append(p.Nodes, nd)
 	}
 	if len(in.Current) > 0 {
-		p.Current = make(milp.Deployment, len(in.Operators))
-		for i, o := range in.Operators {
-			p.Current[i] = make([]milp.Placement, len(in.Nodes))
-			for j, n := range in.Nodes {
-				pl := in.Current[o.Name][n.Name]
-				p.Current[i][j] = milp.Placement{Current: pl.Current, Candidate: pl.Candidate}
-			}
-		}
+		p.Current = deployment(in, in.Current)
 	}
 	return p
+}
+
+// deployment is targets (operator -> node -> placement, as PlanInput.Current and
+// Plan.Targets) as the MILP's deployment over in's operators and nodes.
+func deployment(in PlanInput, targets map[string]map[string]fsm.Placement) milp.Deployment {
+	d := make(milp.Deployment, len(in.Operators))
+	for i, o := range in.Operators {
+		d[i] = make([]milp.Placement, len(in.Nodes))
+		for j, n := range in.Nodes {
+			pl := targets[o.Name][n.Name]
+			d[i][j] = milp.Placement{Current: pl.Current, Candidate: pl.Candidate}
+		}
+	}
+	return d
 }
 
 // Plan implements Scheduler. Accelerators reach the MILP as device classes (Node.Devices, or
@@ -130,16 +137,7 @@ const routeTimeout = 5 * time.Second
 // the throughput that routing carries, Throughput no more than that, and Routed set. Its
 // decision then counts against the links other pipelines share.
 func Routed(ctx context.Context, in PlanInput, pl Plan) (Plan, error) {
-	prob := Problem(in, milp.Params{})
-	d := make(milp.Deployment, len(in.Operators))
-	for i, o := range in.Operators {
-		d[i] = make([]milp.Placement, len(in.Nodes))
-		for j, n := range in.Nodes {
-			p := pl.Targets[o.Name][n.Name]
-			d[i][j] = milp.Placement{Current: p.Current, Candidate: p.Candidate}
-		}
-	}
-	sol, err := milp.Route(ctx, prob, d, milp.Options{TimeLimit: routeTimeout})
+	sol, err := milp.Route(ctx, Problem(in, milp.Params{}), deployment(in, pl.Targets), milp.Options{TimeLimit: routeTimeout})
 	if err != nil {
 		return pl, fmt.Errorf("routing the plan: %w", err)
 	}

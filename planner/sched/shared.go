@@ -28,6 +28,10 @@ type Holding struct {
 // planned against what was left when it was solved.
 const egressTol = 1e-6
 
+// EgressOver starts the part of an Oversubscribed or Conflicts line that reports a node's
+// egress overfilled.
+const EgressOver = "egress over by"
+
 // residualNode is a node's capacity left while holdings are taken from it.
 type residualNode struct {
 	cpu     float64
@@ -213,7 +217,7 @@ func overfilled(nodes []fsm.Node, egressUsed map[string]float64, holdings []Hold
 	}
 	for _, n := range nodes {
 		if left := egressLeft[n.Name]; len(egress[n.Name]) > 0 && left < -egressTol*egressCap(n) {
-			short[n.Name] = append(short[n.Name], fmt.Sprintf("egress over by %.3g of %.3g bytes/s (%s)",
+			short[n.Name] = append(short[n.Name], fmt.Sprintf("%s %.3g of %.3g bytes/s (%s)", EgressOver,
 				-left, egressCap(n), strings.Join(egress[n.Name], ", ")))
 		}
 	}

@@ -90,7 +90,7 @@ func Compare(ctx context.Context, sc *Scenario, obj milp.Objective, opts milp.Op
 		over := sched.Oversubscribed(sc.Nodes, hs)
 		o.Oversubscribed = len(over)
 		for _, l := range over {
-			if strings.Contains(l, "egress over") {
+			if strings.Contains(l, sched.EgressOver) {
 				o.EgressOversubscribed++
 			}
 		}

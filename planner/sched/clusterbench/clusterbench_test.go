@@ -147,7 +147,7 @@ func TestSharedLinks(t *testing.T) {
 		t.Error("no routed autoscaler plan sends anything over a link: routing recorded no egress")
 	}
 	for _, l := range sched.Oversubscribed(sc.Nodes, hs) {
-		if strings.Contains(l, "egress") {
+		if strings.Contains(l, sched.EgressOver) {
 			t.Errorf("routed autoscaler plans overfill a link: %s", l)
 		}
 	}
