@@ -82,7 +82,25 @@ func TestCommitDropsAnOverlappingPlan(t *testing.T) {
 // out of c1 and together stay within the link (the second is planned on what the first
 // leaves); a solve result of "a" that counts on the whole link while "b" holds part of it
 // is not committed.
+//
+// With the GPU node's link known and small (tight), the traffic of both shares (40
+// records/s, 400 MB/s) exceeds every link together, so each pipeline keeps a claim on
+// its share of the links (sched.LinkClaims, half each): the one planned first leaves the
+// other half of c1, and each gets 12.5 records/s instead of first come, first served
+// (20 and 5).
 func TestPipelinesShareALink(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gpuLink  float64
+		fairHalf bool
+	}{{"unknown GPU link", 0, false}, {"tight", 1e6, true}} {
+		t.Run(tc.name, func(t *testing.T) { shareALink(t, tc.gpuLink, tc.fairHalf) })
+	}
+}
+
+// shareALink runs TestPipelinesShareALink with g1's egress gpuLink; fairHalf: each
+// pipeline must get half the link.
+func shareALink(t *testing.T, gpuLink float64, fairHalf bool) {
 	const link = 250e6
 	clk := &virtualClock{t: time.Unix(1_000_000, 0)}
 	p := fsm.Pipeline{Operators: []fsm.Operator{
@@ -91,7 +109,7 @@ func TestPipelinesShareALink(t *testing.T) {
 	}}
 	fc := &fakeCluster{steps: map[uint64]int{}, delay: 1, live: &p, nodes: []fsm.Node{
 		{Name: "c1", CPU: 16, MemoryMB: 16 * 40000, EgressBps: link},
-		{Name: "g1", CPU: 4, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 16000},
+		{Name: "g1", CPU: 4, MemoryMB: 32768, GPUs: 4, GPUMemoryMB: 16000, EgressBps: gpuLink},
 	}}
 	act := &finder{fakeCluster: fc, ids: []string{"a", "b"}, parses: map[string]int{}}
 	srv, ctx := manualServer(t, "link", act, clk, func(lc *LoopConfig) { lc.Scheduler = sched.MILP{Solver: milp.HiGHS{}} })
@@ -131,6 +149,12 @@ func TestPipelinesShareALink(t *testing.T) {
 	}
 	if sum := tput["a"] + tput["b"]; sum < 25*0.99 {
 		t.Errorf("together %.4g records/s, want the link's 25", sum)
+	}
+	for job, T := range tput {
+		// half the link each (the MILP's 1 % gap, plus its rounding: 2 %)
+		if fairHalf && (T < 12.5*0.98 || T > 12.5*(1+1e-6)) {
+			t.Errorf("%s: %.4g records/s, want half the link's 25 (throughputs %v)", job, T, tput)
+		}
 	}
 	// the pipeline planned second holds the 5 records/s the first left; a solve result of
 	// it that counts on 200 MB/s (as when the other's decision was committed while it was

@@ -831,15 +831,10 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 	if err != nil {
 		return in, err
 	}
-	full := in.Nodes
-	in.Nodes, in.Pressure, in.EgressUsed = sched.Residual(in.Nodes, others), sched.Pressure(others), sched.EgressUse(others)
-	if sh, ok := l.joint.shares[job]; ok {
-		in = sched.Capped(in, sh)
-		in = sched.RestrictFor(in, sh)
-		if in.Validate() != nil {
-			// the share's quotas sit where others' instances still run: any device left
-			in.Nodes = sched.Residual(full, others)
-		}
+	if _, ok := l.joint.shares[job]; ok {
+		in = sched.OnShare(in, in.Nodes, l.joint.shares, others)
+	} else {
+		in.Nodes, in.Pressure, in.EgressUsed = sched.Residual(in.Nodes, others), sched.Pressure(others), sched.EgressUse(others)
 	}
 	if l.cfg.Estimator != nil {
 		caps, err := l.cfg.Estimator.Capacities(ctx, job, ops)
@@ -1034,7 +1029,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 		}
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 		if p := st.Pipelines[r.job]; p != nil {
-			over = sched.Conflicts(nodes, othersHoldings(st, r.job), sched.Holding{Pipeline: p, Targets: d.Operators, Egress: d.Egress})
+			over = sched.Conflicts(nodes, othersHoldings(st, r.job), sched.Holding{Pipeline: p, Targets: d.Operators, Egress: d.Egress, Throughput: d.Throughput})
 		}
 	})
 	if len(over) > 0 {
@@ -1152,7 +1147,7 @@ func othersHoldings(st *fsm.State, job string) []sched.Holding {
 	var out []sched.Holding
 	for _, j := range jobs {
 		if d, ok := inForce(st, j); ok {
-			out = append(out, sched.Holding{Pipeline: st.Pipelines[j], Targets: d.Operators, Egress: d.Egress})
+			out = append(out, sched.Holding{Pipeline: st.Pipelines[j], Targets: d.Operators, Egress: d.Egress, Throughput: d.Throughput})
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -27,6 +28,11 @@ type Share struct {
 	// Scale is the pipeline's pooled throughput bound alone on the whole inventory, the
 	// unit of its normalised throughput.
 	Scale float64
+	// Link is the share of every node's egress the pipeline keeps a claim on while its
+	// decision is short of Throughput (LinkClaims): its part of the traffic all shares
+	// would send if no operator shared a node. 0 when that traffic fits the inventory's
+	// links, which then cannot bind across pipelines.
+	Link float64
 }
 
 // Joint is the answer of the joint model for a set of pipelines.
@@ -90,7 +96,153 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 		}
 		out.Shares[jp.Name] = sh
 	}
+	linkShares(out.Shares, pipes, nodes)
 	return out, nil
+}
+
+// linkShares sets every share's Link: the pooled model ignores the network, so a
+// pipeline planned first could route over every link and leave a pipeline planned later
+// none to reach its accelerators. Each pipeline's part of the links is its part of the
+// traffic of the shares' worst case (every operator's output crossing a node boundary),
+// set only when that traffic exceeds the inventory's total egress.
+func linkShares(shares map[string]Share, pipes []milp.JointPipeline, nodes []fsm.Node) {
+	demand := make([]float64, len(pipes))
+	var total, links float64
+	for p, jp := range pipes {
+		perRecord := 0.0
+		for i := 0; i+1 < len(jp.Operators); i++ {
+			perRecord += jp.Operators[i+1].Amplification * jp.Operators[i].OutputBytes
+		}
+		demand[p] = shares[jp.Name].Throughput * perRecord
+		total += demand[p]
+	}
+	for _, n := range nodes {
+		links += egressCap(n)
+	}
+	if total <= links || len(pipes) < 2 {
+		return
+	}
+	for p, jp := range pipes {
+		sh := shares[jp.Name]
+		sh.Link = demand[p] / total
+		shares[jp.Name] = sh
+	}
+}
+
+// short reports whether pipeline q, of joint share sh, still claims its share: it has no
+// decision among held, or its decision's throughput is below the share's.
+func short(q string, sh Share, held map[string]Holding) bool {
+	h, ok := held[q]
+	return !ok || h.Throughput < sh.Throughput*(1-1e-6)
+}
+
+// byJob indexes holdings by their pipeline's job.
+func byJob(holdings []Holding) map[string]Holding {
+	held := map[string]Holding{}
+	for _, h := range holdings {
+		if h.Pipeline != nil {
+			held[h.Pipeline.Job] = h
+		}
+	}
+	return held
+}
+
+// LinkClaims returns, per node of nodes, the egress (bytes/s) that pipelines other than
+// job hold or claim under the joint round's shares: what their decisions (others) route
+// out of the node and, for one that is short of its share (no decision yet, or one below
+// the share's throughput), at least its share's Link of the node's egress. It is the
+// PlanInput.EgressUsed of job planned on its share: a pipeline that reached its share
+// keeps only what it routes, so links left idle go to whoever can use them. nil when no
+// pipeline claims or routes anything.
+func LinkClaims(nodes []fsm.Node, shares map[string]Share, others []Holding, job string) map[string]float64 {
+	held := byJob(others)
+	out := EgressUse(others)
+	for _, q := range slices.Sorted(maps.Keys(shares)) {
+		sh := shares[q]
+		if q == job || sh.Link <= 0 || !short(q, sh, held) {
+			continue
+		}
+		for _, n := range nodes {
+			if claim := sh.Link*egressCap(n) - held[q].Egress[n.Name]; claim > 0 {
+				if out == nil {
+					out = map[string]float64{}
+				}
+				out[n.Name] += claim
+			}
+		}
+	}
+	return out
+}
+
+// classCounts sums nodes' accelerators per class (classKey).
+func classCounts(nodes []fsm.Node) map[fsm.Device]int {
+	out := map[fsm.Device]int{}
+	for _, n := range nodes {
+		for _, d := range deviceClasses(n) {
+			out[classKey(d)] += d.Count
+		}
+	}
+	return out
+}
+
+// Unclaimed returns what pipelines other than job leave of nodes under the joint round's
+// shares: the residual of their holdings (others), with, of every accelerator class, the
+// devices hidden that a pipeline short of its share still claims (its share's devices of
+// the class less those its decision holds). It is where job is planned when its own
+// share's devices do not carry it (they sit where cores ran out): the devices nobody
+// claims, never those a pipeline not yet planned, or kept below its share, is owed.
+func Unclaimed(in PlanInput, nodes []fsm.Node, shares map[string]Share, others []Holding) []fsm.Node {
+	held := byJob(others)
+	total := classCounts(nodes)
+	claimed := map[fsm.Device]int{}
+	for _, q := range slices.Sorted(maps.Keys(shares)) {
+		sh := shares[q]
+		if q == in.Job || !short(q, sh, held) {
+			continue
+		}
+		var has map[fsm.Device]int
+		if h, ok := held[q]; ok {
+			has = classCounts(Residual(nodes, []Holding{h}))
+		}
+		for _, d := range sh.Devices {
+			k := classKey(d)
+			holds := 0
+			if has != nil {
+				holds = total[k] - has[k]
+			}
+			claimed[k] += max(0, d.Count-holds)
+		}
+	}
+	residual := Residual(nodes, others)
+	if len(claimed) == 0 {
+		return residual
+	}
+	var visible Share
+	for k, free := range classCounts(residual) {
+		if c := free - claimed[k]; c > 0 {
+			k.Count = c
+			visible.Devices = append(visible.Devices, k)
+		}
+	}
+	return restrict(residual, visible, running(in))
+}
+
+// OnShare returns in planned on its joint share beside others (the other pipelines'
+// holdings) on nodes (the inventory): on the residual of others, capped at the share's
+// instances (Capped), shown only its share's accelerators (RestrictFor), or, when those
+// leave it without a valid input, the devices no other pipeline claims (Unclaimed), and
+// the links others route over or claim taken (LinkClaims). The live loop and PlanJoint
+// plan a pipeline on its share through it.
+func OnShare(in PlanInput, nodes []fsm.Node, shares map[string]Share, others []Holding) PlanInput {
+	sh := shares[in.Job]
+	in.Nodes, in.Pressure = Residual(nodes, others), Pressure(others)
+	in.EgressUsed = LinkClaims(nodes, shares, others, in.Job)
+	in = RestrictFor(Capped(in, sh), sh)
+	if in.Validate() != nil {
+		// the share's quotas sit where others' instances still run: any device unclaimed
+		in.Nodes = Unclaimed(in, nodes, shares, others)
+	}
+	return in
 }
 
 // RestrictFor returns in with, of every accelerator class, only as many devices of its
@@ -99,6 +251,12 @@ func Shares(ctx context.Context, ins []PlanInput, nodes []fsm.Node, obj milp.Obj
 // move), then from the nodes with the most cores left (an accelerator instance needs cores
 // too), then by name. Nodes without accelerators are unchanged.
 func RestrictFor(in PlanInput, s Share) PlanInput {
+	in.Nodes = restrict(in.Nodes, s, running(in))
+	return in
+}
+
+// running returns the nodes where in's accelerator operators run now.
+func running(in PlanInput) map[string]bool {
 	runs := map[string]bool{}
 	for _, o := range in.Operators {
 		if o.GPUs == 0 {
@@ -110,8 +268,7 @@ func RestrictFor(in PlanInput, s Share) PlanInput {
 			}
 		}
 	}
-	in.Nodes = restrict(in.Nodes, s, runs)
-	return in
+	return runs
 }
 
 // restrict is RestrictFor on nodes, preferring the nodes in first.
@@ -259,39 +416,42 @@ func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.
 		}
 		return hs
 	}
-	plan := func(in PlanInput, restrict *Share) (Plan, error) {
-		others := holdings(in.Job)
-		in.Nodes, in.Pressure, in.EgressUsed = Residual(nodes, others), Pressure(others), EgressUse(others)
-		if restrict != nil {
-			in = RestrictFor(in, *restrict)
-		}
+	solve := func(in PlanInput) (Plan, error) {
 		if err := in.Validate(); err != nil {
 			return Plan{}, err
 		}
 		return s.Plan(ctx, in)
 	}
 	for _, p := range order {
-		sh := j.Shares[ins[p].Job]
-		in := Capped(ins[p], sh)
-		pl, err := plan(in, &sh)
+		job := ins[p].Job
+		sh, others := j.Shares[job], holdings(job)
+		in := OnShare(ins[p], nodes, j.Shares, others)
+		pl, err := solve(in)
 		if err != nil || pl.Throughput < sh.Throughput*(1-1e-6) {
-			// packing left the share's devices where cores ran out: any device left
-			if free, ferr := plan(in, nil); ferr == nil && (err != nil || free.Throughput > pl.Throughput) {
-				pl, err = free, nil
+			// packing left the share's devices where cores ran out: any device unclaimed
+			// (when that shows more than the share did)
+			if free := Unclaimed(in, nodes, j.Shares, others); !maps.Equal(classCounts(free), classCounts(in.Nodes)) {
+				in.Nodes = free
+				if fp, ferr := solve(in); ferr == nil && (err != nil || fp.Throughput > pl.Throughput) {
+					pl, err = fp, nil
+				}
 			}
 		}
 		if err != nil {
-			out.Errors[in.Job] = fmt.Errorf("pipeline %q on its share: %w", in.Job, err)
+			out.Errors[job] = fmt.Errorf("pipeline %q on its share: %w", job, err)
 			continue
 		}
-		out.Plans[in.Job] = pl
+		out.Plans[job] = pl
 	}
 	for _, p := range order {
 		prev, ok := out.Plans[ins[p].Job]
 		if !ok || !canGrow(ins[p], prev, Residual(nodes, holdings(""))) {
 			continue
 		}
-		if pl, err := plan(ins[p], nil); err == nil && pl.Throughput > prev.Throughput {
+		// every pipeline has its plan: grow into what packing left free, uncapped
+		in, others := ins[p], holdings(ins[p].Job)
+		in.Nodes, in.Pressure, in.EgressUsed = Residual(nodes, others), Pressure(others), EgressUse(others)
+		if pl, err := solve(in); err == nil && pl.Throughput > prev.Throughput {
 			out.Plans[ins[p].Job] = pl
 		}
 	}
@@ -345,5 +505,5 @@ func HoldingOf(in PlanInput, pl Plan) Holding {
 	for op, nodes := range pl.Targets {
 		t[op] = fsm.OpTarget{Nodes: nodes}
 	}
-	return Holding{Pipeline: p, Targets: t, Egress: pl.Egress}
+	return Holding{Pipeline: p, Targets: t, Egress: pl.Egress, Throughput: pl.Throughput}
 }

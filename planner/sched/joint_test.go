@@ -154,3 +154,126 @@ func TestJointSharesByVendor(t *testing.T) {
 		t.Fatalf("oversubscribed: %v", over)
 	}
 }
+
+// TestLaterPipelineKeepsItsDevices: the pipeline planned first ("v", weight 4) cannot use
+// its share's two L4s (its node has one core for them); its fallback on the devices
+// left must not take the A100 that the share of "big" (40 GB GPUs only, planned later)
+// holds, or big gets no plan at all (seen in `bench cluster -links -link-scale 0.1`: a
+// pipeline left with nothing, gap 100 %).
+func TestLaterPipelineKeepsItsDevices(t *testing.T) {
+	nodes := []fsm.Node{
+		{Name: "a", CPU: 16, MemoryMB: 65536, GPUs: 1, Devices: fsm.MakeDevices(fsm.Device{Model: "A100", MemoryMB: 81920, Count: 1})},
+		{Name: "c", CPU: 16, MemoryMB: 65536},
+		{Name: "l", CPU: 1, MemoryMB: 65536, GPUs: 2, Devices: fsm.MakeDevices(fsm.Device{Model: "L4", MemoryMB: 24576, Count: 2})},
+	}
+	ins := []PlanInput{gpuPipeline("v", 4, 0), gpuPipeline("big", 1, 40960)}
+	j, err := Shares(context.Background(), ins, nodes, milp.ObjectiveMaxMin, milp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// one attempt in weight order (PlanJoint's second attempt, short pipelines first,
+	// would hide a first attempt that starves big)
+	jp := placeShares(context.Background(), MILP{Solver: milp.HiGHS{}}, ins, nodes, j, []int{0, 1}, milp.ObjectiveMaxMin)
+	if len(jp.Errors) > 0 {
+		t.Fatalf("errors %v", jp.Errors)
+	}
+	if got := jp.Plans["big"].Targets["infer"]["a"].Total(); got != 1 {
+		t.Errorf("big's infer on the A100: %d, want 1 (v's: %d)", got, jp.Plans["v"].Targets["infer"]["a"].Total())
+	}
+	// v: one L4 instance (10 records/s); big: the A100 (10)
+	for job, want := range map[string]float64{"v": 10, "big": 10} {
+		if got := jp.Plans[job].Throughput; math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s: throughput %.6g, want %g", job, got, want)
+		}
+	}
+}
+
+// TestUnclaimedHidesOwedDevices: of the devices others leave, those a pipeline short of
+// its share is still owed are hidden; a pipeline at its share claims nothing more.
+func TestUnclaimedHidesOwedDevices(t *testing.T) {
+	nodes := jointCluster() // a: 1 A100; l1, l2: 2 L4 each
+	a100 := fsm.Device{Vendor: fsm.DefaultGPUVendor, Model: "A100", MemoryMB: 81920}
+	l4 := fsm.Device{Vendor: fsm.DefaultGPUVendor, Model: "L4", MemoryMB: 24576}
+	withCount := func(d fsm.Device, n int) fsm.Device { d.Count = n; return d }
+	shares := map[string]Share{
+		"big": {Throughput: 10, Devices: []fsm.Device{withCount(a100, 1)}},
+		"s1":  {Throughput: 20, Devices: []fsm.Device{withCount(l4, 2)}},
+		"s2":  {Throughput: 20, Devices: []fsm.Device{withCount(l4, 2)}},
+	}
+	s1 := gpuPipeline("s1", 1, 0)
+	hold := func(k int, tput float64) Holding {
+		p := &fsm.Pipeline{Job: "s1"}
+		for _, o := range s1.Operators {
+			p.Operators = append(p.Operators, o.Operator)
+		}
+		return Holding{Pipeline: p, Throughput: tput, Targets: map[string]fsm.OpTarget{
+			"parse": {Nodes: map[string]fsm.Placement{"l1": {Current: 5}}},
+			"infer": {Nodes: map[string]fsm.Placement{"l1": {Current: k}}},
+		}}
+	}
+	seen := func(ns []fsm.Node) (a, l int) {
+		for _, n := range ns {
+			for _, d := range deviceClasses(n) {
+				if d.Model == "A100" {
+					a += d.Count
+				} else {
+					l += d.Count
+				}
+			}
+		}
+		return a, l
+	}
+	s2 := gpuPipeline("s2", 1, 0)
+	for _, tc := range []struct {
+		name         string
+		others       []Holding
+		wantA, wantL int
+	}{
+		{"s1 at its share, big unplanned", []Holding{hold(2, 20)}, 0, 2},
+		{"s1 short by one L4", []Holding{hold(1, 10)}, 0, 2},
+		{"s1 short, holding none", []Holding{hold(0, 0)}, 0, 2},
+		{"nobody planned", nil, 0, 2},
+	} {
+		a, l := seen(Unclaimed(s2, nodes, shares, tc.others))
+		if a != tc.wantA || l != tc.wantL {
+			t.Errorf("%s: s2 sees %d A100 and %d L4, want %d and %d", tc.name, a, l, tc.wantA, tc.wantL)
+		}
+	}
+	// with big's share met, its A100 is not owed: s2 sees what is left (none: big holds it)
+	delete(shares, "big")
+	if a, l := seen(Unclaimed(s2, nodes, shares, []Holding{hold(2, 20)})); a != 1 || l != 2 {
+		t.Errorf("no claim on the A100: s2 sees %d A100 and %d L4, want 1 and 2", a, l)
+	}
+}
+
+// TestLinkClaims: a pipeline short of its share claims its Link of every link beside what
+// it routes; one at its share only what it routes.
+func TestLinkClaims(t *testing.T) {
+	nodes := []fsm.Node{{Name: "n1", EgressBps: 1000}, {Name: "n2", EgressBps: 4000}}
+	shares := map[string]Share{"p": {Throughput: 10, Link: 0.5}, "q": {Throughput: 10, Link: 0.25}}
+	q := Holding{Pipeline: &fsm.Pipeline{Job: "q"}, Egress: map[string]float64{"n1": 100}}
+	for _, tc := range []struct {
+		name   string
+		others []Holding
+		tput   float64
+		want   map[string]float64
+	}{
+		{"q unplanned", nil, 0, map[string]float64{"n1": 250, "n2": 1000}},
+		{"q short", []Holding{q}, 5, map[string]float64{"n1": 250, "n2": 1000}},
+		{"q at its share", []Holding{q}, 10, map[string]float64{"n1": 100}},
+	} {
+		for i := range tc.others {
+			tc.others[i].Throughput = tc.tput
+		}
+		got := LinkClaims(nodes, shares, tc.others, "p")
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: claims %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for n, w := range tc.want {
+			if math.Abs(got[n]-w) > 1e-9 {
+				t.Errorf("%s: node %s claim %.6g, want %g", tc.name, n, got[n], w)
+			}
+		}
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/trident-sched/trident/planner/fsm"
 )
@@ -101,36 +103,70 @@ func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 	if len(nodes) == 0 {
 		return nil
 	}
+	var accel []fsm.Node // nodes with accelerators: the only ones an accelerator operator can use
+	for _, n := range nodes {
+		if len(deviceClasses(n)) > 0 {
+			accel = append(accel, n)
+		}
+	}
 	for _, o := range ops {
 		var why func() string
+		refused := map[string]int{} // reason -> nodes refusing o for it
 		ok := false
+		nodes := nodes
+		if o.GPUs > 0 && len(accel) > 0 {
+			nodes = accel
+		}
 		for _, n := range nodes {
 			// the reason of the last node that refused is spelled out only when no node
 			// takes the operator (maxOf and maxClass read every node's device classes)
 			switch {
 			case o.CPU > n.CPU:
+				refused["too few cores"]++
 				why = func() string {
 					return fmt.Sprintf("trident_cpu=%v exceeds every node (largest %v)", o.CPU, maxOf(nodes, func(n fsm.Node) float64 { return n.CPU }))
 				}
 			case o.MemoryMB > n.MemoryMB:
+				refused["too little memory"]++
 				why = func() string {
 					return fmt.Sprintf("trident_memory_mb=%d exceeds every node (largest %v)", o.MemoryMB, maxOf(nodes, func(n fsm.Node) float64 { return float64(n.MemoryMB) }))
 				}
 			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs }):
+				refused["too few GPUs"]++
 				why = func() string {
 					return fmt.Sprintf("trident_gpus=%d exceeds every node (largest %v)", o.GPUs, maxClass(nodes, func(d fsm.Device) int { return d.Count }))
 				}
 			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs && d.MemoryMB >= o.GPUMemoryMB }):
+				refused["too little GPU memory"]++
 				why = func() string {
 					return fmt.Sprintf("trident_gpu_memory_mb=%d exceeds every node's GPU memory (largest %v)", o.GPUMemoryMB, maxClass(nodes, func(d fsm.Device) int { return d.MemoryMB }))
 				}
 			case o.GPUs > 0 && !hasClass(n, func(d fsm.Device) bool { return d.Count >= o.GPUs && acceptsDevice(o, d) }):
+				refused["no accepted GPU model or vendor"]++
 				why = func() string { return fmt.Sprintf("no node has %d %s", o.GPUs, deviceNeed(o)) }
 			default:
 				ok = true
 			}
 			if ok {
 				break
+			}
+		}
+		if !ok && len(refused) > 1 {
+			// no single resource is short everywhere: say what each node lacks
+			parts := make([]string, 0, len(refused))
+			for _, r := range slices.Sorted(maps.Keys(refused)) {
+				parts = append(parts, fmt.Sprintf("%s on %d", r, refused[r]))
+			}
+			why = func() string {
+				need := fmt.Sprintf("trident_cpu=%v and trident_memory_mb=%d", o.CPU, o.MemoryMB)
+				if o.GPUs > 0 {
+					need += fmt.Sprintf(" with %d %s", o.GPUs, deviceNeed(o))
+				}
+				of := "nodes"
+				if o.GPUs > 0 {
+					of = "nodes with accelerators"
+				}
+				return fmt.Sprintf("no node has %s at once (of %d %s: %s)", need, len(nodes), of, strings.Join(parts, ", "))
 			}
 		}
 		if !ok {

@@ -100,6 +100,32 @@ func TestImpossibleResourcesNameTheOperator(t *testing.T) {
 	}
 }
 
+// TestImpossibleResourcesSayWhatEachNodeLacks: a two-GPU operator that fits no node
+// because one accelerator node has its GPUs but no cores left and the other its cores but
+// one GPU: no single resource "exceeds every node", so the error names both shortfalls
+// (it used to claim whatever the last node lacked exceeded every node).
+func TestImpossibleResourcesSayWhatEachNodeLacks(t *testing.T) {
+	ops := []fsm.Operator{{Name: "infer", CPU: 1, MemoryMB: 1024, GPUs: 2}}
+	nodes := []fsm.Node{
+		{Name: "gpu1", CPU: 0.5, MemoryMB: 65536, GPUs: 2},
+		{Name: "gpu2", CPU: 16, MemoryMB: 65536, GPUs: 1},
+		{Name: "cpu", CPU: 16, MemoryMB: 65536},
+	}
+	err := CheckResources(ops, nodes)
+	if !errors.Is(err, ErrImpossible) {
+		t.Fatalf("err %v, want ErrImpossible", err)
+	}
+	// nodes without accelerators are not counted: they never take the operator
+	for _, want := range []string{`"infer"`, "at once", "of 2 nodes with accelerators", "too few cores on 1", "too few GPUs on 1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "exceeds every node") {
+		t.Errorf("err %q claims one resource exceeds every node", err)
+	}
+}
+
 // TestMILPAdapter: the problem carries cumulative amplification (A_parse=1, A_embed=2),
 // and the HiGHS plan is feasible and at least as good as the proportional one (within 1%).
 func TestMILPAdapter(t *testing.T) {

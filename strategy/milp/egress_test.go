@@ -98,6 +98,30 @@ func TestZeroEgressNodeKeepsThroughput(t *testing.T) {
 	}
 }
 
+// A link others fill leaves a float residue (1e-10 B/s after a subtraction): its rows
+// carried coefficients of 8e15 (bytes per record over the residue), HiGHS refused the
+// model (passMip status -1) and Solve fell back to the greedy plan (seen in
+// `bench cluster -links -link-scale 0.1`). Such a node is one without egress: the same
+// optimum as zeroEgress, nothing exported from it.
+func TestResidueLinkIsNoLink(t *testing.T) {
+	const want = 18.82576786 // TestZeroEgressNodeKeepsThroughput's optimum
+	p := zeroEgress()
+	p.Nodes[0].EgressBps = 1e-10
+	s := mustSolve(t, milp.HiGHS{}, p, milp.Options{TimeLimit: 30 * time.Second, RelGap: 1e-9})
+	if math.Abs(s.Objective-want) > 1e-6*want {
+		t.Errorf("objective %.8g (T %.6g, %s, %s), want %.8g", s.Objective, s.Throughput, s.Status, s.Source, want)
+	}
+	if s.Status != milp.StatusOptimal {
+		t.Errorf("status %s (%s), want optimal", s.Status, s.Source)
+	}
+	if s.Egress[0] != 0 {
+		t.Errorf("node %s exports %.3g B/s through a residue link", p.Nodes[0].Name, s.Egress[0])
+	}
+	if p.Nodes[0].EgressBps != 1e-10 {
+		t.Errorf("Solve changed the caller's node: EgressBps %v", p.Nodes[0].EgressBps)
+	}
+}
+
 // egressMix is a random small instance (3-6 operators, 3-6 nodes) whose first node has no
 // egress and the others 1 MB/s, 5 MB/s or unlimited egress, with accelerators on some.
 func egressMix(seed uint64) *milp.Problem {

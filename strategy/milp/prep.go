@@ -343,10 +343,18 @@ func fitNode(o *Operator, nd *Node) int {
 	return fit(o, nd.CPU, nd.MemMB, devs, deviceCounts(devs))
 }
 
+// MinEgressBps is the least egress (bytes/s) a node counts with: a node with less, e.g.
+// the float residue of a link others fill (a subtraction leaving 1e-7 B/s), is planned
+// as one without egress (EgressBps 0, every boundary local). Its rows would otherwise
+// carry coefficients of bytes per record over that residue (1e15 and more), which HiGHS
+// refuses, and no record fits through such a link anyway.
+const MinEgressBps = 1
+
 func newPrep(p *Problem) (*prep, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
+	p = withoutResidueLinks(p)
 	N, M := len(p.Operators), len(p.Nodes)
 	q := &prep{p: p, N: N, M: M,
 		mu: make([]float64, N), muC: make([]float64, N), muT: make([]float64, N),
@@ -506,3 +514,22 @@ func (q *prep) nodeCap(i, n, x, d int) float64 {
 	k := q.K[i][n]
 	return q.muC[i]*float64(k) + q.muT[i]*float64(d) + q.mu[i]*float64(x-k-d)
 }
+
+// withoutResidueLinks returns p, or a copy of it whose nodes with egress below
+// MinEgressBps have none (EgressBps 0).
+func withoutResidueLinks(p *Problem) *Problem {
+	if !slices.ContainsFunc(p.Nodes, residueLink) {
+		return p
+	}
+	cp := *p
+	cp.Nodes = slices.Clone(p.Nodes)
+	for n := range cp.Nodes {
+		if residueLink(cp.Nodes[n]) {
+			cp.Nodes[n].EgressBps = 0
+		}
+	}
+	return &cp
+}
+
+// residueLink reports whether nd has some egress, but less than MinEgressBps.
+func residueLink(nd Node) bool { return nd.EgressBps > 0 && nd.EgressBps < MinEgressBps }
