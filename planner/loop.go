@@ -1029,7 +1029,7 @@ func (l *Loop) commit(ctx context.Context, r solveResult) bool {
 		}
 		sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 		if p := st.Pipelines[r.job]; p != nil {
-			over = sched.Conflicts(nodes, othersHoldings(st, r.job), sched.Holding{Pipeline: p, Targets: d.Operators, Egress: d.Egress, Throughput: d.Throughput})
+			over = sched.Conflicts(nodes, othersHoldings(st, r.job), sched.Holding{Pipeline: p, Targets: d.Operators, Egress: d.Egress})
 		}
 	})
 	if len(over) > 0 {
@@ -1147,7 +1147,7 @@ func othersHoldings(st *fsm.State, job string) []sched.Holding {
 	var out []sched.Holding
 	for _, j := range jobs {
 		if d, ok := inForce(st, j); ok {
-			out = append(out, sched.Holding{Pipeline: st.Pipelines[j], Targets: d.Operators, Egress: d.Egress, Throughput: d.Throughput})
+			out = append(out, sched.Holding{Pipeline: st.Pipelines[j], Targets: d.Operators, Egress: d.Egress})
 		}
 	}
 	return out

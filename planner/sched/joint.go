@@ -28,10 +28,10 @@ type Share struct {
 	// Scale is the pipeline's pooled throughput bound alone on the whole inventory, the
 	// unit of its normalised throughput.
 	Scale float64
-	// Link is the share of every node's egress the pipeline keeps a claim on while its
-	// decision is short of Throughput (LinkClaims): its part of the traffic all shares
-	// would send if no operator shared a node. 0 when that traffic fits the inventory's
-	// links, which then cannot bind across pipelines.
+	// Link is the share of every node's egress the pipeline keeps a claim on until it
+	// has a decision (LinkClaims): its part of the traffic all shares would send if no
+	// operator shared a node. 0 when that traffic fits the inventory's links, which then
+	// cannot bind across pipelines.
 	Link float64
 }
 
@@ -129,45 +129,34 @@ func linkShares(shares map[string]Share, pipes []milp.JointPipeline, nodes []fsm
 	}
 }
 
-// short reports whether pipeline q, of joint share sh, still claims its share: it has no
-// decision among held, or its decision's throughput is below the share's.
-func short(q string, sh Share, held map[string]Holding) bool {
-	h, ok := held[q]
-	return !ok || h.Throughput < sh.Throughput*(1-1e-6)
-}
-
-// byJob indexes holdings by their pipeline's job.
-func byJob(holdings []Holding) map[string]Holding {
-	held := map[string]Holding{}
+// planned returns the jobs of holdings (the pipelines with a decision in force).
+func planned(holdings []Holding) map[string]bool {
+	out := map[string]bool{}
 	for _, h := range holdings {
 		if h.Pipeline != nil {
-			held[h.Pipeline.Job] = h
+			out[h.Pipeline.Job] = true
 		}
 	}
-	return held
+	return out
 }
 
 // LinkClaims returns, per node of nodes, the egress (bytes/s) that pipelines other than
 // job hold or claim under the joint round's shares: what their decisions (others) route
-// out of the node and, for one that is short of its share (no decision yet, or one below
-// the share's throughput), at least its share's Link of the node's egress. It is the
-// PlanInput.EgressUsed of job planned on its share: a pipeline that reached its share
-// keeps only what it routes, so links left idle go to whoever can use them. nil when no
-// pipeline claims or routes anything.
+// out of the node, and, of every pipeline of the round without a decision yet, its
+// share's Link of the node's egress. It is the PlanInput.EgressUsed of job planned on
+// its share: the pipeline planned first leaves the links owed to those planned after it,
+// while a pipeline that is planned keeps only what it routes. nil when nothing is routed
+// or claimed.
 func LinkClaims(nodes []fsm.Node, shares map[string]Share, others []Holding, job string) map[string]float64 {
-	held := byJob(others)
+	done := planned(others)
 	out := EgressUse(others)
 	for _, q := range slices.Sorted(maps.Keys(shares)) {
-		sh := shares[q]
-		if q == job || sh.Link <= 0 || !short(q, sh, held) {
-			continue
-		}
-		for _, n := range nodes {
-			if claim := sh.Link*egressCap(n) - held[q].Egress[n.Name]; claim > 0 {
+		if sh := shares[q]; q != job && sh.Link > 0 && !done[q] {
+			for _, n := range nodes {
 				if out == nil {
 					out = map[string]float64{}
 				}
-				out[n.Name] += claim
+				out[n.Name] += sh.Link * egressCap(n)
 			}
 		}
 	}
@@ -185,32 +174,19 @@ func classCounts(nodes []fsm.Node) map[fsm.Device]int {
 	return out
 }
 
-// Unclaimed returns what pipelines other than job leave of nodes under the joint round's
-// shares: the residual of their holdings (others), with, of every accelerator class, the
-// devices hidden that a pipeline short of its share still claims (its share's devices of
-// the class less those its decision holds). It is where job is planned when its own
-// share's devices do not carry it (they sit where cores ran out): the devices nobody
-// claims, never those a pipeline not yet planned, or kept below its share, is owed.
+// Unclaimed returns what pipelines other than in's leave of nodes under the joint
+// round's shares: the residual of their holdings (others), with, of every accelerator
+// class, the share's devices of every pipeline without a decision yet hidden. It is where
+// in is planned when its own share's devices do not carry it (they sit where cores ran
+// out): any device but those owed to a pipeline planned after it.
 func Unclaimed(in PlanInput, nodes []fsm.Node, shares map[string]Share, others []Holding) []fsm.Node {
-	held := byJob(others)
-	total := classCounts(nodes)
+	done := planned(others)
 	claimed := map[fsm.Device]int{}
-	for _, q := range slices.Sorted(maps.Keys(shares)) {
-		sh := shares[q]
-		if q == in.Job || !short(q, sh, held) {
-			continue
-		}
-		var has map[fsm.Device]int
-		if h, ok := held[q]; ok {
-			has = classCounts(Residual(nodes, []Holding{h}))
-		}
-		for _, d := range sh.Devices {
-			k := classKey(d)
-			holds := 0
-			if has != nil {
-				holds = total[k] - has[k]
+	for q, sh := range shares {
+		if q != in.Job && !done[q] {
+			for _, d := range sh.Devices {
+				claimed[classKey(d)] += d.Count
 			}
-			claimed[k] += max(0, d.Count-holds)
 		}
 	}
 	residual := Residual(nodes, others)
@@ -356,14 +332,16 @@ type JointPlan struct {
 
 // PlanJoint plans ins together on nodes: the pooled joint model decides every pipeline's
 // share (Shares); then, by weight (highest first, then job name), each pipeline is planned
-// by s on what the pipelines before it left, capped at its share (Capped) and shown only
-// its share's accelerators (RestrictFor); then, in the
-// same order, each is planned again without the cap on what all the others hold, which
-// only takes what packing left free. When the placed plans miss the pooled bound by more
-// than the MILP's relative gap, the pipelines that fell short of their shares are placed
-// first in a second attempt, and the better attempt is kept. This is the order the live planner's rounds converge
-// to (planner/loop.go plans each pipeline on the residual of the others' decisions, capped
-// at its share). ins' Current deployments are kept as they are; their Nodes are ignored.
+// by s on what the pipelines before it left, on its share (OnShare: capped at it, shown
+// its accelerators, with the devices and links owed to the pipelines after it taken);
+// then, in the same order, each is planned again without the cap on what all the others
+// hold, which only takes what packing left free. When the placed plans miss the pooled
+// bound by more than the MILP's relative gap, the pipelines that fell short of their
+// shares are placed first in a second attempt, then, if still short, the weight order is
+// tried without the claims of later pipelines, and the best attempt is kept. This is the
+// order the live planner's rounds converge to (planner/loop.go plans each pipeline on the
+// residual of the others' decisions through OnShare). ins' Current deployments are kept
+// as they are; their Nodes are ignored.
 func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.Node, obj milp.Objective, opts milp.Options) (JointPlan, error) {
 	j, err := Shares(ctx, ins, nodes, obj, opts)
 	if err != nil {
@@ -380,7 +358,7 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 		}
 		return ins[order[a]].Job < ins[order[b]].Job
 	})
-	out := placeShares(ctx, s, ins, nodes, j, order, obj)
+	out := placeShares(ctx, s, ins, nodes, j, order, obj, true)
 	relGap := opts.RelGap
 	if relGap <= 0 {
 		relGap = milp.DefaultRelGap
@@ -395,7 +373,15 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 				rest = append(rest, p)
 			}
 		}
-		if again := placeShares(ctx, s, ins, nodes, j, append(short, rest...), obj); again.Value > out.Value {
+		if again := placeShares(ctx, s, ins, nodes, j, append(short, rest...), obj, true); again.Value > out.Value {
+			out = again
+		}
+	}
+	if out.Gap > relGap && ctx.Err() == nil {
+		// The shares' quotas are pooled, so a pipeline planned later may not need all its
+		// share's devices or links: once more without the claims, as the live loop plans
+		// once every pipeline has a decision.
+		if again := placeShares(ctx, s, ins, nodes, j, order, obj, false); again.Value > out.Value {
 			out = again
 		}
 	}
@@ -403,9 +389,10 @@ func PlanJoint(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.No
 }
 
 // placeShares plans the pipelines of ins in order, each capped at its share of j and
-// restricted to its share's accelerators on what those before it hold, then fills what
-// packing left free in the same order (PlanJoint).
-func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.Node, j Joint, order []int, obj milp.Objective) JointPlan {
+// restricted to its share's accelerators on what those before it hold (with the claims of
+// those after it when claims, OnShare), then fills what packing left free in the same
+// order (PlanJoint).
+func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.Node, j Joint, order []int, obj milp.Objective, claims bool) JointPlan {
 	out := JointPlan{Joint: j, Plans: map[string]Plan{}, Errors: map[string]error{}}
 	holdings := func(skip string) []Holding {
 		var hs []Holding
@@ -425,12 +412,16 @@ func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.
 	for _, p := range order {
 		job := ins[p].Job
 		sh, others := j.Shares[job], holdings(job)
-		in := OnShare(ins[p], nodes, j.Shares, others)
+		shares := j.Shares
+		if !claims {
+			shares = map[string]Share{job: sh}
+		}
+		in := OnShare(ins[p], nodes, shares, others)
 		pl, err := solve(in)
 		if err != nil || pl.Throughput < sh.Throughput*(1-1e-6) {
 			// packing left the share's devices where cores ran out: any device unclaimed
 			// (when that shows more than the share did)
-			if free := Unclaimed(in, nodes, j.Shares, others); !maps.Equal(classCounts(free), classCounts(in.Nodes)) {
+			if free := Unclaimed(in, nodes, shares, others); !maps.Equal(classCounts(free), classCounts(in.Nodes)) {
 				in.Nodes = free
 				if fp, ferr := solve(in); ferr == nil && (err != nil || fp.Throughput > pl.Throughput) {
 					pl, err = fp, nil
@@ -505,5 +496,5 @@ func HoldingOf(in PlanInput, pl Plan) Holding {
 	for op, nodes := range pl.Targets {
 		t[op] = fsm.OpTarget{Nodes: nodes}
 	}
-	return Holding{Pipeline: p, Targets: t, Egress: pl.Egress, Throughput: pl.Throughput}
+	return Holding{Pipeline: p, Targets: t, Egress: pl.Egress}
 }

@@ -173,7 +173,7 @@ func TestLaterPipelineKeepsItsDevices(t *testing.T) {
 	}
 	// one attempt in weight order (PlanJoint's second attempt, short pipelines first,
 	// would hide a first attempt that starves big)
-	jp := placeShares(context.Background(), MILP{Solver: milp.HiGHS{}}, ins, nodes, j, []int{0, 1}, milp.ObjectiveMaxMin)
+	jp := placeShares(context.Background(), MILP{Solver: milp.HiGHS{}}, ins, nodes, j, []int{0, 1}, milp.ObjectiveMaxMin, true)
 	if len(jp.Errors) > 0 {
 		t.Fatalf("errors %v", jp.Errors)
 	}
@@ -188,27 +188,24 @@ func TestLaterPipelineKeepsItsDevices(t *testing.T) {
 	}
 }
 
-// TestUnclaimedHidesOwedDevices: of the devices others leave, those a pipeline short of
-// its share is still owed are hidden; a pipeline at its share claims nothing more.
+// TestUnclaimedHidesOwedDevices: of the devices others leave, the share's devices of a
+// pipeline without a decision yet are hidden; a planned pipeline claims only what it holds.
 func TestUnclaimedHidesOwedDevices(t *testing.T) {
 	nodes := jointCluster() // a: 1 A100; l1, l2: 2 L4 each
-	a100 := fsm.Device{Vendor: fsm.DefaultGPUVendor, Model: "A100", MemoryMB: 81920}
-	l4 := fsm.Device{Vendor: fsm.DefaultGPUVendor, Model: "L4", MemoryMB: 24576}
-	withCount := func(d fsm.Device, n int) fsm.Device { d.Count = n; return d }
+	a100 := fsm.Device{Vendor: fsm.DefaultGPUVendor, Model: "A100", MemoryMB: 81920, Count: 1}
+	l4 := fsm.Device{Vendor: fsm.DefaultGPUVendor, Model: "L4", MemoryMB: 24576, Count: 2}
 	shares := map[string]Share{
-		"big": {Throughput: 10, Devices: []fsm.Device{withCount(a100, 1)}},
-		"s1":  {Throughput: 20, Devices: []fsm.Device{withCount(l4, 2)}},
-		"s2":  {Throughput: 20, Devices: []fsm.Device{withCount(l4, 2)}},
+		"big": {Throughput: 10, Devices: []fsm.Device{a100}},
+		"s1":  {Throughput: 20, Devices: []fsm.Device{l4}},
+		"s2":  {Throughput: 20, Devices: []fsm.Device{l4}},
 	}
-	s1 := gpuPipeline("s1", 1, 0)
-	hold := func(k int, tput float64) Holding {
-		p := &fsm.Pipeline{Job: "s1"}
-		for _, o := range s1.Operators {
+	holding := func(job, node string, k int) Holding {
+		p := &fsm.Pipeline{Job: job}
+		for _, o := range gpuPipeline(job, 1, 0).Operators {
 			p.Operators = append(p.Operators, o.Operator)
 		}
-		return Holding{Pipeline: p, Throughput: tput, Targets: map[string]fsm.OpTarget{
-			"parse": {Nodes: map[string]fsm.Placement{"l1": {Current: 5}}},
-			"infer": {Nodes: map[string]fsm.Placement{"l1": {Current: k}}},
+		return Holding{Pipeline: p, Targets: map[string]fsm.OpTarget{
+			"infer": {Nodes: map[string]fsm.Placement{node: {Current: k}}},
 		}}
 	}
 	seen := func(ns []fsm.Node) (a, l int) {
@@ -229,25 +226,20 @@ func TestUnclaimedHidesOwedDevices(t *testing.T) {
 		others       []Holding
 		wantA, wantL int
 	}{
-		{"s1 at its share, big unplanned", []Holding{hold(2, 20)}, 0, 2},
-		{"s1 short by one L4", []Holding{hold(1, 10)}, 0, 2},
-		{"s1 short, holding none", []Holding{hold(0, 0)}, 0, 2},
-		{"nobody planned", nil, 0, 2},
+		{"nobody planned: big's A100 and s1's two L4s owed", nil, 0, 2},
+		{"s1 planned on one L4: the rest is free", []Holding{holding("s1", "l1", 1)}, 0, 3},
+		{"big planned on the A100", []Holding{holding("big", "a", 1)}, 0, 2},
+		{"both planned, big without its A100", []Holding{holding("big", "l1", 1), holding("s1", "l1", 1)}, 1, 2},
 	} {
 		a, l := seen(Unclaimed(s2, nodes, shares, tc.others))
 		if a != tc.wantA || l != tc.wantL {
 			t.Errorf("%s: s2 sees %d A100 and %d L4, want %d and %d", tc.name, a, l, tc.wantA, tc.wantL)
 		}
 	}
-	// with big's share met, its A100 is not owed: s2 sees what is left (none: big holds it)
-	delete(shares, "big")
-	if a, l := seen(Unclaimed(s2, nodes, shares, []Holding{hold(2, 20)})); a != 1 || l != 2 {
-		t.Errorf("no claim on the A100: s2 sees %d A100 and %d L4, want 1 and 2", a, l)
-	}
 }
 
-// TestLinkClaims: a pipeline short of its share claims its Link of every link beside what
-// it routes; one at its share only what it routes.
+// TestLinkClaims: a pipeline without a decision claims its Link of every link; a planned
+// one only what it routes.
 func TestLinkClaims(t *testing.T) {
 	nodes := []fsm.Node{{Name: "n1", EgressBps: 1000}, {Name: "n2", EgressBps: 4000}}
 	shares := map[string]Share{"p": {Throughput: 10, Link: 0.5}, "q": {Throughput: 10, Link: 0.25}}
@@ -255,16 +247,11 @@ func TestLinkClaims(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		others []Holding
-		tput   float64
 		want   map[string]float64
 	}{
-		{"q unplanned", nil, 0, map[string]float64{"n1": 250, "n2": 1000}},
-		{"q short", []Holding{q}, 5, map[string]float64{"n1": 250, "n2": 1000}},
-		{"q at its share", []Holding{q}, 10, map[string]float64{"n1": 100}},
+		{"q unplanned", nil, map[string]float64{"n1": 250, "n2": 1000}},
+		{"q planned", []Holding{q}, map[string]float64{"n1": 100}},
 	} {
-		for i := range tc.others {
-			tc.others[i].Throughput = tc.tput
-		}
 		got := LinkClaims(nodes, shares, tc.others, "p")
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: claims %v, want %v", tc.name, got, tc.want)
@@ -275,5 +262,8 @@ func TestLinkClaims(t *testing.T) {
 				t.Errorf("%s: node %s claim %.6g, want %g", tc.name, n, got[n], w)
 			}
 		}
+	}
+	if got := LinkClaims(nodes, map[string]Share{"p": {Link: 0.5}, "q": {}}, nil, "p"); got != nil {
+		t.Errorf("no Link, nothing routed: claims %v, want nil", got)
 	}
 }

@@ -21,9 +21,6 @@ type Holding struct {
 	// Egress maps node name to the traffic the decision routes out of it (bytes/s;
 	// fsm.Decision.Egress; nil: none).
 	Egress map[string]float64
-	// Throughput is the decision's planned throughput (records/s of the pipeline's
-	// input): LinkClaims compares it with the pipeline's joint share.
-	Throughput float64
 }
 
 // egressTol is the relative slack of the egress check: plans are routed by an LP whose
