@@ -492,6 +492,11 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case resp != nil:
 		resp.PlanError = planErr
+		if s.loop != nil && s.IsLeader() {
+			if sh, ok := s.loop.Share(job); ok {
+				resp.Share = &client.Share{Throughput: sh.Throughput, Instances: sh.Instances, Devices: sh.Devices, Link: sh.Link}
+			}
+		}
 		writeJSON(w, http.StatusOK, resp)
 	case reg && queued != nil:
 		writeErr(w, http.StatusNotFound, fmt.Errorf("pipeline %q has no committed decision yet: it is queued for admission, position %d: %s", job, queued.Position, queued.Reason))

@@ -1,9 +1,14 @@
 package planner
 
 import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/trident-sched/trident/planner/client"
 	"github.com/trident-sched/trident/planner/fsm"
 	"github.com/trident-sched/trident/planner/sched"
 	"github.com/trident-sched/trident/strategy/milp"
@@ -154,6 +159,27 @@ func shareALink(t *testing.T, gpuLink float64, fairHalf bool) {
 		// half the link each (the MILP's 1 % gap, plus its rounding: 2 %)
 		if fairHalf && (T < 12.5*0.98 || T > 12.5*(1+1e-6)) {
 			t.Errorf("%s: %.4g records/s, want half the link's 25 (throughputs %v)", job, T, tput)
+		}
+	}
+	// GET /v1/plan shows each pipeline's joint share: both GPUs' 20 records/s, two
+	// devices, and with tight links half of every link
+	for _, job := range []string{"a", "b"} {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/plan/"+job, nil))
+		var pr client.PlanResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &pr); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("GET /v1/plan/%s: %d %s (%v)", job, rec.Code, rec.Body, err)
+		}
+		sh := pr.Share
+		if sh == nil {
+			t.Fatalf("GET /v1/plan/%s: no joint_share in %s", job, rec.Body)
+		}
+		wantLink := 0.0
+		if fairHalf {
+			wantLink = 0.5
+		}
+		if math.Abs(sh.Throughput-20) > 1e-6 || sh.Instances["infer"] != 2 || len(sh.Devices) != 1 || sh.Devices[0].Count != 2 || math.Abs(sh.Link-wantLink) > 1e-9 {
+			t.Errorf("%s: joint share %+v, want 20 records/s, 2 infer instances on 2 devices, link %g", job, *sh, wantLink)
 		}
 	}
 	// the pipeline planned second holds the 5 records/s the first left; a solve result of

@@ -174,8 +174,10 @@ type Loop struct {
 	solving        map[string]bool
 	// settled holds, per job, the last input that found nothing worth moving.
 	settled map[string]settledInput
-	// joint caches the joint round's shares of every registered pipeline, by input.
-	joint jointCache
+	// joint caches the joint round's shares of every registered pipeline, by input;
+	// shares publishes them to the API (GET /v1/plan), nil when there are none.
+	joint  jointCache
+	shares atomic.Pointer[map[string]sched.Share]
 	// queued are the batch pipelines the last solving round's admission queued (not
 	// planned); fitsCache remembers the admission's resource checks by input.
 	queued    map[string]bool
@@ -414,8 +416,30 @@ func (l *Loop) startTerm() {
 	l.settled = map[string]settledInput{}
 	l.queued = map[string]bool{}
 	l.fitsCache = map[[sha256.Size]byte]fitsAnswer{}
-	l.joint = jointCache{}
+	l.setJoint(jointCache{})
 	l.trials = map[string]map[string]fsm.TrialSlots{}
+}
+
+// setJoint replaces the cached joint round and publishes its shares.
+func (l *Loop) setJoint(j jointCache) {
+	l.joint = j
+	if j.shares == nil {
+		l.shares.Store(nil)
+		return
+	}
+	l.shares.Store(&j.shares)
+}
+
+// Share returns job's share of this leader's newest joint round (false when fewer than
+// two pipelines are planned, the joint round is off or failed, or it has not run in this
+// leadership term). Safe to call from any goroutine.
+func (l *Loop) Share(job string) (sched.Share, bool) {
+	m := l.shares.Load()
+	if m == nil {
+		return sched.Share{}, false
+	}
+	sh, ok := (*m)[job]
+	return sh, ok
 }
 
 // roundSync runs one round and then waits for the solves it started, commits their
@@ -703,7 +727,7 @@ func (l *Loop) refreshJoint(ctx context.Context) {
 		}
 	})
 	if len(ins) < 2 {
-		l.joint = jointCache{}
+		l.setJoint(jointCache{})
 		return
 	}
 	digest := jointDigest(ins, l.cfg.Objective)
@@ -716,12 +740,12 @@ func (l *Loop) refreshJoint(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	l.joint = jointCache{digest: digest, shares: j.Shares}
 	if err != nil {
-		l.joint.shares = nil
+		l.setJoint(jointCache{digest: digest})
 		l.log.Warn("joint round: no shares; pipelines are planned first come, first served", "pipelines", len(ins), "err", err)
 		return
 	}
+	l.setJoint(jointCache{digest: digest, shares: j.Shares})
 	l.log.Info("joint round", "pipelines", len(ins), "objective", j.Objective, "bound", j.Bound, "solve", j.SolveTime.Round(time.Millisecond))
 }
 

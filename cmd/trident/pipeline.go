@@ -247,6 +247,9 @@ func (c *pipelineCmd) status(ctx context.Context, args []string) error {
 	if len(pp.Egress) > 0 {
 		fmt.Fprintf(c.out, "Egress         = %s\n", egressCell(pp.Egress))
 	}
+	if sh := pp.Share; sh != nil {
+		fmt.Fprintf(c.out, "Joint share    = %s\n", shareCell(*sh))
+	}
 	if pp.FailedDecisionIndex != 0 {
 		fmt.Fprintf(c.out, "Failed         = decision #%d failed; Nomad reverted to the plan shown\n", pp.FailedDecisionIndex)
 	}
@@ -426,4 +429,25 @@ func egressCell(eg map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %.3g MB/s", n, eg[n]/1e6))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// shareCell renders a joint share: its throughput, its accelerators per class and its
+// part of every link, e.g. "45.95 records/s, A10G ×13 + L4 ×24, 7.9 % of every link".
+func shareCell(sh client.Share) string {
+	out := fmt.Sprintf("%.2f records/s", sh.Throughput)
+	var devs []string
+	for _, d := range sh.Devices {
+		name := d.Model
+		if name == "" {
+			name = "GPU"
+		}
+		devs = append(devs, fmt.Sprintf("%s ×%d", name, d.Count))
+	}
+	if len(devs) > 0 {
+		out += ", " + strings.Join(devs, " + ")
+	}
+	if sh.Link > 0 {
+		out += fmt.Sprintf(", %.1f %% of every link until planned", 100*sh.Link)
+	}
+	return out
 }

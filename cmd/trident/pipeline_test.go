@@ -244,6 +244,19 @@ func TestEgressCell(t *testing.T) {
 	}
 }
 
+// TestShareCell: throughput, accelerators per class (a class of unknown model as GPU) and
+// the link share only when the links bind.
+func TestShareCell(t *testing.T) {
+	got := shareCell(client.Share{Throughput: 45.953, Link: 0.0785,
+		Devices: []fsm.Device{{Model: "A10G", Count: 13}, {Count: 2}}})
+	if want := "45.95 records/s, A10G ×13 + GPU ×2, 7.8 % of every link until planned"; got != want {
+		t.Errorf("share %q, want %q", got, want)
+	}
+	if got, want := shareCell(client.Share{Throughput: 3}), "3.00 records/s"; got != want {
+		t.Errorf("share %q, want %q", got, want)
+	}
+}
+
 func TestCanaryTable(t *testing.T) {
 	var b strings.Builder
 	c := &pipelineCmd{out: &b}

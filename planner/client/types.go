@@ -120,6 +120,24 @@ type PlanResponse struct {
 	// Egress is what the plan routes out of each node at Throughput (bytes/s; nodes
 	// without cross-node traffic omitted): the links it takes from other pipelines.
 	Egress map[string]float64 `json:"egress_bps,omitempty"`
+	// Share is the pipeline's share of the leader's newest joint round, when several
+	// pipelines are planned together (answered by the leader only; see docs/planner.md).
+	Share *Share `json:"joint_share,omitempty"`
+}
+
+// Share is one pipeline's share of a joint round: what the pooled joint model gives it
+// of the cluster, the cap its own rounds are planned under.
+type Share struct {
+	// Throughput is the share's throughput (records/s of the pipeline's input).
+	Throughput float64 `json:"throughput"`
+	// Instances caps each operator's parallelism (operator -> instances).
+	Instances map[string]int `json:"instances,omitempty"`
+	// Devices are the share's accelerators per class (vendor, model, memory), summed over
+	// the cluster.
+	Devices []fsm.Device `json:"devices,omitempty"`
+	// Link is the share of every node's egress held for the pipeline until it has a
+	// decision (0: the links cannot bind across pipelines).
+	Link float64 `json:"link_share,omitempty"`
 }
 
 // Canary is one operator's canary in PlanResponse: the first instance of a candidate
