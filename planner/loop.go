@@ -174,10 +174,9 @@ type Loop struct {
 	solving        map[string]bool
 	// settled holds, per job, the last input that found nothing worth moving.
 	settled map[string]settledInput
-	// joint caches the joint round's shares of every registered pipeline, by input;
-	// shares publishes them to the API (GET /v1/plan), nil when there are none.
-	joint  jointCache
-	shares atomic.Pointer[map[string]sched.Share]
+	// joint caches the joint round's shares of every registered pipeline, by input; it
+	// is published for the API (GET /v1/plan) and never modified once stored.
+	joint atomic.Pointer[jointCache]
 	// queued are the batch pipelines the last solving round's admission queued (not
 	// planned); fitsCache remembers the admission's resource checks by input.
 	queued    map[string]bool
@@ -416,30 +415,24 @@ func (l *Loop) startTerm() {
 	l.settled = map[string]settledInput{}
 	l.queued = map[string]bool{}
 	l.fitsCache = map[[sha256.Size]byte]fitsAnswer{}
-	l.setJoint(jointCache{})
+	l.joint.Store(&jointCache{})
 	l.trials = map[string]map[string]fsm.TrialSlots{}
-}
-
-// setJoint replaces the cached joint round and publishes its shares.
-func (l *Loop) setJoint(j jointCache) {
-	l.joint = j
-	if j.shares == nil {
-		l.shares.Store(nil)
-		return
-	}
-	l.shares.Store(&j.shares)
 }
 
 // Share returns job's share of this leader's newest joint round (false when fewer than
 // two pipelines are planned, the joint round is off or failed, or it has not run in this
 // leadership term). Safe to call from any goroutine.
 func (l *Loop) Share(job string) (sched.Share, bool) {
-	m := l.shares.Load()
-	if m == nil {
-		return sched.Share{}, false
-	}
-	sh, ok := (*m)[job]
+	sh, ok := l.jointShares()[job]
 	return sh, ok
+}
+
+// jointShares returns the newest joint round's shares (nil when there are none).
+func (l *Loop) jointShares() map[string]sched.Share {
+	if j := l.joint.Load(); j != nil {
+		return j.shares
+	}
+	return nil
 }
 
 // roundSync runs one round and then waits for the solves it started, commits their
@@ -727,11 +720,11 @@ func (l *Loop) refreshJoint(ctx context.Context) {
 		}
 	})
 	if len(ins) < 2 {
-		l.setJoint(jointCache{})
+		l.joint.Store(&jointCache{})
 		return
 	}
 	digest := jointDigest(ins, l.cfg.Objective)
-	if digest == l.joint.digest {
+	if j := l.joint.Load(); j != nil && digest == j.digest {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, l.cfg.SolveTimeout)
@@ -741,11 +734,11 @@ func (l *Loop) refreshJoint(ctx context.Context) {
 		return
 	}
 	if err != nil {
-		l.setJoint(jointCache{digest: digest})
+		l.joint.Store(&jointCache{digest: digest})
 		l.log.Warn("joint round: no shares; pipelines are planned first come, first served", "pipelines", len(ins), "err", err)
 		return
 	}
-	l.setJoint(jointCache{digest: digest, shares: j.Shares})
+	l.joint.Store(&jointCache{digest: digest, shares: j.Shares})
 	l.log.Info("joint round", "pipelines", len(ins), "objective", j.Objective, "bound", j.Bound, "solve", j.SolveTime.Round(time.Millisecond))
 }
 
@@ -855,10 +848,11 @@ func (l *Loop) input(ctx context.Context, job string) (sched.PlanInput, error) {
 	if err != nil {
 		return in, err
 	}
-	if _, ok := l.joint.shares[job]; ok {
-		in = sched.OnShare(in, in.Nodes, l.joint.shares, others)
+	shares := l.jointShares()
+	if _, ok := shares[job]; ok {
+		in = sched.OnShare(in, in.Nodes, shares, others)
 	} else {
-		in.Nodes, in.Pressure, in.EgressUsed = sched.Residual(in.Nodes, others), sched.Pressure(others), sched.EgressUse(others)
+		in = sched.Beside(in, in.Nodes, others)
 	}
 	if l.cfg.Estimator != nil {
 		caps, err := l.cfg.Estimator.Capacities(ctx, job, ops)

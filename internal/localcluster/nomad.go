@@ -54,6 +54,15 @@ type ClientSpec struct {
 	MemoryMB int
 }
 
+// fakeVendor is the vendor c's fake GPUs are fingerprinted under (FakeGPUVendor, nvidia
+// by default).
+func (c ClientSpec) fakeVendor() string {
+	if c.FakeGPUVendor != "" {
+		return c.FakeGPUVendor
+	}
+	return "nvidia"
+}
+
 // NomadOptions configures a loopback Nomad cluster: one server (which also runs a client
 // named "server") plus the extra clients.
 type NomadOptions struct {
@@ -288,7 +297,7 @@ func Launch(ctx context.Context, o NomadOptions) (*Nomad, error) {
 		hcl := agentHCL(agentConfig{
 			name: c.Name, dataDir: filepath.Join(n.Dir, c.Name), servers: []string{n.RPCAddr},
 			http: ports[3+3*i], rpc: ports[4+3*i], serf: ports[5+3*i], meta: c.Meta, nodeClass: c.NodeClass,
-			fakeGPUs: c.FakeGPUs, gpuMemMiB: c.FakeGPUMemoryMiB, gpuVendor: c.FakeGPUVendor, pluginDir: o.DevicePluginDir,
+			fakeGPUs: c.FakeGPUs, gpuMemMiB: c.FakeGPUMemoryMiB, gpuVendor: c.fakeVendor(), pluginDir: o.DevicePluginDir,
 			cpuMHz: c.CPUTotalMHz, memMB: c.MemoryMB, dynMin: base, dynMax: base + 999,
 		})
 		if c.FakeGPUs > 0 {
@@ -381,12 +390,8 @@ func agentHCL(c agentConfig) string {
 		}
 		// The tasks holding the fake devices report their device memory under
 		// fake_usage_dir, so that Nomad's alloc stats show it as they would NVML's.
-		vendor := c.gpuVendor
-		if vendor == "" {
-			vendor = "nvidia"
-		}
 		fmt.Fprintf(&b, "plugin \"trident-gpu\" {\n  config {\n    mode = \"fake\"\n    fake_gpus = %d\n    fake_memory_mib = %d\n    fake_vendor = %q\n    stats_period = \"5s\"\n    fake_usage_dir = %q\n  }\n}\n",
-			c.fakeGPUs, mem, vendor, GPUUsageDir(c.dataDir))
+			c.fakeGPUs, mem, c.gpuVendor, GPUUsageDir(c.dataDir))
 	}
 	return b.String()
 }
@@ -442,7 +447,7 @@ func startProcess(ctx context.Context, name, logPath, bin string, args ...string
 func (n *Nomad) waitReady(ctx context.Context, clients []ClientSpec) error {
 	wantGPUs, vendors := map[string]int{}, map[string]string{}
 	for _, c := range clients {
-		wantGPUs[c.Name], vendors[c.Name] = c.FakeGPUs, c.FakeGPUVendor
+		wantGPUs[c.Name], vendors[c.Name] = c.FakeGPUs, c.fakeVendor()
 	}
 	var last string
 	for {
@@ -466,7 +471,7 @@ func (n *Nomad) waitReady(ctx context.Context, clients []ClientSpec) error {
 }
 
 // readiness returns "" when ready, or what is still missing (vendors: each client's fake
-// GPU vendor, "" for nvidia).
+// GPU vendor, ClientSpec.fakeVendor).
 func (n *Nomad) readiness(wantGPUs map[string]int, vendors map[string]string) string {
 	leader, err := n.client.Status().Leader()
 	if err != nil || leader == "" {
@@ -492,11 +497,7 @@ func (n *Nomad) readiness(wantGPUs map[string]int, vendors map[string]string) st
 			if err != nil {
 				return "node " + name + ": " + err.Error()
 			}
-			vendor := vendors[name]
-			if vendor == "" {
-				vendor = "nvidia"
-			}
-			if got := countDevices(node, vendor, "gpu"); got < want {
+			if got := countDevices(node, vendors[name], "gpu"); got < want {
 				return fmt.Sprintf("node %s has %d/%d fake GPUs fingerprinted", name, got, want)
 			}
 		}

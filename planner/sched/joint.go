@@ -203,6 +203,14 @@ func Unclaimed(in PlanInput, nodes []fsm.Node, shares map[string]Share, others [
 	return restrict(residual, visible, running(in))
 }
 
+// Beside returns in planned beside others (the other pipelines' holdings) on nodes (the
+// inventory), first come, first served: on the residual of others' cores, memory and
+// devices, with their contention pressure and the egress they route.
+func Beside(in PlanInput, nodes []fsm.Node, others []Holding) PlanInput {
+	in.Nodes, in.Pressure, in.EgressUsed = Residual(nodes, others), Pressure(others), EgressUse(others)
+	return in
+}
+
 // OnShare returns in planned on its joint share beside others (the other pipelines'
 // holdings) on nodes (the inventory): on the residual of others, capped at the share's
 // instances (Capped), shown only its share's accelerators (RestrictFor), or, when those
@@ -211,7 +219,7 @@ func Unclaimed(in PlanInput, nodes []fsm.Node, shares map[string]Share, others [
 // plan a pipeline on its share through it.
 func OnShare(in PlanInput, nodes []fsm.Node, shares map[string]Share, others []Holding) PlanInput {
 	sh := shares[in.Job]
-	in.Nodes, in.Pressure = Residual(nodes, others), Pressure(others)
+	in = Beside(in, nodes, others)
 	in.EgressUsed = LinkClaims(nodes, shares, others, in.Job)
 	in = RestrictFor(Capped(in, sh), sh)
 	if in.Validate() != nil {
@@ -440,9 +448,7 @@ func placeShares(ctx context.Context, s Scheduler, ins []PlanInput, nodes []fsm.
 			continue
 		}
 		// every pipeline has its plan: grow into what packing left free, uncapped
-		in, others := ins[p], holdings(ins[p].Job)
-		in.Nodes, in.Pressure, in.EgressUsed = Residual(nodes, others), Pressure(others), EgressUse(others)
-		if pl, err := solve(in); err == nil && pl.Throughput > prev.Throughput {
+		if pl, err := solve(Beside(ins[p], nodes, holdings(ins[p].Job))); err == nil && pl.Throughput > prev.Throughput {
 			out.Plans[ins[p].Job] = pl
 		}
 	}

@@ -158,12 +158,9 @@ func CheckResources(ops []fsm.Operator, nodes []fsm.Node) error {
 				parts = append(parts, fmt.Sprintf("%s on %d", r, refused[r]))
 			}
 			why = func() string {
-				need := fmt.Sprintf("trident_cpu=%v and trident_memory_mb=%d", o.CPU, o.MemoryMB)
+				need, of := fmt.Sprintf("trident_cpu=%v and trident_memory_mb=%d", o.CPU, o.MemoryMB), "nodes"
 				if o.GPUs > 0 {
 					need += fmt.Sprintf(" with %d %s", o.GPUs, deviceNeed(o))
-				}
-				of := "nodes"
-				if o.GPUs > 0 {
 					of = "nodes with accelerators"
 				}
 				return fmt.Sprintf("no node has %s at once (of %d %s: %s)", need, len(nodes), of, strings.Join(parts, ", "))
