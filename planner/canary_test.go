@@ -175,9 +175,13 @@ func TestCanaryVerdicts(t *testing.T) {
 				t.Fatalf("verdict %v after the canary became healthy, before its %v probe window", time.Duration(k.VerdictUnixMilli-k.HealthyUnixMilli)*time.Millisecond, probe)
 			}
 			var plan client.PlanResponse
-			waitFor(t, "the decision finished", 10*time.Second, func() bool {
+			// A promoted canary's rollout still runs in batches; under -race on a loaded
+			// machine (or after a second election) that takes longer than any fixed wait, so
+			// the test fails only when the plan stops changing for 10 s.
+			waitProgress(t, "the decision finished", 10*time.Second, 60*time.Second, func() (bool, string) {
 				_, body := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil)
-				return json.Unmarshal(body, &plan) == nil && (plan.DecisionIndex == k.Decision || plan.FailedDecisionIndex == k.Decision) && plan.Status != fsm.StatusApplying
+				done := json.Unmarshal(body, &plan) == nil && (plan.DecisionIndex == k.Decision || plan.FailedDecisionIndex == k.Decision) && plan.Status != fsm.StatusApplying
+				return done, string(body)
 			})
 			fc.cmu.Lock()
 			promotes, fails := fc.promotes[k.Decision], fc.fails[k.Decision]

@@ -148,6 +148,32 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
+// waitProgress waits for cond like waitFor, but bounds the wait by progress: it fails when
+// the state cond reports has not changed for stall, or after limit in all. For waits on
+// work that moves in steps (a rollout's batches) whose total time grows with the load.
+func waitProgress(t testing.TB, what string, stall, limit time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	start := time.Now()
+	changed, last := start, ""
+	for {
+		done, state := cond()
+		if done {
+			return
+		}
+		now := time.Now()
+		if state != last {
+			changed, last = now, state
+		}
+		switch {
+		case now.Sub(changed) > stall:
+			t.Fatalf("waiting for %s: no progress for %v (state %s)", what, stall, last)
+		case now.Sub(start) > limit:
+			t.Fatalf("timed out after %v waiting for %s (state %s)", limit, what, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestLoopCommitsAppliesAndTransitions runs Algorithm 2 on a 3-node cluster with a fake
 // actuator: the first decision is committed and applied once; a slow solve keeps the
 // committed plan; a candidate config becomes a transition whose completion bumps the
