@@ -63,10 +63,9 @@ type Config struct {
 	// ShiftRun is the length of a run of residual rejections on the same side of the
 	// model, either consecutive or at one place in feature space with no sample accepted
 	// there in between (see GPEstimator.addToRun), that is taken as a regime shift
-	// (default 4): the GP drops the old
-	// regime's samples near the run, admits the run and refits at once (see
-	// GPEstimator.shift). At K=3 a well-specified model produces
-	// such a run with probability below 1e-11 per sample; a capacity that moved while the
+	// (default 4): the GP drops the old regime's samples near the run, admits the run and
+	// refits at once (see GPEstimator.shift). At K=3 a well-specified model produces such
+	// a run with probability below 1e-11 per sample; a capacity that moved while the
 	// features did not (a hidden workload change) produces one at once.
 	ShiftRun int
 	// DriftLimit is the decision limit h of a two-sided CUSUM test on the standardised
@@ -554,10 +553,11 @@ const maxResidualRuns = 8
 // a level that moved at every feature at once) because a run is evidence about the model
 // at its features only: a sample accepted or rejected elsewhere neither confirms nor
 // contradicts it. With the consecutive run alone, ended by any sample accepted elsewhere,
-// no run could form where a workload comes back in short stints between others: on unreported-bound seed 34 a population 6x faster than the
-// others (45.5 against 7.5 records/s) returned five times over 600 intervals, two or three
-// of its saturated intervals rejected each time before the next workload's samples ended
-// the run, and the estimate stayed at 8.3 for its 58 saturated intervals.
+// no run could form where a workload comes back in short stints between others: on
+// unreported-bound seed 34 a population 6x faster than the others (45.5 against 7.5
+// records/s) returned five times over 600 intervals, two or three of its saturated
+// intervals rejected each time before the next workload's samples ended the run, and the
+// estimate stayed at 8.3 for its 58 saturated intervals.
 func (e *GPEstimator) addToRun(h heldSample, sign float64) []heldSample {
 	for i := range e.runs {
 		r := &e.runs[i]
