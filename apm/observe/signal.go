@@ -27,7 +27,17 @@ const DefaultWarmUp = 2 * time.Minute
 //   - the engine reports requests waiting for a batch slot (Sample.Engine, vLLM's
 //     num_requests_waiting > 0), or a full batch (running at its AdmissionLimit);
 //   - without engine gauges, the queue holds more than AdmissionLimit requests: whether it
-//     counts the requests in flight or not, more than a full batch is then waiting.
+//     counts the requests in flight or not, more than a full batch is then waiting;
+//   - without engine gauges, every queue reading of the last QueueWindow intervals stands
+//     more than WaitingMargin above the mean running batch of those intervals (useful
+//     seconds per second: useful time is the time requests spent running, so by Little's
+//     law this is the mean number running). Requests then wait although the batch is
+//     below its admission limit: the KV cache, not the slots, caps it, and the engine is
+//     saturated. Its queue gauge, counting requests in flight or waiting ones only, sits
+//     above what runs, while a starved engine runs everything it holds. Every reading of
+//     the window must show it, because completions lag the queue by a service time: a
+//     queue filling faster than long requests complete stands above the running batch for
+//     a while even when the engine is starved.
 //
 // A reading without that proof shows starvation when
 //   - the engine reports nothing waiting (free slots, or none left for the next
@@ -95,6 +105,12 @@ type SignalConfig struct {
 	// BoundHistory is the number of queue readings the plateau of an unreported bound is
 	// inferred from (default 60: 30 intervals).
 	BoundHistory int
+	// WaitingMargin is how far, relative to the mean running batch, the queue readings of
+	// an engine without gauges must stand above it to prove requests waiting (default
+	// 0.25: about two standard deviations of a Poisson count of 60 running requests;
+	// negative: off). The running batch is a mean over the window, a reading one instant:
+	// the margin absorbs that noise.
+	WaitingMargin float64
 }
 
 func (c SignalConfig) withDefaults() SignalConfig {
@@ -128,6 +144,9 @@ func (c SignalConfig) withDefaults() SignalConfig {
 	if c.WarmUp == 0 {
 		c.WarmUp = DefaultWarmUp
 	}
+	if c.WaitingMargin == 0 {
+		c.WaitingMargin = 0.25
+	}
 	return c
 }
 
@@ -157,6 +176,8 @@ func (c SignalConfig) validate() error {
 type signalFilter struct {
 	cfg     SignalConfig
 	dq, rec []float64 // per interval: queue change and records, oldest first
+	useful  []float64 // per interval: useful seconds per second (the mean running batch)
+	lowQ    []float64 // per interval: the lower of its two queue readings
 	starved []string  // per interval: the starvation reason of a reading, "" if none
 	queue   []float64 // recent queue readings, for an unreported bound
 }
@@ -164,7 +185,7 @@ type signalFilter struct {
 func newSignalFilter(cfg SignalConfig) *signalFilter { return &signalFilter{cfg: cfg} }
 
 func (f *signalFilter) reset() {
-	f.dq, f.rec, f.starved, f.queue = f.dq[:0], f.rec[:0], f.starved[:0], f.queue[:0]
+	f.dq, f.rec, f.useful, f.lowQ, f.starved, f.queue = f.dq[:0], f.rec[:0], f.useful[:0], f.lowQ[:0], f.starved[:0], f.queue[:0]
 }
 
 // reading is the state at one end of an interval.
@@ -197,16 +218,39 @@ func (f *signalFilter) bound(s Sample) float64 {
 }
 
 // saturated reports whether reading r of s proves that the operator had more work than it
-// was running.
-func (f *signalFilter) saturated(s Sample, r reading, bound float64) bool {
+// was running; waiting reports requests waiting throughout the window (waitingThroughout).
+func (f *signalFilter) saturated(s Sample, r reading, bound float64, waiting bool) bool {
 	lim := s.Engine.AdmissionLimit
 	switch {
 	case bound > 0 && r.queue >= f.cfg.FullQueue*bound:
 		return true
 	case s.Engine.Reported:
 		return r.waiting > 0 || lim > 0 && r.running >= lim
+	case !(lim > 0):
+		return false
 	}
-	return lim > 0 && r.queue > lim
+	return r.queue > lim || waiting
+}
+
+// waitingThroughout records s's running batch and queue readings in the history and
+// reports whether every queue reading of the last QueueWindow intervals stood more than
+// WaitingMargin above their mean running batch (see SignalConfig).
+func (f *signalFilter) waitingThroughout(s Sample) bool {
+	f.useful = append(f.useful, s.UsefulSeconds/s.Interval.Seconds())
+	f.lowQ = append(f.lowQ, math.Min(s.QueueStart, s.QueueEnd))
+	if n := len(f.useful); n > f.cfg.QueueWindow {
+		f.useful = append(f.useful[:0], f.useful[n-f.cfg.QueueWindow:]...)
+		f.lowQ = append(f.lowQ[:0], f.lowQ[n-f.cfg.QueueWindow:]...)
+	}
+	if f.cfg.WaitingMargin < 0 || len(f.useful) < f.cfg.QueueWindow {
+		return false
+	}
+	var running float64
+	for _, u := range f.useful {
+		running += u
+	}
+	running /= float64(len(f.useful))
+	return running > 0 && slices.Min(f.lowQ) > (1+f.cfg.WaitingMargin)*running
 }
 
 // starvedReason returns why reading r of s (without proof of saturation) shows
@@ -235,9 +279,10 @@ func (f *signalFilter) check(s Sample) string {
 		{s.QueueStart, s.Engine.RunningStart, s.Engine.WaitingStart},
 		{s.QueueEnd, s.Engine.RunningEnd, s.Engine.WaitingEnd},
 	}
+	waiting := f.waitingThroughout(s)
 	proof, starved := true, ""
 	for _, r := range rs {
-		if f.saturated(s, r, bound) {
+		if f.saturated(s, r, bound, waiting) {
 			continue
 		}
 		proof = false
