@@ -24,18 +24,53 @@ func startTuned(t *testing.T, trials bool) *stack {
 	return s
 }
 
+// topUp adds input the way a producer with more data would: a further PDF dataset once
+// every period passes without the progress a test waits for, at most limit times. A tuner
+// measures an operator only while it is saturated, and on a loaded machine the first
+// dataset can drain before the measurement it waits for is stable.
+type topUp struct {
+	s      *stack
+	period time.Duration
+	next   time.Time
+	limit  int
+	done   int
+	seed   uint64
+}
+
+func newTopUp(s *stack, seed uint64, period time.Duration, limit int) *topUp {
+	return &topUp{s: s, period: period, next: time.Now().Add(period), limit: limit, seed: seed}
+}
+
+// poll publishes the next dataset when the period has passed and the limit allows.
+func (u *topUp) poll(t *testing.T) {
+	t.Helper()
+	if time.Now().Before(u.next) || u.done >= u.limit {
+		return
+	}
+	u.done++
+	u.next = time.Now().Add(u.period)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	u.s.publishPDF(t, ctx, u.seed+uint64(u.done))
+	t.Logf("input topped up (%d of %d)", u.done, u.limit)
+}
+
 // TestLiveTunerFromRealMetrics runs the pipeline with trident-apm's live tuner rolling each
 // evaluation out (tune_trials = "false"): the tuner must record the accelerator operator's
 // running configuration as a BO evaluation from the real workers' metrics
 // (observation-layer capacity and the device memory peak the worker exports) and propose
-// a different configuration to the planner as a candidate.
+// a different configuration to the planner as a candidate. The input is topped up every 2
+// minutes without that, at most twice (topUp): once a CI run on a loaded machine timed out
+// with ocr-text waiting 102 intervals for a stable capacity after the dataset drained.
 func TestLiveTunerFromRealMetrics(t *testing.T) {
 	s := startTuned(t, false)
 
 	evalRE := regexp.MustCompile(`tune: evaluation recorded:.*`)
 	peakRE := regexp.MustCompile(`peak_mib=([0-9.]+)`)
 	var running string
-	waitFor(t, 4*time.Minute, "the tuner to record ocr-text and propose a candidate", func() (bool, string) {
+	more := newTopUp(s, 11, 2*time.Minute, 2)
+	waitFor(t, 6*time.Minute, "the tuner to record ocr-text and propose a candidate", func() (bool, string) {
+		more.poll(t)
 		// 1. An evaluation of ocr-text with the device memory peak of its instances.
 		evaluated := false
 		for _, line := range evalRE.FindAllString(s.as.Log(), -1) {
@@ -140,15 +175,9 @@ func TestLiveTunerTrials(t *testing.T) {
 	// every 2 minutes without an evaluation, at most twice.
 	evalRE := regexp.MustCompile(`tune: evaluation recorded:? .*operator=ocr-text\b.*`)
 	epochRE := regexp.MustCompile(`\bepoch=([0-9]+)`)
-	topUp, topUps := time.Now().Add(2*time.Minute), 0
+	more := newTopUp(s, 11, 2*time.Minute, 2)
 	waitFor(t, 6*time.Minute, "the tuner to record a trial evaluation of ocr-text", func() (bool, string) {
-		if time.Now().After(topUp) && topUps < 2 {
-			topUps++
-			topUp = time.Now().Add(2 * time.Minute)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			s.publishPDF(t, ctx, 11+uint64(topUps))
-			cancel()
-		}
+		more.poll(t)
 		for _, line := range evalRE.FindAllString(s.as.Log(), -1) {
 			m := epochRE.FindStringSubmatch(line)
 			if m == nil {
