@@ -115,10 +115,19 @@ type Config struct {
 	// posterior variance at a sample must lie for the residual filter to judge the sample
 	// (default 0.5). Far from every accepted sample the GP reverts to its prior mean, and
 	// a prior fitted to data from one region knows nothing of another: rejecting there
-	// would lock a new workload region out. Stage 1 still applies. Once NMin samples have
-	// been accepted outside that coverage since the last fit, the hyperparameters are
-	// refitted at once.
+	// would lock a new workload region out. Stage 1 still applies. Once UncoveredRefit
+	// samples have been accepted outside that coverage since the last fit, the
+	// hyperparameters are refitted at once.
 	ResidualCoverage float64
+	// UncoveredRefit is the number of samples accepted outside the GP's coverage (see
+	// ResidualCoverage) since the last fit that triggers a refit before the schedule
+	// (default 4). Length scales fitted while every sample sat in one workload region
+	// describe that region's scatter, not how capacity varies between regions: at the
+	// next region the GP then reverts to the first region's level a few tokens away from
+	// its own samples. With NMin (10) as the trigger, unreported bound 59's second
+	// population (4.2 records/s beside 49) had five samples accepted and an estimate
+	// swinging between 6 and 45 for 20 intervals until the scheduled refit.
+	UncoveredRefit int
 	// MinNoiseSD floors the GP's observation noise standard deviation in log-rate units,
 	// i.e. relative (default 0.02: no rate is measured better than ±2%). Without a floor the
 	// first fits, on a handful of samples, interpolate them with near-zero noise and the
@@ -206,6 +215,9 @@ func (c Config) withDefaults(dim int) Config {
 	if c.RefitEvery == 0 {
 		c.RefitEvery = 400
 	}
+	if c.UncoveredRefit == 0 {
+		c.UncoveredRefit = 4
+	}
 	if c.MinNoiseSD == 0 {
 		c.MinNoiseSD = 0.02
 	}
@@ -262,6 +274,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe: window %d smaller than NMin %d", c.Window, c.NMin)
 	case c.RefitEvery < 1:
 		return fmt.Errorf("observe: refit interval %d must be positive", c.RefitEvery)
+	case c.UncoveredRefit < 1:
+		return fmt.Errorf("observe: uncovered-sample refit trigger %d must be positive", c.UncoveredRefit)
 	case !(c.MinNoiseSD >= 0):
 		return fmt.Errorf("observe: noise floor %v must not be negative", c.MinNoiseSD)
 	case !(c.MinSignalSD >= 0) || !(c.MinLengthScale >= 0):
@@ -518,8 +532,8 @@ func (e *GPEstimator) admit(ctx context.Context, x []float64, y, rate float64, u
 	if uncovered {
 		e.uncovered++
 	}
-	if e.fitted && e.uncovered >= e.cfg.NMin && e.accepted != e.nextFit {
-		// NMin samples landed where the model knew nothing: its hyperparameters were
+	if e.fitted && e.uncovered >= e.cfg.UncoveredRefit && e.accepted != e.nextFit {
+		// UncoveredRefit samples landed where the model knew nothing: its hyperparameters were
 		// fitted to other regions, so refit now rather than at the next scheduled count.
 		e.fit(ctx, RefitOptions(e.cfg.Fit))
 	}
