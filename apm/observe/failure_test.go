@@ -171,9 +171,9 @@ func TestStarvationWithoutEngineGauges(t *testing.T) {
 // (0 of the 60 clean ones below the limit at both readings), so for 27 intervals the
 // estimate at the new features was the GP's prior, 18 against a truth of 3.3. The queue
 // standing above the running batch (useful seconds per second) throughout the window shows
-// requests waiting: at least 40% of those intervals must now be accepted (measured 62%,
-// with the residual filter's verdicts on top of the signal filter's), and no more than 1%
-// of the starved intervals (measured 2 of 482).
+// requests waiting: at least 40% of those intervals must now be accepted (measured 32 of
+// 60, 53%, with the residual filter's verdicts on top of the signal filter's), and no more
+// than 1% of the starved intervals (measured: none of 482).
 func TestKVCappedBatchWithoutGauges(t *testing.T) {
 	steps := replay(t, enginesim.UnreportedBound, 45, 2000)
 	var n, acc int
