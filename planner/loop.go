@@ -508,6 +508,69 @@ func (l *Loop) round(ctx context.Context, solve bool) {
 	}
 }
 
+// releasing returns the pipeline whose decision d must wait for ("" when none): another
+// pipeline's earlier decision, still applying, that takes instances off a node where d adds
+// some. The commit check (sched.Conflicts) keeps committed decisions within every node, but
+// the earlier decision's instances hold their devices, cores and memory until Nomad stops
+// them: applied at once, d's new instances would not fit there yet. Only earlier decisions
+// are waited for, so two pipelines never wait for each other.
+func releasing(st *fsm.State, d fsm.Decision) string {
+	grows := nodesGrown(st, d)
+	if len(grows) == 0 {
+		return ""
+	}
+	for job, prog := range st.Progress {
+		if _, ok := st.Pipelines[job]; !ok || job == d.Job || prog.Status != fsm.StatusApplying || prog.Decision >= d.Index {
+			continue
+		}
+		other, ok := st.Decision(prog.Decision)
+		if !ok {
+			continue
+		}
+		prev := previousDecision(st, other)
+		for n := range grows {
+			if nodeInstances(other, n) < nodeInstances(prev, n) {
+				return job
+			}
+		}
+	}
+	return ""
+}
+
+// nodesGrown returns the nodes where d places more instances than its pipeline's previous
+// decision did.
+func nodesGrown(st *fsm.State, d fsm.Decision) map[string]bool {
+	prev := previousDecision(st, d)
+	out := map[string]bool{}
+	for _, t := range d.Operators {
+		for n := range t.Nodes {
+			if nodeInstances(d, n) > nodeInstances(prev, n) {
+				out[n] = true
+			}
+		}
+	}
+	return out
+}
+
+// previousDecision returns the decision of d's pipeline before d (zero when none).
+func previousDecision(st *fsm.State, d fsm.Decision) fsm.Decision {
+	for i := len(st.Decisions) - 1; i >= 0; i-- {
+		if e := st.Decisions[i]; e.Job == d.Job && e.Index < d.Index {
+			return e
+		}
+	}
+	return fsm.Decision{}
+}
+
+// nodeInstances returns the instances d places on node n, over every operator.
+func nodeInstances(d fsm.Decision, n string) int {
+	total := 0
+	for _, t := range d.Operators {
+		total += t.Nodes[n].Total()
+	}
+	return total
+}
+
 // autoRegister registers the running jobs marked as pipelines that are not registered yet.
 // A job that cannot be registered (its meta does not parse, it does not fit, Nomad or raft
 // failed) is tried again every solving round; each distinct reason is logged once.
@@ -562,6 +625,7 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 	var prog fsm.Progress
 	var dec fsm.Decision
 	var hasDec bool
+	var waitFor string
 	l.s.fsm.Read(func(st *fsm.State) {
 		if pp, ok := st.Pipelines[job]; ok {
 			cp := *pp
@@ -569,12 +633,21 @@ func (l *Loop) pipeline(ctx context.Context, job string, solve bool) {
 		}
 		prog = st.Progress[job]
 		dec, hasDec = st.LatestDecision(job)
+		if hasDec && prog.Status == fsm.StatusApplying {
+			waitFor = releasing(st, dec)
+		}
 	})
 	if p == nil {
 		return
 	}
 	if hasDec && prog.Status == fsm.StatusApplying {
 		if l.cfg.Actuator == nil {
+			return
+		}
+		if waitFor != "" {
+			// Nomad would fail to place what the other pipeline still holds (a failed
+			// placement, then a blocked evaluation until its instances stop).
+			l.log.Debug("decision waits for another pipeline to release its nodes", "job", job, "decision", dec.Index, "waiting_for", waitFor)
 			return
 		}
 		// Fence: Nomad checks a job's modify index when the register RPC arrives, not

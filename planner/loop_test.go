@@ -29,6 +29,9 @@ type fakeCluster struct {
 	delay       int
 	applied     []uint64
 	invalidated []string
+	// events records each decision's first Step ("step:<index>") and its completion
+	// ("done:<index>"), in order.
+	events []string
 	// resubmitted imitates a user running the job file again (cleared when a decision is
 	// applied, as the rendered version replaces it); live is what Pipeline reads from the
 	// cluster then, liveErr its parse error.
@@ -85,10 +88,14 @@ func (f *fakeCluster) Step(ctx context.Context, p *fsm.Pipeline, d fsm.Decision)
 		return StepResult{}, errors.New("nomad unreachable")
 	}
 	f.steps[d.Index]++
+	if f.steps[d.Index] == 1 {
+		f.events = append(f.events, "step:"+itoa(d.Index))
+	}
 	if f.steps[d.Index] < f.delay {
 		return StepResult{Status: fsm.StatusApplying}, nil
 	}
 	if f.steps[d.Index] == f.delay {
+		f.events = append(f.events, "done:"+itoa(d.Index))
 		f.applied = append(f.applied, d.Index)
 		f.resubmitted = false
 	}

@@ -195,3 +195,55 @@ func TestMarginalAdmission(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowthWaitsForRelease: when the joint round moves GPUs from one pipeline to another,
+// the second's decision is applied only once the first's (which stops the instances
+// holding those GPUs) is done. Applied at once, Nomad would fail to place the second's new
+// instances while the first's still run (a failed placement, then a blocked evaluation);
+// a loaded CI run of faulttest's TestPipelinesShareNomad saw exactly that. Each decision
+// here takes 10 rounds (1 s) to apply.
+func TestGrowthWaitsForRelease(t *testing.T) {
+	fc := &fakeCluster{steps: map[uint64]int{}, delay: 10, nodes: []fsm.Node{
+		{Name: "cpu1", CPU: 4, MemoryMB: 8192}, {Name: "gpu1", CPU: 8, MemoryMB: 16384, GPUs: 4, GPUMemoryMB: 16000},
+	}}
+	c := newTestCluster(t, 1, func(int) *LoopConfig {
+		return &LoopConfig{Interval: 100 * time.Millisecond, Actuator: fc, Invalidator: fc}
+	})
+	li, _ := c.leader(10 * time.Second)
+	ld := c.peers[li].HTTPAddr
+	registerApplied(t, c, ld, testPipeline())
+	second := testPipeline()
+	second.Weight = 3
+	raw, _ := json.Marshal(second)
+	if code, body := c.do(http.MethodPut, ld+"/v1/pipelines/second", map[string]json.RawMessage{"job": raw}); code != 200 {
+		t.Fatalf("register second: HTTP %d %s", code, body)
+	}
+	plans := func() (a, b client.PlanResponse) {
+		_, ba := c.do(http.MethodGet, ld+"/v1/plan/pdf", nil)
+		_, bb := c.do(http.MethodGet, ld+"/v1/plan/second", nil)
+		_ = json.Unmarshal(ba, &a)
+		_ = json.Unmarshal(bb, &b)
+		return a, b
+	}
+	waitFor(t, "the weighted split 1:3, both applied", 30*time.Second, func() bool {
+		a, b := plans()
+		return a.Groups["embed"].Count == 1 && b.Groups["embed"].Count == 3 && a.Status == fsm.StatusDone && b.Status == fsm.StatusDone
+	})
+	a, b := plans()
+	fc.mu.Lock()
+	events := append([]string(nil), fc.events...)
+	fc.mu.Unlock()
+	at := func(e string) int {
+		for i, x := range events {
+			if x == e {
+				return i
+			}
+		}
+		t.Fatalf("no event %q in %v", e, events)
+		return -1
+	}
+	if shrunk, grown := at("done:"+itoa(a.DecisionIndex)), at("step:"+itoa(b.DecisionIndex)); grown < shrunk {
+		t.Fatalf("the second pipeline's decision %d was applied (event %d) before the first's %d, which frees its GPUs, was done (event %d): %v",
+			b.DecisionIndex, grown, a.DecisionIndex, shrunk, events)
+	}
+}
