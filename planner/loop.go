@@ -515,7 +515,13 @@ func (l *Loop) round(ctx context.Context, solve bool) {
 // them: applied at once, d's new instances would not fit there yet. Only earlier decisions
 // are waited for, so two pipelines never wait for each other.
 func releasing(st *fsm.State, d fsm.Decision) string {
-	grows := nodesGrown(st, d)
+	now, before := nodeTotals(d), nodeTotals(previousDecision(st, d))
+	var grows []string
+	for n, k := range now {
+		if k > before[n] {
+			grows = append(grows, n)
+		}
+	}
 	if len(grows) == 0 {
 		return ""
 	}
@@ -527,29 +533,14 @@ func releasing(st *fsm.State, d fsm.Decision) string {
 		if !ok {
 			continue
 		}
-		prev := previousDecision(st, other)
-		for n := range grows {
-			if nodeInstances(other, n) < nodeInstances(prev, n) {
+		after, was := nodeTotals(other), nodeTotals(previousDecision(st, other))
+		for _, n := range grows {
+			if after[n] < was[n] {
 				return job
 			}
 		}
 	}
 	return ""
-}
-
-// nodesGrown returns the nodes where d places more instances than its pipeline's previous
-// decision did.
-func nodesGrown(st *fsm.State, d fsm.Decision) map[string]bool {
-	prev := previousDecision(st, d)
-	out := map[string]bool{}
-	for _, t := range d.Operators {
-		for n := range t.Nodes {
-			if nodeInstances(d, n) > nodeInstances(prev, n) {
-				out[n] = true
-			}
-		}
-	}
-	return out
 }
 
 // previousDecision returns the decision of d's pipeline before d (zero when none).
@@ -562,13 +553,15 @@ func previousDecision(st *fsm.State, d fsm.Decision) fsm.Decision {
 	return fsm.Decision{}
 }
 
-// nodeInstances returns the instances d places on node n, over every operator.
-func nodeInstances(d fsm.Decision, n string) int {
-	total := 0
+// nodeTotals returns the instances d places on each node, over every operator.
+func nodeTotals(d fsm.Decision) map[string]int {
+	out := map[string]int{}
 	for _, t := range d.Operators {
-		total += t.Nodes[n].Total()
+		for n, p := range t.Nodes {
+			out[n] += p.Total()
+		}
 	}
-	return total
+	return out
 }
 
 // autoRegister registers the running jobs marked as pipelines that are not registered yet.
