@@ -188,6 +188,14 @@ func (f *signalFilter) reset() {
 	f.dq, f.rec, f.useful, f.lowQ, f.starved, f.queue = f.dq[:0], f.rec[:0], f.useful[:0], f.lowQ[:0], f.starved[:0], f.queue[:0]
 }
 
+// keepLast returns the last n elements of s, in place.
+func keepLast[T any](s []T, n int) []T {
+	if len(s) <= n {
+		return s
+	}
+	return append(s[:0], s[len(s)-n:]...)
+}
+
 // reading is the state at one end of an interval.
 type reading struct{ queue, running, waiting float64 }
 
@@ -197,10 +205,7 @@ func (f *signalFilter) bound(s Sample) float64 {
 	if s.QueueCap > 0 || s.Engine.Reported || !(s.Engine.AdmissionLimit > 0) {
 		return s.QueueCap
 	}
-	f.queue = append(f.queue, s.QueueStart, s.QueueEnd)
-	if n := len(f.queue); n > f.cfg.BoundHistory {
-		f.queue = append(f.queue[:0], f.queue[n-f.cfg.BoundHistory:]...)
-	}
+	f.queue = keepLast(append(f.queue, s.QueueStart, s.QueueEnd), f.cfg.BoundHistory)
 	top := slices.Max(f.queue)
 	if !(top > 0) {
 		return 0
@@ -236,12 +241,8 @@ func (f *signalFilter) saturated(s Sample, r reading, bound float64, waiting boo
 // reports whether every queue reading of the last QueueWindow intervals stood more than
 // WaitingMargin above their mean running batch (see SignalConfig).
 func (f *signalFilter) waitingThroughout(s Sample) bool {
-	f.useful = append(f.useful, s.UsefulSeconds/s.Interval.Seconds())
-	f.lowQ = append(f.lowQ, math.Min(s.QueueStart, s.QueueEnd))
-	if n := len(f.useful); n > f.cfg.QueueWindow {
-		f.useful = append(f.useful[:0], f.useful[n-f.cfg.QueueWindow:]...)
-		f.lowQ = append(f.lowQ[:0], f.lowQ[n-f.cfg.QueueWindow:]...)
-	}
+	f.useful = keepLast(append(f.useful, s.UsefulSeconds/s.Interval.Seconds()), f.cfg.QueueWindow)
+	f.lowQ = keepLast(append(f.lowQ, math.Min(s.QueueStart, s.QueueEnd)), f.cfg.QueueWindow)
 	if f.cfg.WaitingMargin < 0 || len(f.useful) < f.cfg.QueueWindow {
 		return false
 	}
@@ -290,14 +291,9 @@ func (f *signalFilter) check(s Sample) string {
 			starved = why
 		}
 	}
-	f.dq = append(f.dq, dq)
-	f.rec = append(f.rec, s.Records)
-	f.starved = append(f.starved, starved)
-	if n := len(f.dq); n > f.cfg.QueueWindow {
-		f.dq = append(f.dq[:0], f.dq[n-f.cfg.QueueWindow:]...)
-		f.rec = append(f.rec[:0], f.rec[n-f.cfg.QueueWindow:]...)
-		f.starved = append(f.starved[:0], f.starved[n-f.cfg.QueueWindow:]...)
-	}
+	f.dq = keepLast(append(f.dq, dq), f.cfg.QueueWindow)
+	f.rec = keepLast(append(f.rec, s.Records), f.cfg.QueueWindow)
+	f.starved = keepLast(append(f.starved, starved), f.cfg.QueueWindow)
 	if s.OutputBlockedSeconds > f.cfg.MaxBlocked*s.Interval.Seconds() {
 		return ReasonOutputBlocked
 	}
