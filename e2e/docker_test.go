@@ -150,30 +150,19 @@ func TestPipelineUnderDocker(t *testing.T) {
 		return len(nodes) == 2, fmt.Sprintf("%d nodes", len(nodes))
 	})
 
-	natsPort, _ := harness.FreePort()
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	natsJob, err := harness.ParseJobFile(ctx, cl, "nats.nomad.hcl", map[string]string{"trident_bin": tridentBin, "nats_port": fmt.Sprint(natsPort)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := cl.Jobs().Register(natsJob, nil); err != nil {
-		t.Fatal(err)
-	}
+	natsURL := harness.RunNATS(t, ctx, cl, tridentBin)
 	job := pdfocrJob(t, cl, "pdf-curation-docker.nomad.hcl", map[string]string{"image": image, "nats_url": natsURL, "speed": "20"})
 	for _, g := range job.TaskGroups {
 		if task := g.Tasks[0]; task.Driver != "docker" || task.Config["image"] != image || task.Config["network_mode"] != "host" {
 			t.Fatalf("group %s: driver %q config %v, want docker with image %s on the host network", *g.Name, task.Driver, task.Config, image)
 		}
 	}
-	var js jetstream.JetStream
-	waitFor(t, 2*time.Minute, "NATS", func() (bool, string) {
-		_, s, err := worker.Connect(ctx, natsURL, "e2e-docker", nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		js = s
-		return true, ""
-	})
+	cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
+	_, js, err := worker.Connect(cctx, natsURL, "e2e-docker", nil)
+	ccancel()
+	if err != nil {
+		t.Fatalf("connect to NATS: %v", err)
+	}
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
 		t.Fatalf("register the docker pipeline: %v", err)
 	}

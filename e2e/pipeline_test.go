@@ -166,15 +166,7 @@ func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *
 		t.Fatal(err)
 	}
 
-	natsPort, _ := harness.FreePort()
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	natsJob, err := harness.ParseJobFile(ctx, cl, "nats.nomad.hcl", map[string]string{"trident_bin": tridentBin, "nats_port": fmt.Sprint(natsPort)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := cl.Jobs().Register(natsJob, nil); err != nil {
-		t.Fatal(err)
-	}
+	natsURL := harness.RunNATS(t, ctx, cl, tridentBin)
 
 	ps := harness.StartPlanners(t, harness.PlannerOptions{
 		Binary: tridentBin, NomadAddr: n.Addr,
@@ -205,7 +197,9 @@ func startStack(t *testing.T, ctx context.Context, apmExtra map[string]string) *
 // regimes, from seed), enough to keep every stage busy during a test.
 func (s *stack) publishPDF(t *testing.T, ctx context.Context, seed uint64) {
 	t.Helper()
-	_, js, err := worker.Connect(ctx, s.natsURL, "e2e", nil)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	_, js, err := worker.Connect(cctx, s.natsURL, "e2e", nil)
 	if err != nil {
 		t.Fatalf("connect to NATS: %v", err)
 	}

@@ -1,7 +1,9 @@
 # The data plane of the example pipelines: an embedded nats-server with JetStream, run by
 # `trident operator -role nats-server` (raw_exec). It listens on 127.0.0.1 only, on the static
 # port nats_port (default 4222, the default of every `trident operator` and `trident dataset`),
-# and registers the Nomad service "trident-nats".
+# and registers the Nomad service "trident-nats". nats_port = 0 lets Nomad pick a port from the
+# client's dynamic range (read it from `nomad alloc status` or the service); the local demo and
+# the end-to-end tests run it that way, so that no other process can take the port first.
 #   nomad job run -var trident_bin=$PWD/bin/trident jobs/nats.nomad.hcl
 # The JetStream store lives in the allocation directory unless store_dir is set; set it to keep
 # streams across job replacements.
@@ -12,8 +14,9 @@ variable "trident_bin" {
 }
 
 variable "nats_port" {
-  type    = number
-  default = 4222
+  type        = number
+  default     = 4222
+  description = "static client port on 127.0.0.1 (0 = a dynamic port picked by Nomad)"
 }
 
 variable "store_dir" {

@@ -253,17 +253,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}()
 	fmt.Fprintf(o.Out, "    nomad UI/API at %s  (export NOMAD_ADDR=%s to use the nomad CLI meanwhile)\n", n.Addr, n.Addr)
 
-	natsPort, err := localcluster.FreePort()
+	fmt.Fprintf(o.Out, "==> NATS JetStream job (jobs/nats.nomad.hcl)\n")
+	nctx, ncancel := context.WithTimeout(ctx, 2*time.Minute)
+	natsURL, err := localcluster.RunNATS(nctx, n.API(), o.TridentBin, "")
+	ncancel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start NATS: %w", err)
 	}
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	if err := registerJobFile(ctx, n.API(), "nats.nomad.hcl", map[string]string{
-		"trident_bin": o.TridentBin, "nats_port": fmt.Sprint(natsPort),
-	}); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(o.Out, "==> NATS JetStream job submitted (%s)\n", natsURL)
+	fmt.Fprintf(o.Out, "    NATS serving at %s\n", natsURL)
 	nc, js, err := worker.Connect(ctx, natsURL, "trident-demo", o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
@@ -348,19 +345,6 @@ func jobFile(pipeline string) string {
 		return "video-curation.nomad.hcl"
 	}
 	return "pdf-curation.nomad.hcl"
-}
-
-// registerJobFile parses jobs/<file> on the Nomad server with the given variables and
-// registers it.
-func registerJobFile(ctx context.Context, cl *api.Client, file string, vars map[string]string) error {
-	job, err := localcluster.ParseJobFile(ctx, cl, file, vars)
-	if err != nil {
-		return err
-	}
-	if _, _, err := cl.Jobs().Register(job, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		return fmt.Errorf("register %s: %w", file, err)
-	}
-	return nil
 }
 
 // demoGPUs is the number of fake GPUs of the demo cluster (gpu1 and gpu2, 4 each).
