@@ -478,15 +478,19 @@ func (e *GPEstimator) ObserveContext(ctx context.Context, s Sample) (bool, strin
 		m, v := e.model.Predict(s.Features)
 		uncovered = v >= e.cfg.ResidualCoverage*h.SignalVar
 		z := (y - m) / math.Sqrt(v+h.NoiseVar)
-		if e.mode == FilterTwoStage && !uncovered && !transit && e.drift(s.Features, y, rate, z) {
-			e.shift(ctx)
-			return true, ""
-		}
+		judged := e.mode == FilterTwoStage && !uncovered && !transit
 		if e.mode == FilterTwoStage && e.cfg.DriftLimit >= 0 {
+			if judged {
+				e.recordResidual(z)
+			}
 			// Judged by the fitted noise alone, the filter rejected a third of a
 			// stationary workload's saturated intervals where the fit ran below the
 			// rates' scatter (backpressure seed 14); see residualScale.
 			z /= e.residualScale()
+		}
+		if judged && e.drift(s.Features, y, rate, z) {
+			e.shift(ctx)
+			return true, ""
 		}
 		if e.mode == FilterTwoStage && math.Abs(z) > e.cfg.ResidualK && !uncovered {
 			sign := math.Copysign(1, z)
@@ -609,23 +613,28 @@ const driftClip = 2
 // driftHistory bounds the samples a CUSUM side keeps for the shift it may signal.
 const driftHistory = 64
 
+// recordResidual keeps a judged sample's standardised residual z among the latest
+// driftHistory, for residualScale.
+func (e *GPEstimator) recordResidual(z float64) {
+	if len(e.zs) == driftHistory {
+		e.zs = append(e.zs[:0], e.zs[1:]...)
+	}
+	e.zs = append(e.zs, z)
+}
+
 // drift updates the CUSUM test of Config.DriftLimit with a judged sample's standardised
-// residual z and reports a regime shift; e.run then holds the samples since the crossing
-// side's statistic last stood at zero that lie within ShiftRadius of the newest sample's
+// residual z, already recorded (recordResidual) and divided by residualScale, and
+// reports a regime shift; e.run then holds the samples since the crossing side's
+// statistic last stood at zero that lie within ShiftRadius of the newest sample's
 // features (see GPEstimator.shift).
 func (e *GPEstimator) drift(x []float64, y, rate, z float64) bool {
 	if e.cfg.DriftLimit < 0 {
 		return false
 	}
-	if len(e.zs) == driftHistory {
-		e.zs = append(e.zs[:0], e.zs[1:]...)
-	}
-	e.zs = append(e.zs, z)
 	if len(e.zs) < minScaleResiduals {
 		// The residuals' scale is not known yet, nor is the model's calibration.
 		return false
 	}
-	z /= e.residualScale()
 	zc := math.Max(-driftClip, math.Min(driftClip, z))
 	hs := heldSample{x: append([]float64(nil), x...), y: y, rate: rate}
 	side := func(stat *float64, run *[]heldSample, v float64) bool {
@@ -671,8 +680,9 @@ func (e *GPEstimator) drift(x []float64, y, rate, z float64) bool {
 // residualScale returns the robust scale of the latest standardised residuals, 1.4826
 // times their median absolute deviation from their median, and at least 1 (1 with fewer
 // than minScaleResiduals; the drift test waits for that many). The drift test and the
-// residual filter divide residuals by it: the GP's noise variance is fitted to the samples the residual filter
-// accepted, which that filter truncated, so it runs below the rates' real scatter. On
+// residual filter divide residuals by it: the GP's noise variance is fitted to the
+// samples the residual filter accepted, which that filter truncated, so it runs below the
+// rates' real scatter. On
 // backpressure seed 14 the fitted noise was 3.5-5 % against a scatter of about 10 % (about
 // 32 completions per interval); standardised by the fitted noise, the residuals of one
 // stationary workload crossed the CUSUM limit every 20-100 intervals (40 false shifts in
