@@ -26,11 +26,19 @@ func runBenchE2E(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seeds := fs.Int("seeds", 7, "number of seeds (1..n); figures are medians over seeds")
 	workers := fs.Int("workers", 0, "concurrent simulations (0: GOMAXPROCS)")
 	verbose := fs.Bool("v", false, "log each finished run on stderr (default: a progress line per tenth of the runs)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark to this file (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *seeds < 1 {
 		return fmt.Errorf("e2e: -seeds %d must be at least 1", *seeds)
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	cfg := experiment.Config{Pipelines: strings.Split(*pipes, ","), Scale: *scale, Workers: *workers}
 	for s := 1; s <= *seeds; s++ {
