@@ -682,12 +682,11 @@ func (e *GPEstimator) drift(x []float64, y, rate, z float64) bool {
 // than minScaleResiduals; the drift test waits for that many). The drift test and the
 // residual filter divide residuals by it: the GP's noise variance is fitted to the
 // samples the residual filter accepted, which that filter truncated, so it runs below the
-// rates' real scatter. On
-// backpressure seed 14 the fitted noise was 3.5-5 % against a scatter of about 10 % (about
-// 32 completions per interval); standardised by the fitted noise, the residuals of one
-// stationary workload crossed the CUSUM limit every 20-100 intervals (40 false shifts in
-// 2000 intervals, MAPE 4.8 -> 7.9 %). A shift moves the residuals' median, not their
-// spread about it, so the scale does not hide one.
+// rates' real scatter. On backpressure seed 14 the fitted noise was 3.5-5 % against a
+// scatter of about 10 % (about 32 completions per interval); standardised by the fitted
+// noise, the residuals of one stationary workload crossed the CUSUM limit every 20-100
+// intervals (40 false shifts in 2000 intervals, MAPE 4.8 -> 7.9 %). A shift moves the
+// residuals' median, not their spread about it, so the scale does not hide one.
 func (e *GPEstimator) residualScale() float64 {
 	if len(e.zs) < minScaleResiduals {
 		return 1

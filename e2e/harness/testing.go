@@ -56,14 +56,11 @@ func BuildGPUPlugin(t testing.TB) string {
 	return dir
 }
 
-// RunNATS is localcluster.RunNATS with a 2-minute bound: it registers jobs/nats.nomad.hcl
-// on a Nomad-picked port and returns the client URL once NATS answers there, or fails the
-// test.
+// RunNATS is localcluster.RunNATS: it registers jobs/nats.nomad.hcl on a Nomad-picked
+// port and returns the client URL once NATS answers there, or fails the test.
 func RunNATS(t testing.TB, ctx context.Context, cl *api.Client, tridentBin string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	url, err := localcluster.RunNATS(ctx, cl, tridentBin, "")
+	url, err := localcluster.RunNATS(ctx, cl, tridentBin)
 	if err != nil {
 		t.Fatal(err)
 	}

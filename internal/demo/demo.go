@@ -254,9 +254,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	fmt.Fprintf(o.Out, "    nomad UI/API at %s  (export NOMAD_ADDR=%s to use the nomad CLI meanwhile)\n", n.Addr, n.Addr)
 
 	fmt.Fprintf(o.Out, "==> NATS JetStream job (jobs/nats.nomad.hcl)\n")
-	nctx, ncancel := context.WithTimeout(ctx, 2*time.Minute)
-	natsURL, err := localcluster.RunNATS(nctx, n.API(), o.TridentBin, "")
-	ncancel()
+	natsURL, err := localcluster.RunNATS(ctx, n.API(), o.TridentBin)
 	if err != nil {
 		return nil, fmt.Errorf("start NATS: %w", err)
 	}

@@ -14,20 +14,22 @@ import (
 // NATSJobID is the ID of the job jobs/nats.nomad.hcl registers.
 const NATSJobID = "trident-nats"
 
+// NATSStartTimeout bounds how long RunNATS waits for the NATS job to serve.
+const NATSStartTimeout = 2 * time.Minute
+
 // RunNATS registers jobs/nats.nomad.hcl on the cluster with a port Nomad picks from the
-// client's dynamic range (nats_port = 0), waits until the server in the allocation answers
-// the NATS protocol and returns its client URL. storeDir is the job's store_dir variable
-// ("" = inside the allocation).
+// client's dynamic range (nats_port = 0), waits (at most NATSStartTimeout) until the server
+// in the allocation answers the NATS protocol and returns its client URL. The JetStream
+// store lives in the allocation.
 //
 // A port chosen beforehand (FreePort) is only free until something binds it: another test
 // on the machine can take it before the task starts, and a NATS client then waits forever
 // on a peer that never sends INFO. The agents' dynamic ranges are disjoint from the ports
 // FreePort draws, and the probe checks it is NATS that answers.
-func RunNATS(ctx context.Context, cl *api.Client, tridentBin, storeDir string) (string, error) {
+func RunNATS(ctx context.Context, cl *api.Client, tridentBin string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, NATSStartTimeout)
+	defer cancel()
 	vars := map[string]string{"trident_bin": tridentBin, "nats_port": "0"}
-	if storeDir != "" {
-		vars["store_dir"] = storeDir
-	}
 	job, err := ParseJobFile(ctx, cl, "nats.nomad.hcl", vars)
 	if err != nil {
 		return "", err
