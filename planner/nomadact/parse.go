@@ -378,6 +378,10 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 		} else {
 			o.Config = c.String()
 		}
+	} else if _, e := opcontract.ParseConfig(o.Config); e != nil {
+		// Without a parameter space the config is opaque to the tuner, but the actuator
+		// still renders it into per-parameter meta, so it must be k=v.
+		return o, fmt.Errorf("group %q: meta %s=%q: %s", name, opcontract.MetaConfig, fsm.Short(o.Config), fsm.Clip(e.Error(), 512))
 	}
 	if verr := fsm.ValidateOperator(o); verr != nil {
 		return o, fmt.Errorf("group %q: %w", name, verr)
@@ -391,6 +395,9 @@ func CheckConfig(op fsm.Operator, config string) error {
 		return fmt.Errorf("operator %q: config is empty", op.Name)
 	}
 	if op.Params == "" {
+		if _, err := opcontract.ParseConfig(config); err != nil {
+			return fmt.Errorf("operator %q: %w", op.Name, err)
+		}
 		return nil
 	}
 	sp, err := configspace.Parse(op.Params)

@@ -25,6 +25,9 @@ func TestParseJobErrorsNameTheField(t *testing.T) {
 		{"gpu", "trident_gpus", "1.5", `group "gpu": meta trident_gpus="1.5": not an integer`},
 		{"gpu", "trident_params", "batch=int[64,1]", `group "gpu": meta trident_params=`},
 		{"gpu", "trident_config", "batch=999", `group "gpu": meta trident_config="batch=999"`},
+		// Found by FuzzParsePipeline: without trident_params a config is opaque, yet it is
+		// rendered into per-parameter meta, so it must still be k=v.
+		{"src", "trident_config", "fast", `group "src": meta trident_config="fast": config "fast": entry "fast" is not k=v`},
 		{"src", "trident_amplification", "NaN", `trident_amplification=NaN is out of range: want output records per input record in [1e-6, 1e6]`},
 		{"src", "trident_cold_start_s", "Inf", `trident_cold_start_s=+Inf is out of range: want seconds in [0, 86400]`},
 		{"src", "trident_synchronous", "sometimes", `group "src": meta trident_synchronous="sometimes": not true or false`},
@@ -57,6 +60,15 @@ func TestParseJobErrorsNameTheField(t *testing.T) {
 		t.Fatal("out-of-range candidate config accepted")
 	}
 	if err := CheckConfig(ok.Operators[1], "batch=16"); err != nil {
+		t.Fatal(err)
+	}
+	if ok.Operators[0].Params != "" {
+		t.Fatalf("src declares trident_params %q; the case below needs an operator without", ok.Operators[0].Params)
+	}
+	if err := CheckConfig(ok.Operators[0], "fast"); err == nil || !strings.Contains(err.Error(), "not k=v") {
+		t.Fatalf("candidate config %q without k=v on an operator without params: %v", "fast", err)
+	}
+	if err := CheckConfig(ok.Operators[0], "mode=slow"); err != nil {
 		t.Fatal(err)
 	}
 }
