@@ -19,6 +19,7 @@ package opcontract
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -309,6 +310,26 @@ func ParseConfig(s string) (map[string]string, error) {
 		c[k] = v
 	}
 	return c, nil
+}
+
+// FormatConfig renders a parsed config in the canonical form "k=v,k=v", keys in lexical
+// order (the empty config is "").
+func FormatConfig(c map[string]string) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(c[k])
+	}
+	return b.String()
 }
 
 // Environment variables trident-gpu sets in a task that holds accelerators.

@@ -378,10 +378,12 @@ func parseGroup(name string, meta map[string]string) (fsm.Operator, error) {
 		} else {
 			o.Config = c.String()
 		}
-	} else if _, e := opcontract.ParseConfig(o.Config); e != nil {
+	} else if c, e := opcontract.ParseConfig(o.Config); e != nil {
 		// Without a parameter space the config is opaque to the tuner, but the actuator
 		// still renders it into per-parameter meta, so it must be k=v.
 		return o, fmt.Errorf("group %q: meta %s=%q: %s", name, opcontract.MetaConfig, fsm.Short(o.Config), fsm.Clip(e.Error(), 512))
+	} else {
+		o.Config = opcontract.FormatConfig(c) // canonical, as with a space (",a=1" is "a=1")
 	}
 	if verr := fsm.ValidateOperator(o); verr != nil {
 		return o, fmt.Errorf("group %q: %w", name, verr)

@@ -71,6 +71,16 @@ func TestParseJobErrorsNameTheField(t *testing.T) {
 	if err := CheckConfig(ok.Operators[0], "mode=slow"); err != nil {
 		t.Fatal(err)
 	}
+	// Also found by the fuzzer: an opaque config is stored in canonical form, so a
+	// stray separator does not survive into the decision's configs.
+	for in, want := range map[string]string{",": "", " b=2; a=1,": "a=1,b=2"} {
+		cj := testJob("pipe")
+		cj.TaskGroups[0].Meta["trident_config"] = in
+		p, err := ParseJob(cj)
+		if err != nil || p.Operators[0].Config != want {
+			t.Errorf("src trident_config=%q: parsed %+v, %v; want config %q", in, p, err, want)
+		}
+	}
 }
 
 // TestRenderPinsGroupsToNodes checks group names, counts, node constraints, GPU device

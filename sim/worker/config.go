@@ -2,9 +2,7 @@ package worker
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/trident-sched/trident/apm/opcontract"
 )
@@ -21,18 +19,7 @@ func ParseConfig(s string) (Config, error) {
 }
 
 // String renders the config in canonical (sorted) "k=v,k=v" form.
-func (c Config) String() string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + c[k]
-	}
-	return strings.Join(parts, ",")
-}
+func (c Config) String() string { return opcontract.FormatConfig(c) }
 
 // Merge returns a copy of c with the entries of over replacing its own.
 func (c Config) Merge(over Config) Config {
