@@ -92,6 +92,10 @@ func parseValue(s string) Value {
 	return Str(s)
 }
 
+// sameLiteral reports whether two literals denote the same value in a config string
+// ("1" and "1.0" do): categorical choices must not, or a label would be ambiguous.
+func sameLiteral(a, b string) bool { return parseValue(a) == parseValue(b) }
+
 // Config is one assignment of values to parameter names.
 type Config map[string]Value
 

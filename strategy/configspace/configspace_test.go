@@ -135,6 +135,40 @@ func TestConfigStringParse(t *testing.T) {
 	}
 }
 
+// TestNumericLabelsRoundTrip checks categorical choices that read as numbers: a config
+// string carries them as numbers ("1.0" parses as 1), so Check maps the value back to its
+// label, and a declaration whose choices share a value is refused (found by
+// FuzzSpaceRoundTrip).
+func TestNumericLabelsRoundTrip(t *testing.T) {
+	sp := MustParse("ratio=cat{0.5,1.0,1e3,08} default 1.0")
+	for _, lbl := range []string{"0.5", "1.0", "1e3", "08"} {
+		c, err := sp.ParseConfig("ratio=" + lbl)
+		if err != nil {
+			t.Fatalf("ratio=%s: %v", lbl, err)
+		}
+		if got := c.String(); got != "ratio="+lbl {
+			t.Errorf("ratio=%s parses as %q", lbl, got)
+		}
+	}
+	if c, err := sp.ParseConfig(sp.Default().String()); err != nil || c.String() != "ratio=1.0" {
+		t.Errorf("default parses back as %v, %v", c, err)
+	}
+	if _, err := sp.ParseConfig("ratio=1"); err != nil {
+		t.Errorf("ratio=1 (the value of label 1.0): %v", err)
+	}
+	if _, err := sp.ParseConfig("ratio=2"); err == nil {
+		t.Error("ratio=2 accepted")
+	}
+	for _, decl := range []string{"x=cat{1,1.0}", "x=cat{true,a,true}", "x=cat{8,08}"} {
+		if _, err := Parse(decl); err == nil || !strings.Contains(err.Error(), "duplicate choice") {
+			t.Errorf("Parse(%q): %v, want a duplicate choice", decl, err)
+		}
+	}
+	if _, err := New([]Param{{Name: "x", Kind: Categorical, Choices: []string{"2", "2.0"}, Default: Str("2")}}, nil); err == nil {
+		t.Error("New with choices 2 and 2.0 succeeded")
+	}
+}
+
 func TestCheck(t *testing.T) {
 	s := MustParse(decl)
 	c, err := s.ParseConfig("max_num_seqs=100,max_num_batched_tokens=2048,block_size=32,chunked_prefill=true,scheduler_delay=0.1")

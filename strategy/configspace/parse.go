@@ -122,8 +122,8 @@ func parseParam(stmt string, off int) (Param, error) {
 				return Param{}, perr(pos, "invalid choice %q", ch)
 			}
 			for _, prev := range p.Choices {
-				if prev == ch {
-					return Param{}, perr(pos, "duplicate choice %q", ch)
+				if sameLiteral(prev, ch) {
+					return Param{}, perr(pos, "duplicate choice %q (the same value as %q)", ch, prev)
 				}
 			}
 			p.Choices = append(p.Choices, ch)

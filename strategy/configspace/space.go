@@ -158,15 +158,15 @@ func checkParam(p Param) error {
 		if len(p.Choices) == 0 {
 			return fmt.Errorf("configspace: parameter %q: categorical needs at least one choice", p.Name)
 		}
-		seen := map[string]bool{}
+		seen := map[Value]bool{}
 		for _, c := range p.Choices {
 			if c == "" || strings.ContainsAny(c, ",;={} \t\n") {
 				return fmt.Errorf("configspace: parameter %q: invalid choice %q", p.Name, c)
 			}
-			if seen[c] {
+			if seen[parseValue(c)] {
 				return fmt.Errorf("configspace: parameter %q: duplicate choice %q", p.Name, c)
 			}
-			seen[c] = true
+			seen[parseValue(c)] = true
 		}
 	case Boolean:
 	default:
@@ -341,6 +341,14 @@ func normalise(p Param, v Value) (Value, error) {
 		for _, ch := range p.Choices {
 			if ch == lbl {
 				return Str(lbl), nil
+			}
+		}
+		// A label that reads as a number ("1.0", "08", "1e3") comes back from a config
+		// string as that number, whose canonical form is another string; choices never
+		// share a value (sameLiteral), so the match is unique.
+		for _, ch := range p.Choices {
+			if v.kind != kindString && parseValue(ch) == v {
+				return Str(ch), nil
 			}
 		}
 		return Value{}, fmt.Errorf("value %q is not one of {%s}", lbl, strings.Join(p.Choices, ","))
