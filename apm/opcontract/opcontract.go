@@ -315,6 +315,12 @@ func ParseConfig(s string) (map[string]string, error) {
 // FormatConfig renders a parsed config in the canonical form "k=v,k=v", keys in lexical
 // order (the empty config is "").
 func FormatConfig(c map[string]string) string {
+	return FormatSorted(c, func(v string) string { return v })
+}
+
+// FormatSorted renders c as "k=v,k=v" with keys in lexical order and each value formatted
+// by str: the one canonical config form, for configs of any value type.
+func FormatSorted[M ~map[string]V, V any](c M, str func(V) string) string {
 	keys := make([]string, 0, len(c))
 	for k := range c {
 		keys = append(keys, k)
@@ -327,7 +333,7 @@ func FormatConfig(c map[string]string) string {
 		}
 		b.WriteString(k)
 		b.WriteByte('=')
-		b.WriteString(c[k])
+		b.WriteString(str(c[k]))
 	}
 	return b.String()
 }

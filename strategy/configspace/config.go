@@ -3,9 +3,10 @@ package configspace
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/trident-sched/trident/apm/opcontract"
 )
 
 // valueKind tells which field of a Value is meaningful.
@@ -100,23 +101,7 @@ func sameLiteral(a, b string) bool { return parseValue(a) == parseValue(b) }
 type Config map[string]Value
 
 // String returns the stable form "k=v,k=v" with keys in lexical order.
-func (c Config) String() string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(c[k].String())
-	}
-	return b.String()
-}
+func (c Config) String() string { return opcontract.FormatSorted(c, Value.String) }
 
 // Clone returns a copy of c.
 func (c Config) Clone() Config {
