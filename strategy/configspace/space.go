@@ -14,7 +14,9 @@
 //
 // Types are int[lo,hi], float[lo,hi] (either with a trailing ",log" for a log scale),
 // bool and cat{a,b,...}. "default v" is optional (otherwise: the lower bound of a linear
-// range, the geometric midpoint of a log range, false, the first label). A constraint
+// range, the geometric midpoint of a log range, false, the first label). Labels that read
+// as numbers are matched by value ("ratio=1" selects the label 1.0 of cat{0.5,1.0}), so two
+// labels of one parameter must not share a value (cat{1,1.0} is refused). A constraint
 // compares two linear expressions of parameters and numbers, e.g. "a >= 2*b + 16", with one
 // of >=, <=, >, <.
 package configspace
