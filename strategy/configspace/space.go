@@ -165,10 +165,11 @@ func checkParam(p Param) error {
 			if c == "" || strings.ContainsAny(c, ",;={} \t\n") {
 				return fmt.Errorf("configspace: parameter %q: invalid choice %q", p.Name, c)
 			}
-			if seen[parseValue(c)] {
+			key := parseValue(c) // choices that share a value are duplicates (sameLiteral)
+			if seen[key] {
 				return fmt.Errorf("configspace: parameter %q: duplicate choice %q", p.Name, c)
 			}
-			seen[parseValue(c)] = true
+			seen[key] = true
 		}
 	case Boolean:
 	default:
@@ -348,9 +349,11 @@ func normalise(p Param, v Value) (Value, error) {
 		// A label that reads as a number ("1.0", "08", "1e3") comes back from a config
 		// string as that number, whose canonical form is another string; choices never
 		// share a value (sameLiteral), so the match is unique.
-		for _, ch := range p.Choices {
-			if v.kind != kindString && parseValue(ch) == v {
-				return Str(ch), nil
+		if v.kind != kindString {
+			for _, ch := range p.Choices {
+				if parseValue(ch) == v {
+					return Str(ch), nil
+				}
 			}
 		}
 		return Value{}, fmt.Errorf("value %q is not one of {%s}", lbl, strings.Join(p.Choices, ","))
