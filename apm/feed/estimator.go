@@ -40,9 +40,13 @@ type Instance struct {
 	AdmissionLimit   float64
 	DeviceMemPeak    float64
 	OOMRestarts      float64
-	FeatureMean      map[string]float64
-	FeatureStd       map[string]float64
-	Epoch            float64
+	// Pool is the working pool the instance's engine sized at start-up relative to the
+	// least it starts with (opcontract.PoolSize over PoolNeed; 0: not reported): the
+	// tuner's model of start failures (bo.Measurement.Pool).
+	Pool        float64
+	FeatureMean map[string]float64
+	FeatureStd  map[string]float64
+	Epoch       float64
 }
 
 // Estimator feeds the observation layer (apm/observe): every instance's scrape

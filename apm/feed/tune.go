@@ -418,6 +418,12 @@ type opTuner struct {
 
 type epochState struct {
 	peakBytes float64
+	// pool is the smallest working pool the epoch's instances reported relative to their
+	// need (Instance.Pool; 0: none reported); startFailed is set when its trial's
+	// instance exited by itself before serving (not OOM-killed): an engine that refused
+	// its config at start-up.
+	pool        float64
+	startFailed bool
 	// peaks are the epoch's instances' peak-gauge readings by allocation, kept while the
 	// epoch may still be recorded as an evaluation (exposure extrapolation).
 	peaks map[string]*exposure.Series
@@ -563,7 +569,7 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 			// OOM-killed before serving, so its metrics show nothing): a failed
 			// evaluation, recorded at the device limit as an OOM is.
 			t.o.Logger.Info("tune: trial failed to run", "job", job, "operator", op.Name, "config", tr.Config, "slot", tr.Slot, "why", tr.Failed)
-			st.oom = true
+			st.oom, st.startFailed = true, !fsm.TrialFailedOOM(tr.Failed)
 		}
 		if err := t.evaluate(ot, tr.Epoch); err != nil {
 			return err
@@ -595,6 +601,9 @@ func (t *Tuner) absorb(ot *opTuner, snap Snapshot) uint64 {
 		st := ot.epoch(e)
 		st.seen = ot.round
 		st.peakBytes = math.Max(st.peakBytes, m.DeviceMemPeak)
+		if m.Pool > 0 && (st.pool == 0 || m.Pool < st.pool) {
+			st.pool = m.Pool
+		}
 		t.trackPeak(ot, e, st, id, snap.Time, m.DeviceMemPeak)
 		a, seen := ot.allocs[id]
 		switch {
@@ -757,7 +766,7 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 			}
 		}
 	}
-	id, recorded, err := ot.adv.Record(cfg, thr, peakMiB, st.oom)
+	id, recorded, err := ot.adv.Record(cfg, bo.Measurement{Throughput: thr, PeakMem: peakMiB, OOM: st.oom, StartFailed: st.startFailed, Pool: st.pool})
 	if err != nil {
 		return fmt.Errorf("record epoch %d: %w", e, err)
 	}

@@ -68,6 +68,9 @@ type synthCluster struct {
 	// refuse, when set, names the b whose trial instance refuses to start: it exports
 	// nothing, and the plan shows the trial failed (as the planner's TrialWatcher does).
 	refuse func(b int) bool
+	// pool, when set, is the working pool relative to its need that an instance on b
+	// reports (Instance.Pool, as trident_pool_size over trident_pool_need).
+	pool func(b int) float64
 }
 
 func newSynthCluster(t *testing.T, b int) *synthCluster {
@@ -183,6 +186,9 @@ func (c *synthCluster) snapshot() Snapshot {
 			m.Epoch = float64(epoch)
 		}
 		c.advance(m, b, 2)
+		if c.pool != nil {
+			m.Pool = c.pool(b)
+		}
 		s.Instances[id] = *m
 	}
 	for _, tr := range c.slots {
@@ -200,6 +206,9 @@ func (c *synthCluster) snapshot() Snapshot {
 			tr.inst = &Instance{QueueLength: 100, Utilization: 0.95, Epoch: float64(tr.epoch)}
 		}
 		c.advance(tr.inst, tc.Int("b"), 2.5)
+		if c.pool != nil {
+			tr.inst.Pool = c.pool(tc.Int("b"))
+		}
 		s.Instances[fmt.Sprintf("trial-%d", tr.epoch)] = *tr.inst
 	}
 	return s
@@ -575,6 +584,44 @@ func TestTunerRecordsFailedTrials(t *testing.T) {
 	}
 	if len(st.Evaluations) != 8 {
 		t.Errorf("%d evaluations, want the budget of 8", len(st.Evaluations))
+	}
+}
+
+// TestTunerForeseesRefusalsFromThePool: the operator's engine refuses to start for b >= 16,
+// where the working pool it reports, (24 − b)/8 of what it needs, falls below 1 (as a
+// vLLM engine whose KV cache cannot hold one max_model_len sequence). Blind to the pool
+// the tuner trials such configurations and learns only from their failures (at the
+// memory limit, where they say little); with the pool (trident_pool_size over
+// trident_pool_need) it foresees them from the configurations that started, and a trial
+// that exited by itself counts as an empty pool. Over 8 evaluations: at most one refused
+// trial with the pool, and more without (measured 2026-12-07: 1 against 4; the one is
+// the second trial, when a single reading shows no trend yet).
+func TestTunerForeseesRefusalsFromThePool(t *testing.T) {
+	refused := map[bool]int{}
+	for _, report := range []bool{false, true} {
+		c := newSynthCluster(t, 8)
+		c.refuse = func(b int) bool { return b >= 16 }
+		if report {
+			c.pool = func(b int) float64 { return float64(24-b) / 8 }
+		}
+		st := c.tuneByTrials(t, 8)
+		c.mu.Lock()
+		for _, cfg := range c.trials {
+			if c.refused(cfg) {
+				refused[report]++
+			}
+		}
+		c.mu.Unlock()
+		if len(st.Evaluations) != 8 {
+			t.Errorf("pool reported %v: %d evaluations, want the budget of 8", report, len(st.Evaluations))
+		}
+	}
+	t.Logf("refused trials: %d blind to the pool, %d with it", refused[false], refused[true])
+	if refused[true] > 1 {
+		t.Errorf("%d refused trials with the pool reported, want at most 1", refused[true])
+	}
+	if refused[false] <= refused[true] {
+		t.Errorf("%d refused trials blind to the pool against %d with it: the test exercises nothing", refused[false], refused[true])
 	}
 }
 

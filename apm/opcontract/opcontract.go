@@ -52,6 +52,14 @@ const (
 	// vllm:num_requests_waiting) on its /metrics need not repeat them under these names.
 	EngineRunning = "trident_engine_running" // gauge: requests in the engine's running batch
 	EngineWaiting = "trident_engine_waiting" // gauge: requests the engine holds but does not run yet (its scheduler's queue)
+	// Optional: operators whose engine sizes a working pool at start-up and refuses to
+	// start when it falls short (vLLM's KV cache, which must hold one max_model_len
+	// sequence) report the pool and what it must hold, so the tuner can foresee a start
+	// failure from the configurations that started (bo.Measurement.Pool). Both or
+	// neither, in one unit (for vLLM, tokens: num_gpu_blocks × block_size and
+	// max_model_len).
+	PoolSize = "trident_pool_size" // gauge: the working pool the engine sized at start-up
+	PoolNeed = "trident_pool_need" // gauge: the least pool the engine starts with
 )
 
 // Label names.

@@ -577,7 +577,7 @@ func toFeed(s snapshot) feed.Snapshot {
 		out.Instances[id] = feed.Instance{
 			RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut, BusySeconds: m.BusySeconds, UsefulSeconds: m.UsefulSeconds,
 			QueueLength: m.QueueLength, QueueCapacity: qcap, OutputBlockedSeconds: m.OutputBlocked,
-			Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts,
+			Utilization: util, DeviceMemPeak: m.DeviceMemPeak, OOMRestarts: m.OOMRestarts, Pool: m.Pool,
 			EngineReported: m.EngineReported, Running: m.Running, Waiting: m.Waiting, AdmissionLimit: s.admission[id],
 			FeatureMean: m.FeatureMean, FeatureStd: m.FeatureStd, Epoch: m.Epoch,
 		}

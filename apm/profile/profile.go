@@ -70,6 +70,9 @@ type Metrics struct {
 	Running, Waiting float64
 	// DeviceMemPeak is the peak accelerator memory in bytes (0: unknown).
 	DeviceMemPeak float64
+	// Pool is the working pool the engine sized at start-up relative to the least it
+	// starts with (opcontract.PoolSize over opcontract.PoolNeed; 0: not reported).
+	Pool float64
 	// OOMRestarts counts accelerator OOM exits of this allocation (0: not exported).
 	OOMRestarts float64
 	// Epoch is the config epoch the instance runs; HasEpoch reports that the instance

@@ -428,3 +428,28 @@ vllm:num_requests_waiting 4
 		t.Fatal("a contract page without engine gauges reports an engine")
 	}
 }
+
+// TestTridentPagePool: an engine's working pool is read as trident_pool_size over
+// trident_pool_need (a vLLM KV cache of 6144 tokens against max_model_len 4096 is 1.5),
+// only when both are exported and positive.
+func TestTridentPagePool(t *testing.T) {
+	tr := mustLookup(t, Trident)
+	for _, c := range []struct {
+		name, page string
+		want       float64
+	}{
+		{"both", "trident_records_in_total 10\ntrident_pool_size 6144\ntrident_pool_need 4096\n", 1.5},
+		{"size only", "trident_records_in_total 10\ntrident_pool_size 6144\n", 0},
+		{"need only", "trident_records_in_total 10\ntrident_pool_need 4096\n", 0},
+		{"zero need", "trident_records_in_total 10\ntrident_pool_size 6144\ntrident_pool_need 0\n", 0},
+		{"none", "trident_records_in_total 10\n", 0},
+	} {
+		m, err := Parse(strings.NewReader(c.page), tr, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if m.Pool != c.want {
+			t.Errorf("%s: pool %v, want %v", c.name, m.Pool, c.want)
+		}
+	}
+}

@@ -73,6 +73,11 @@ func (tridentProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics
 			break
 		}
 	}
+	if r.has(opcontract.PoolSize) && r.has(opcontract.PoolNeed) {
+		if size, need := r.sum(opcontract.PoolSize, nil), r.sum(opcontract.PoolNeed, nil); need > 0 && size > 0 {
+			m.Pool = size / need
+		}
+	}
 	r.need(tridentAny...)
 	if err := r.done(Trident, "the page has none of the operator contract's metrics "+
 		"(docs/operator-contract.md); if the instances serve a server's own metrics, set the group meta "+

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // TrialEpochBase is the first config epoch of tuning trials. A trial's instance exports
@@ -41,6 +42,14 @@ type Trial struct {
 	// config.
 	Failed string `json:"failed,omitempty"`
 }
+
+// TrialOOMKilled is what a trial failure (Trial.Failed) says when its instance was
+// OOM-killed, as opposed to a task that exited by itself (an engine refusing its config at
+// start-up). The actuator writes it; TrialFailedOOM reads it.
+const TrialOOMKilled = "was OOM-killed"
+
+// TrialFailedOOM reports whether the trial failure why (Trial.Failed) was an OOM kill.
+func TrialFailedOOM(why string) bool { return strings.Contains(why, TrialOOMKilled) }
 
 // MaxTrialFailureBytes bounds Trial.Failed.
 const MaxTrialFailureBytes = 512

@@ -481,7 +481,7 @@ func allocFailure(al *api.AllocationListStub) string {
 	for _, task := range slices.Sorted(maps.Keys(al.TaskStates)) {
 		ts := al.TaskStates[task]
 		if n := oomKills(ts); n > 0 {
-			return fmt.Sprintf("task %s was OOM-killed %d times", task, n)
+			return fmt.Sprintf("task %s %s %d times", task, fsm.TrialOOMKilled, n)
 		}
 		if n := failedExits(ts); n >= trialFailExits {
 			return fmt.Sprintf("task %s exited %d times with a non-zero status (%s)", task, n, lastTermination(ts))

@@ -66,18 +66,18 @@ func (s *SCOOT) Init(ctx context.Context, env *sim.Env) (*sim.Plan, error) {
 func TuneOffline(ctx context.Context, env *sim.Env, op int, sample []sim.Attrs, budget int, rng *rand.Rand) (sim.OpConfig, error) {
 	spec := &env.Pipeline.Ops[op]
 	limit := env.Cluster.Nodes[0].AccMemGB
-	obj := func(_ context.Context, c configspace.Config) (float64, float64, bool, error) {
+	obj := func(_ context.Context, c configspace.Config) (bo.Measurement, error) {
 		cfg := sim.ConfigOf(spec.Space, c)
 		var thr, peak float64
 		for _, a := range sample {
 			thr += env.Profiler.Capacity(op, a, cfg) / float64(len(sample))
 			pk, oom := env.Profiler.PeakMem(op, a, cfg, 600)
 			if oom {
-				return 0, limit, true, nil
+				return bo.Measurement{PeakMem: limit, OOM: true}, nil
 			}
 			peak = math.Max(peak, pk)
 		}
-		return thr, peak, false, nil
+		return bo.Measurement{Throughput: thr, PeakMem: peak}, nil
 	}
 	res, err := bo.Run(ctx, spec.Space, bo.Options{Method: bo.Constrained, MemLimit: limit, Margin: 2}, rng, obj, budget)
 	if err != nil {

@@ -154,25 +154,25 @@ func (a *Advisor) Conclude(ctx context.Context) (adv Advice, ok bool, err error)
 	return a.finish(ctx, dom.ID, t)
 }
 
-// Report records the measurement of an evaluation advised for cluster id (followed
+// Report records the measurement m of an evaluation advised for cluster id (followed
 // through merges).
-func (a *Advisor) Report(id int, c configspace.Config, throughput, peakMem float64, oom bool) error {
+func (a *Advisor) Report(id int, c configspace.Config, m bo.Measurement) error {
 	id = a.c.Resolve(id)
 	t, ok := a.tuners[id]
 	if !ok {
 		return fmt.Errorf("adapt: report for cluster %d, which is not being tuned", id)
 	}
-	if err := t.Observe(c, throughput, peakMem, oom); err != nil {
+	if err := t.ObserveMeasurement(c, m); err != nil {
 		return fmt.Errorf("adapt: cluster %d: %w", id, err)
 	}
 	return nil
 }
 
-// Record reports a measurement of configuration c taken while the current dominant cluster
-// dominated, whether or not c was advised (e.g. the configuration an operator already
-// runs). It starts the cluster's tuning session if needed. recorded is false, with no
-// error, when no cluster dominates yet or the dominant cluster is already tuned.
-func (a *Advisor) Record(c configspace.Config, throughput, peakMem float64, oom bool) (id int, recorded bool, err error) {
+// Record reports a measurement m of configuration c taken while the current dominant
+// cluster dominated, whether or not c was advised (e.g. the configuration an operator
+// already runs). It starts the cluster's tuning session if needed. recorded is false, with
+// no error, when no cluster dominates yet or the dominant cluster is already tuned.
+func (a *Advisor) Record(c configspace.Config, m bo.Measurement) (id int, recorded bool, err error) {
 	dom, ok := a.c.Dominant()
 	if !ok || dom.Status == cluster.Tuned {
 		return dom.ID, false, nil
@@ -184,7 +184,7 @@ func (a *Advisor) Record(c configspace.Config, throughput, peakMem float64, oom 
 	if len(t.Observations()) >= a.o.Budget {
 		return dom.ID, false, nil
 	}
-	if err := t.Observe(c, throughput, peakMem, oom); err != nil {
+	if err := t.ObserveMeasurement(c, m); err != nil {
 		return dom.ID, false, fmt.Errorf("adapt: cluster %d: %w", dom.ID, err)
 	}
 	return dom.ID, true, nil

@@ -64,7 +64,7 @@ func TestAdvisorTunesEachRegimeOnce(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := a.Report(adv.Cluster, adv.Config, m.Throughput, m.PeakMemGB, m.OOM); err != nil {
+				if err := a.Report(adv.Cluster, adv.Config, bo.Measurement{Throughput: m.Throughput, PeakMem: m.PeakMemGB, OOM: m.OOM}); err != nil {
 					t.Fatal(err)
 				}
 				evals[adv.Cluster]++
@@ -111,7 +111,7 @@ func TestRecordAndPredict(t *testing.T) {
 	}
 	ctx := context.Background()
 	def := opmodel.Space().Default()
-	if _, ok, err := a.Record(def, 10, 20, false); ok || err != nil {
+	if _, ok, err := a.Record(def, bo.Measurement{Throughput: 10, PeakMem: 20}); ok || err != nil {
 		t.Fatalf("record before any cluster dominates: ok=%v err=%v", ok, err)
 	}
 	if _, err := a.Predict(ctx, 0, def); err == nil {
@@ -122,7 +122,7 @@ func TestRecordAndPredict(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	id, ok, err := a.Record(def, 10, 20, false)
+	id, ok, err := a.Record(def, bo.Measurement{Throughput: 10, PeakMem: 20})
 	if err != nil || !ok {
 		t.Fatalf("record: ok=%v err=%v", ok, err)
 	}
@@ -132,7 +132,7 @@ func TestRecordAndPredict(t *testing.T) {
 	}
 	// The budget bounds recorded evaluations too.
 	for i := range 4 {
-		_, ok, err := a.Record(def, 10, 20, false)
+		_, ok, err := a.Record(def, bo.Measurement{Throughput: 10, PeakMem: 20})
 		if err != nil || ok != (i < 2) {
 			t.Fatalf("record %d: ok=%v err=%v (budget 3)", i+2, ok, err)
 		}
@@ -185,7 +185,7 @@ func TestWarmStartFromTheLastTunedCluster(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := a.Report(adv.Cluster, adv.Config, m.Throughput, m.PeakMemGB, m.OOM); err != nil {
+				if err := a.Report(adv.Cluster, adv.Config, bo.Measurement{Throughput: m.Throughput, PeakMem: m.PeakMemGB, OOM: m.OOM}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -226,7 +226,7 @@ func TestConcludeEndsTheSessionEarly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Report(adv.Cluster, adv.Config, m.Throughput, m.PeakMemGB, m.OOM); err != nil {
+		if err := a.Report(adv.Cluster, adv.Config, bo.Measurement{Throughput: m.Throughput, PeakMem: m.PeakMemGB, OOM: m.OOM}); err != nil {
 			t.Fatal(err)
 		}
 		if !m.OOM && m.Throughput > best {

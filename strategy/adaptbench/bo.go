@@ -28,9 +28,9 @@ type Surface interface {
 	Space() *configspace.Space
 	// DeviceMemGB is the device memory a peak must stay below.
 	DeviceMemGB() float64
-	// Evaluate runs c for d: the measured throughput, the peak memory (GB) and whether
-	// the run failed with OOM.
-	Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (thr, peakGB float64, oom bool, err error)
+	// Evaluate runs c for d: the measured throughput, the peak memory (GB), whether the
+	// run failed, and what else the engine reported (bo.Measurement).
+	Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (bo.Measurement, error)
 	// TrueRate is the noise-free throughput of c.
 	TrueRate(c configspace.Config) (float64, error)
 	// OOMProbability is the probability that a run of c for d fails with OOM.
@@ -67,9 +67,9 @@ func OpmodelSurface(e opmodel.Engine, w opmodel.Workload) Surface {
 
 func (s opmodelSurface) Space() *configspace.Space { return s.space }
 func (s opmodelSurface) DeviceMemGB() float64      { return s.e.DeviceMemGB }
-func (s opmodelSurface) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (float64, float64, bool, error) {
+func (s opmodelSurface) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (bo.Measurement, error) {
 	r, err := s.e.Evaluate(c, s.w, d, rng)
-	return r.Throughput, r.PeakMemGB, r.OOM, err
+	return bo.Measurement{Throughput: r.Throughput, PeakMem: r.PeakMemGB, OOM: r.OOM}, err
 }
 func (s opmodelSurface) TrueRate(c configspace.Config) (float64, error) {
 	x, err := s.e.Model(c, s.w)
@@ -92,9 +92,11 @@ func KVServeSurface(m kvserve.Model) Surface { return kvserveSurface{m: m, space
 
 func (s kvserveSurface) Space() *configspace.Space { return s.space }
 func (s kvserveSurface) DeviceMemGB() float64      { return s.m.DeviceGB }
-func (s kvserveSurface) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (float64, float64, bool, error) {
+func (s kvserveSurface) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (bo.Measurement, error) {
 	r, err := s.m.Evaluate(c, d, rng)
-	return r.Throughput, r.PeakGB, r.OOM, err
+	// vLLM's KV cache relative to the one max_model_len sequence it must hold to start
+	return bo.Measurement{Throughput: r.Throughput, PeakMem: r.PeakGB, OOM: r.OOM, StartFailed: r.StartFailed,
+		Pool: r.KVTokens / s.m.MaxModelLen}, err
 }
 func (s kvserveSurface) TrueRate(c configspace.Config) (float64, error) {
 	x, err := s.m.Model(c)
@@ -143,6 +145,9 @@ type Variant struct {
 	// MarginGB, PeakK and Delta configure constrained BO (see bo.Options); MarginFrac
 	// raises the margin to that fraction of the device memory (adapt.Tuning.Margin).
 	MarginGB, MarginFrac, PeakK, Delta float64
+	// NoPool hides the engine's reported pool (bo.Measurement.Pool) from the tuner: the
+	// constrained BO benchmarked before the pool model.
+	NoPool bool
 }
 
 // Variant names.
@@ -150,6 +155,10 @@ const (
 	// VariantTrident is Trident's memory-constrained BO as benchmarked: from the default
 	// configuration, sustained-peak allowance and margin.
 	VariantTrident = "constrained-bo"
+	// VariantTridentNoPool is VariantTrident blind to the engine's reported working pool
+	// (bo.Measurement.Pool): a start failure is only a failed evaluation at the memory
+	// limit, as before the pool model. It differs only on surfaces that report a pool.
+	VariantTridentNoPool = "constrained-bo-no-pool"
 	// VariantTridentV0 is the constrained BO the project benchmarked before issue #21:
 	// five quasi-random initial points, feasibility judged on the short-run peaks.
 	VariantTridentV0 = "constrained-bo-v0"
@@ -218,6 +227,7 @@ func DefaultVariants(cfg BOConfig) []Variant {
 	live := adapt.LiveTuning()
 	return []Variant{
 		{Name: VariantTrident, Method: bo.Constrained, InitPoints: 1, WarmStart: true, MarginGB: cfg.MarginGB, PeakK: cfg.PeakK, Delta: cfg.Delta},
+		{Name: VariantTridentNoPool, Method: bo.Constrained, InitPoints: 1, WarmStart: true, MarginGB: cfg.MarginGB, PeakK: cfg.PeakK, Delta: cfg.Delta, NoPool: true},
 		{Name: VariantTridentV0, Method: bo.Constrained, MarginGB: 3, Delta: 0.9},
 		{Name: VariantLive, Method: bo.Constrained, Budget: live.Budget, InitPoints: live.InitPoints, WarmStart: true,
 			MarginGB: live.MarginMiB * miBToGB, MarginFrac: live.MarginFrac, PeakK: live.PeakK, Delta: live.Delta},
@@ -374,8 +384,12 @@ func runOnce(ctx context.Context, cfg BOConfig, space *configspace.Space, cs BOC
 	if budget == 0 {
 		budget = cfg.Budget
 	}
-	obj := func(ctx context.Context, c configspace.Config) (float64, float64, bool, error) {
-		return cs.Surface.Evaluate(c, cfg.EvalDuration, envRng)
+	obj := func(ctx context.Context, c configspace.Config) (bo.Measurement, error) {
+		r, err := cs.Surface.Evaluate(c, cfg.EvalDuration, envRng)
+		if v.NoPool {
+			r.Pool = 0
+		}
+		return r, err
 	}
 	return bo.Run(ctx, space, opts, optRng, obj, budget)
 }

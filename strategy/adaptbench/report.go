@@ -89,7 +89,7 @@ func Report(cfg BOConfig, cases []CaseOutcome, streams []StreamOutcome, sklearn 
 		k := "bo." + key(c.Case.Name)
 		for _, m := range c.Methods {
 			dst := res.Peers
-			if m.Variant.Name == VariantTrident || m.Variant.Name == VariantLive || m.Variant.Name == VariantLiveV0 {
+			if m.Variant.Name == VariantTrident || m.Variant.Name == VariantTridentNoPool || m.Variant.Name == VariantLive || m.Variant.Name == VariantLiveV0 {
 				dst = res.Figures
 			}
 			mk := k + "." + strings.ReplaceAll(m.Variant.Name, "-", "_")

@@ -14,6 +14,13 @@
 // candidates with PF(x) ≥ δ. After the budget, the recommendation is the evaluated feasible
 // configuration with the best predicted throughput among those with PF ≥ δ.
 //
+// An engine that sizes a working pool at start-up and refuses to start when it falls
+// short (vLLM's KV cache, which must hold one max_model_len sequence) fails at low memory
+// use, where the memory surrogate sees no risk. Once an evaluation reports its pool
+// relative to that need (Measurement.Pool), constrained BO keeps a third surrogate, of the
+// pool, fitted to every reported pool (a start failure that reported none counts as an
+// empty pool, and leaves the memory surrogate), and PF(x) also requires P(pool(x) ≥ 1).
+//
 // Unconstrained BO uses plain EI on one throughput surrogate; OOM evaluations are failed
 // trials left out of the surrogate (variant UnconstrainedZero records them as throughput 0). Random search walks a randomly
 // shifted Halton sequence; grid search evaluates points of a grid in random order.
@@ -131,6 +138,11 @@ type Options struct {
 	// logarithm of peak memory (default: GP, one restart, prior mean log(MemLimit) so
 	// that configurations far from every evaluation are presumed to be at the limit).
 	MemSurrogate SurrogateFactory
+	// PoolSurrogate makes the surrogate of the engine's working pool (Measurement.Pool)
+	// that constrained BO keeps once an evaluation reports one (default: GP, one restart,
+	// prior mean 1, so that a configuration far from every evaluation is presumed to sit
+	// on the edge of starting).
+	PoolSurrogate SurrogateFactory
 	// Logger receives debug records (default: discard).
 	Logger *slog.Logger
 }
@@ -182,6 +194,33 @@ type Observation struct {
 	Throughput float64   // measured sustained throughput (0 after OOM)
 	PeakMem    float64   // measured peak memory (as observed; the limit after OOM)
 	OOM        bool
+	// StartFailed reports an engine that refused to start (OOM is true too).
+	StartFailed bool
+	// Pool is the working pool the engine reported relative to its need (see
+	// Measurement.Pool; 0: none).
+	Pool float64
+}
+
+// Measurement is what one evaluation of a configuration measured.
+type Measurement struct {
+	// Throughput is the measured sustained throughput (ignored after a failure).
+	Throughput float64
+	// PeakMem is the measured peak device memory, in the unit of Options.MemLimit.
+	PeakMem float64
+	// OOM reports a failed evaluation: out of memory, or an engine that did not start.
+	OOM bool
+	// StartFailed reports that the engine refused to start (it implies OOM): the
+	// evaluation measured no peak.
+	StartFailed bool
+	// Pool is the working pool the engine sized for itself at start-up relative to the
+	// least it needs to start (vLLM: the KV cache's tokens, num_gpu_blocks × block_size,
+	// over max_model_len, which one sequence must fit; its start-up error states the
+	// shortfall); 0 when the engine reported none. Below 1 the engine cannot start, at
+	// whatever memory it uses. Once an evaluation reports a pool, constrained BO keeps a
+	// third surrogate, of the pool, and PF(x) also requires P(pool(x) ≥ 1): the memory
+	// surrogate cannot foresee such failures, which lie at low memory use, far from the
+	// device limit.
+	Pool float64
 }
 
 // Optimizer proposes configurations and learns from their measurements. It is not safe for
@@ -200,7 +239,9 @@ type Optimizer struct {
 	seen map[string]bool
 
 	thr, mem        Surrogate
-	fittedAt        int // len(obs) when the surrogates were last fitted
+	pool            Surrogate // made when the first evaluation reports a pool
+	havePoolFit     bool      // the pool surrogate is fitted to at least one reported pool
+	fittedAt        int       // len(obs) when the surrogates were last fitted
 	haveFeasibleFit bool
 }
 
@@ -275,6 +316,15 @@ func (o *Optimizer) BestObserved() (Observation, bool) {
 // Observe records the measurement of configuration c: sustained throughput, peak device
 // memory and whether the run failed with OOM.
 func (o *Optimizer) Observe(c configspace.Config, throughput, peakMem float64, oom bool) error {
+	return o.ObserveMeasurement(c, Measurement{Throughput: throughput, PeakMem: peakMem, OOM: oom})
+}
+
+// ObserveMeasurement records the measurement m of configuration c.
+func (o *Optimizer) ObserveMeasurement(c configspace.Config, m Measurement) error {
+	throughput, peakMem, oom := m.Throughput, m.PeakMem, m.OOM || m.StartFailed
+	if math.IsNaN(m.Pool) || math.IsInf(m.Pool, 0) || m.Pool < 0 {
+		return fmt.Errorf("bo: observe %s: pool %v must be finite and non-negative", c, m.Pool)
+	}
 	cc, err := o.space.Check(c)
 	if err != nil {
 		return fmt.Errorf("bo: observe: %w", err)
@@ -290,7 +340,15 @@ func (o *Optimizer) Observe(c configspace.Config, throughput, peakMem float64, o
 	if math.IsNaN(throughput) || math.IsInf(throughput, 0) || math.IsNaN(peakMem) || math.IsInf(peakMem, 0) {
 		return fmt.Errorf("bo: observe %s: non-finite throughput %v or memory %v", cc, throughput, peakMem)
 	}
-	o.obs = append(o.obs, Observation{Config: cc, X: x, Throughput: throughput, PeakMem: peakMem, OOM: oom})
+	o.obs = append(o.obs, Observation{Config: cc, X: x, Throughput: throughput, PeakMem: peakMem, OOM: oom,
+		StartFailed: m.StartFailed, Pool: m.Pool})
+	if m.Pool > 0 && o.pool == nil && o.opts.Method == Constrained {
+		f := o.opts.PoolSurrogate
+		if f == nil {
+			f = GPFactory(GPOptions{Restarts: 1, Seed: o.rng.Uint64(), FixedMean: true, Mean: 1})
+		}
+		o.pool = f(o.space.Dim())
+	}
 	o.seen[pointKey(x)] = true
 	return nil
 }
@@ -368,7 +426,7 @@ func (o *Optimizer) SuggestPending(ctx context.Context, pending []configspace.Co
 // are refitted with the fantasies, and refitted again without them on the next fit.
 func (o *Optimizer) believe(ctx context.Context, pend []Observation) (restore func(), err error) {
 	xs := make([][]float64, len(pend))
-	thr, mem := make([]float64, len(pend)), make([]float64, len(pend))
+	thr, mem, pool := make([]float64, len(pend)), make([]float64, len(pend)), make([]float64, len(pend))
 	for i := range pend {
 		xs[i] = pend[i].X
 		thr[i], _ = o.thr.Predict(pend[i].X)
@@ -377,11 +435,17 @@ func (o *Optimizer) believe(ctx context.Context, pend []Observation) (restore fu
 			mem[i], _ = o.mem.Predict(pend[i].X) // log peak memory
 			pend[i].PeakMem = math.Exp(mem[i])
 		}
+		if o.havePoolFit {
+			pool[i], _ = o.pool.Predict(pend[i].X) // pool relative to the need
+			pend[i].Pool = math.Max(pool[i], 0)
+		}
 	}
 	tc, okT := o.thr.(Conditioner)
 	mc, okM := o.mem.(Conditioner)
-	if okT && (o.mem == nil || okM) {
-		thrS, memS := o.thr, o.mem
+	pc, okP := o.pool.(Conditioner)
+	if okT && (o.mem == nil || okM) && (!o.havePoolFit || okP) {
+		thrS, memS, poolS := o.thr, o.mem, o.pool
+		restore := func() { o.thr, o.mem, o.pool = thrS, memS, poolS }
 		t2, err := tc.With(xs, thr)
 		if err != nil {
 			return nil, err
@@ -390,12 +454,20 @@ func (o *Optimizer) believe(ctx context.Context, pend []Observation) (restore fu
 		if o.mem != nil {
 			m2, err := mc.With(xs, mem)
 			if err != nil {
-				o.thr = thrS
+				restore()
 				return nil, err
 			}
 			o.mem = m2
 		}
-		return func() { o.thr, o.mem = thrS, memS }, nil
+		if o.havePoolFit {
+			p2, err := pc.With(xs, pool)
+			if err != nil {
+				restore()
+				return nil, err
+			}
+			o.pool = p2
+		}
+		return restore, nil
 	}
 	o.fittedAt = -1
 	if err := o.fitOn(ctx, append(append([]Observation(nil), o.obs...), pend...)); err != nil {
@@ -505,22 +577,33 @@ func (o *Optimizer) fit(ctx context.Context) error {
 
 // fitOn fits the surrogates to obs.
 func (o *Optimizer) fitOn(ctx context.Context, obs []Observation) error {
-	var tx, mx [][]float64
-	var ty, my []float64
+	var tx, mx, px [][]float64
+	var ty, my, py []float64
+	var memObs []Observation
 	for _, ob := range obs {
 		if o.opts.Method == UnconstrainedZero || !ob.OOM {
 			tx, ty = append(tx, ob.X), append(ty, ob.Throughput)
 		}
-		if o.opts.Method == Constrained {
-			m := ob.PeakMem
-			if ob.OOM {
-				m = math.Max(m, o.opts.MemLimit*(1+o.opts.OOMPenalty))
-			}
-			mx, my = append(mx, ob.X), append(my, math.Log(math.Max(m, 1e-9)))
+		if o.opts.Method != Constrained {
+			continue
 		}
+		if o.pool != nil && (ob.Pool > 0 || ob.StartFailed) {
+			// The pool the engine reported, relative to its need; an engine that refused
+			// to start without saying how short it fell had an empty one.
+			px, py = append(px, ob.X), append(py, ob.Pool)
+		}
+		if o.pool != nil && ob.StartFailed {
+			continue // no peak: the pool surrogate explains the failure
+		}
+		m := ob.PeakMem
+		if ob.OOM {
+			m = math.Max(m, o.opts.MemLimit*(1+o.opts.OOMPenalty))
+		}
+		memObs = append(memObs, ob)
+		mx, my = append(mx, ob.X), append(my, math.Log(math.Max(m, 1e-9)))
 	}
 	if o.opts.Method == Constrained {
-		if err := o.imputeOOM(ctx, obs, mx, my); err != nil {
+		if err := o.imputeOOM(ctx, memObs, mx, my); err != nil {
 			return err
 		}
 	}
@@ -533,6 +616,12 @@ func (o *Optimizer) fitOn(ctx context.Context, obs []Observation) error {
 	if len(my) > 0 {
 		if err := o.mem.Fit(ctx, mx, my); err != nil {
 			return fmt.Errorf("bo: fit memory surrogate: %w", err)
+		}
+	}
+	o.havePoolFit = len(py) > 0
+	if len(py) > 0 {
+		if err := o.pool.Fit(ctx, px, py); err != nil {
+			return fmt.Errorf("bo: fit pool surrogate: %w", err)
 		}
 	}
 	return nil
@@ -568,7 +657,8 @@ func (o *Optimizer) imputeOOM(ctx context.Context, obs []Observation, mx [][]flo
 
 // pFeasible returns P(sustained peak memory ≤ M − μ) = Φ((log(M − μ) − m(x) − k·σ_n)/s(x))
 // under the memory surrogate of log peak memory (k = PeakK, σ_n its noise deviation, at
-// least PeakNoiseFloor).
+// least PeakNoiseFloor), times P(pool(x) ≥ 1) under the pool surrogate once an evaluation
+// reported a pool (Measurement.Pool).
 func (o *Optimizer) pFeasible(x []float64) float64 {
 	m, v := o.mem.Predict(x)
 	if o.opts.PeakK > 0 {
@@ -579,6 +669,16 @@ func (o *Optimizer) pFeasible(x []float64) float64 {
 		m += o.opts.PeakK * sn
 	}
 	lim := math.Log(math.Max(o.opts.MemLimit-o.opts.Margin, 1e-9))
+	p := atMost(m, v, lim)
+	if o.havePoolFit {
+		pm, pv := o.pool.Predict(x)
+		p *= atMost(-pm, pv, -1) // the pool relative to the need: at least 1
+	}
+	return p
+}
+
+// atMost returns P(f ≤ lim) for f ~ N(m, v).
+func atMost(m, v, lim float64) float64 {
 	s := math.Sqrt(v)
 	if !(s > 1e-12) {
 		if m <= lim {
@@ -780,8 +880,8 @@ func (o *Optimizer) Recommend(ctx context.Context) (Recommendation, error) {
 	return rec, nil
 }
 
-// Objective evaluates one configuration: sustained throughput, peak memory, OOM.
-type Objective func(ctx context.Context, c configspace.Config) (throughput, peakMem float64, oom bool, err error)
+// Objective evaluates one configuration.
+type Objective func(ctx context.Context, c configspace.Config) (Measurement, error)
 
 // Result summarises a Run.
 type Result struct {
@@ -805,11 +905,11 @@ func Run(ctx context.Context, space *configspace.Space, opts Options, rng *rand.
 		if err != nil {
 			return Result{}, fmt.Errorf("bo: run %s, evaluation %d: %w", opts.Method, i, err)
 		}
-		thr, mem, oom, err := objective(ctx, c)
+		m, err := objective(ctx, c)
 		if err != nil {
 			return Result{}, fmt.Errorf("bo: run %s, evaluate %s: %w", opts.Method, c, err)
 		}
-		if err := o.Observe(c, thr, mem, oom); err != nil {
+		if err := o.ObserveMeasurement(c, m); err != nil {
 			return Result{}, err
 		}
 	}

@@ -125,6 +125,10 @@ type Expected struct {
 	// StartFails reports a configuration whose KV pool cannot hold one sequence of
 	// MaxModelLen tokens, or whose pool does not fit at all: the engine refuses to start.
 	StartFails bool
+	// KVTokens is the KV cache the engine sizes at start-up, in tokens (vLLM's
+	// num_gpu_blocks × block_size; negative when the weights and the profiled activations
+	// leave nothing for it).
+	KVTokens float64
 }
 
 // config reads the engine arguments of c.
@@ -165,10 +169,10 @@ func (m Model) Model(c configspace.Config) (Expected, error) {
 	kvGB := pool - m.WeightsGB - profiled
 	sampler := k.seqs * m.Vocab * 8 / 1e9 // fp32 logits and probabilities
 	base := pool + m.ContextGB + m.capture(k) + sampler
-	if kvGB*1e9 < m.MaxModelLen*m.KVBytesPerToken {
-		return Expected{BaseGB: base, StartFails: true}, nil
-	}
 	kvTokens := kvGB * 1e9 / m.KVBytesPerToken
+	if kvTokens < m.MaxModelLen {
+		return Expected{BaseGB: base, StartFails: true, KVTokens: kvTokens}, nil
+	}
 
 	prompt := math.Min(lnMean(m.PromptMedian, m.PromptSigma), m.MaxModelLen)
 	out := lnMean(m.OutputMedian, m.OutputSigma)
@@ -202,7 +206,7 @@ func (m Model) Model(c configspace.Config) (Expected, error) {
 	}
 	step := math.Max(memT, compT) + launch + 0.1*math.Min(memT, compT)
 	thr := nEff / (out * step) * preempt
-	return Expected{Throughput: thr, BaseGB: base}, nil
+	return Expected{Throughput: thr, BaseGB: base, KVTokens: kvTokens}, nil
 }
 
 // frag is the allocator fragmentation of a run of length d.
@@ -228,6 +232,13 @@ type Measurement struct {
 	// OOM reports a run that failed with out-of-memory (or an engine that refused to
 	// start).
 	OOM bool
+	// StartFailed reports an engine that refused to start (OOM is set too).
+	StartFailed bool
+	// KVTokens is the KV cache the engine reported at start-up, in tokens, as vLLM logs
+	// and exports it (num_gpu_blocks × block_size); when the cache cannot hold one
+	// sequence of MaxModelLen tokens its start-up error states the shortfall, and a cache
+	// with no memory at all reads 0.
+	KVTokens float64
 }
 
 // Evaluate runs configuration c for duration d. The peak is the base memory plus the
@@ -239,8 +250,9 @@ func (m Model) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (
 	if err != nil {
 		return Measurement{}, err
 	}
+	kv := math.Max(x.KVTokens, 0)
 	if x.StartFails {
-		return Measurement{PeakGB: m.DeviceGB, OOM: true}, nil
+		return Measurement{PeakGB: m.DeviceGB, OOM: true, StartFailed: true, KVTokens: kv}, nil
 	}
 	k, _ := m.read(c)
 	n := requests(x.Throughput, d)
@@ -248,9 +260,9 @@ func (m Model) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (
 	lmax := m.PromptMedian * math.Exp(m.PromptSigma*normQuantile(u))
 	peak := x.BaseGB + m.frag(k, d) + m.spike(k, lmax) + m.AllocNoiseGB*rng.NormFloat64()
 	if peak > m.DeviceGB {
-		return Measurement{PeakGB: m.DeviceGB, OOM: true}, nil
+		return Measurement{PeakGB: m.DeviceGB, OOM: true, KVTokens: kv}, nil
 	}
-	return Measurement{Throughput: x.Throughput * math.Exp(m.RateNoise*rng.NormFloat64()), PeakGB: peak}, nil
+	return Measurement{Throughput: x.Throughput * math.Exp(m.RateNoise*rng.NormFloat64()), PeakGB: peak, KVTokens: kv}, nil
 }
 
 // OOMProbability returns the probability that a run of duration d fails with OOM,

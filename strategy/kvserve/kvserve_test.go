@@ -135,3 +135,36 @@ func TestOvercommitPreempts(t *testing.T) {
 }
 
 func ftoa(f float64) string { return configspace.Num(f).String() }
+
+// TestKVCacheReportedAtStart: an engine reports the KV cache it sized, (utilisation ×
+// device − weights − profiled activations) / KV per token, whether it serves or refuses
+// to start (vLLM's start-up error states it); it refuses exactly when the cache is below
+// one MaxModelLen sequence, and an empty cache reads 0.
+func TestKVCacheReportedAtStart(t *testing.T) {
+	m := Chat13B()
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, c := range []struct {
+		cfg   string
+		fails bool
+	}{
+		{"gpu_memory_utilization=0.8,max_num_seqs=16,max_num_batched_tokens=2048,block_size=16,enforce_eager=true", false},
+		{"gpu_memory_utilization=0.72,max_num_seqs=16,max_num_batched_tokens=16384,block_size=16,enforce_eager=true", true},
+		{"gpu_memory_utilization=0.7,max_num_seqs=16,max_num_batched_tokens=16384,block_size=16,enforce_eager=true", true},
+	} {
+		cfg := mustConfig(t, c.cfg)
+		want := (cfg.Float(ParamGPUMemUtil)*m.DeviceGB - m.WeightsGB - float64(cfg.Int(ParamMaxBatchTokens))*m.ActBytesPerToken/1e9) * 1e9 / m.KVBytesPerToken
+		r, err := m.Evaluate(cfg, 2*time.Minute, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StartFailed != c.fails || (c.fails && !r.OOM) {
+			t.Errorf("%s: start failed %v (OOM %v), want %v", c.cfg, r.StartFailed, r.OOM, c.fails)
+		}
+		if math.Abs(r.KVTokens-math.Max(want, 0)) > 1e-6*math.Abs(want)+1e-9 {
+			t.Errorf("%s: KV cache %.1f tokens, want %.1f", c.cfg, r.KVTokens, math.Max(want, 0))
+		}
+		if (r.KVTokens < m.MaxModelLen) != c.fails {
+			t.Errorf("%s: KV cache %.0f tokens against max_model_len %.0f, yet start failed %v", c.cfg, r.KVTokens, m.MaxModelLen, r.StartFailed)
+		}
+	}
+}
