@@ -246,7 +246,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 	}
 	// The planner learns of the failure from the actuator (TrialWatcher): the OOM kills
 	// of the trial's own allocation, not the slot's earlier ones.
-	failures := func(tr fsm.Trial, want string) {
+	failures := func(tr fsm.Trial, want string) string {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -255,7 +255,7 @@ func TestTrialAgainstNomad(t *testing.T) {
 				t.Fatal(err)
 			}
 			if why := f["gpu"][tr.Slot]; strings.Contains(why, want) {
-				return
+				return why
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("trial %s: failures %v after 60 s, want one saying %q", tr.Config, f, want)
@@ -263,14 +263,20 @@ func TestTrialAgainstNomad(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}
-	failures(bad, "OOM-killed")
+	// The tuner tells an OOM kill (a peak above the device) from an engine that exited by
+	// itself (a start failure, fsm.TrialFailedOOM) by what the actuator says.
+	if why := failures(bad, fsm.TrialOOMKilled); !fsm.TrialFailedOOM(why) {
+		t.Errorf("OOM-killed trial: %q does not read as an OOM kill", why)
+	}
 	// A trial whose engine refuses to start (exit 3 at once) is a failure too, once it
 	// exited twice.
 	refused := fsm.Trial{Config: "batch=64,fail=bad", Epoch: fsm.TrialEpochBase + 11}
 	if err := a.SetTrials(t.Context(), job, map[string]fsm.TrialSlots{"gpu": {refused}}); err != nil {
 		t.Fatal(err)
 	}
-	failures(refused, "exited 2 times with a non-zero status")
+	if why := failures(refused, "exited 2 times with a non-zero status"); fsm.TrialFailedOOM(why) {
+		t.Errorf("refused trial: %q reads as an OOM kill", why)
+	}
 
 	if err := a.SetTrials(t.Context(), job, nil); err != nil {
 		t.Fatal(err)
