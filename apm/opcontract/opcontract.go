@@ -118,6 +118,11 @@ const (
 	// MetaMetricsModel (optional) restricts a server profile to the series of one model:
 	// the model_name label of vLLM, the model label of Triton. Unset: all models are summed.
 	MetaMetricsModel = "trident_metrics_model"
+	// MetaPoolNeed (optional, a positive number) is the least start-up pool of a server
+	// profile's engine, in its pool's unit: for the vllm profile, max_model_len in tokens,
+	// against which the KV cache it reports (vllm:cache_config_info, num_gpu_blocks ×
+	// block_size) is read (see PoolSize and PoolNeed for the trident profile).
+	MetaPoolNeed = "trident_pool_need"
 )
 
 // MetaParamPrefix prefixes the per-parameter group meta keys: next to MetaConfig the

@@ -44,7 +44,15 @@ func (p *Plugin) metricsProfile(ctx context.Context, cl *api.Client, job, group 
 	if err != nil {
 		return groupProfile{}, fmt.Errorf("trident-apm: job %q group %q: meta %s: %w", job, group, opcontract.MetaMetricsProfile, err)
 	}
-	gp = groupProfile{prof: prof, opts: profile.Options{Model: strings.TrimSpace(meta[opcontract.MetaMetricsModel])}, at: time.Now()}
+	opts := profile.Options{Model: strings.TrimSpace(meta[opcontract.MetaMetricsModel])}
+	if v := strings.TrimSpace(meta[opcontract.MetaPoolNeed]); v != "" {
+		need, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(need > 0) || math.IsInf(need, 0) {
+			return groupProfile{}, fmt.Errorf("trident-apm: job %q group %q: meta %s = %q: want a positive number (vLLM: max_model_len)", job, group, opcontract.MetaPoolNeed, v)
+		}
+		opts.PoolNeed = need
+	}
+	gp = groupProfile{prof: prof, opts: opts, at: time.Now()}
 	p.mu.Lock()
 	p.profiles[k] = gp
 	p.mu.Unlock()

@@ -104,6 +104,9 @@ type Options struct {
 	// model); series without the label (e.g. Triton's GPU metrics) are kept. "" keeps
 	// every series.
 	Model string
+	// PoolNeed is the least start-up pool of the engine (group meta trident_pool_need;
+	// vLLM: max_model_len tokens); 0 reads no pool from a server's own metrics.
+	PoolNeed float64
 }
 
 // Profile maps one metric set to Metrics.

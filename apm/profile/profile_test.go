@@ -453,3 +453,37 @@ func TestTridentPagePool(t *testing.T) {
 		}
 	}
 }
+
+// TestVLLMPool: the vllm profile reads the KV cache vLLM sized at start-up from
+// vllm:cache_config_info (num_gpu_blocks × block_size tokens, the smallest over engines)
+// against the group's trident_pool_need (max_model_len): 400 blocks of 16 tokens against
+// 4096 is 1.5625. Without the need, or without a usable info series, no pool.
+func TestVLLMPool(t *testing.T) {
+	v := mustLookup(t, VLLM)
+	base, err := os.ReadFile(filepath.Join("testdata", "vllm.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := `# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",engine="0",gpu_memory_utilization="0.9",num_gpu_blocks="400"} 1.0
+vllm:cache_config_info{block_size="16",engine="1",gpu_memory_utilization="0.9",num_gpu_blocks="512"} 1.0
+`
+	for _, c := range []struct {
+		name, extra string
+		need, want  float64
+	}{
+		{"info and need", info, 4096, 400.0 * 16 / 4096},
+		{"no need", info, 0, 0},
+		{"no info", "", 4096, 0},
+		{"blocks not a number", `vllm:cache_config_info{block_size="16",num_gpu_blocks="n/a"} 1` + "\n", 4096, 0},
+	} {
+		m, err := Parse(strings.NewReader(string(base)+c.extra), v, Options{PoolNeed: c.need})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if math.Abs(m.Pool-c.want) > 1e-12 {
+			t.Errorf("%s: pool %v, want %v", c.name, m.Pool, c.want)
+		}
+	}
+}

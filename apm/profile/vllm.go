@@ -1,6 +1,9 @@
 package profile
 
 import (
+	"math"
+	"strconv"
+
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -29,6 +32,10 @@ const (
 	vllmE2ELatency    = "vllm:e2e_request_latency_seconds"    // arrival to last token
 	vllmPromptHist    = "vllm:request_prompt_tokens"          // prompt tokens of the request
 	vllmGenHist       = "vllm:request_generation_tokens"      // generated tokens of the request
+
+	// vllmCacheConfig is an info gauge (value 1) whose labels describe the engine's KV
+	// cache as sized at start-up: num_gpu_blocks blocks of block_size tokens.
+	vllmCacheConfig = "vllm:cache_config_info"
 
 	vllmModelLabel  = "model_name"
 	vllmReasonLabel = "finished_reason"
@@ -61,6 +68,9 @@ const (
 //	               counters per finished request), preemptions_per_request (interval means)
 //	Running, Waiting  vllm:num_requests_running, the QueueLength above (the engine's own
 //	               counts, for the observation layer's starvation rules)
+//	Pool           the KV cache of vllm:cache_config_info (num_gpu_blocks × block_size
+//	               tokens; the smallest over engines) over Options.PoolNeed (group meta
+//	               trident_pool_need, max_model_len), when both are known
 //	BusySeconds, DeviceMemPeak, OOMRestarts, epoch: not exported (0; the epoch comes from
 //	the allocation's meta)
 type vllmProfile struct{}
@@ -123,8 +133,36 @@ func (vllmProfile) Map(fams map[string]*dto.MetricFamily, o Options) (Metrics, e
 	if r.has(vllmPreemptions) {
 		m.FeatureTotals[FeaturePreemptionsPerRequest] = Total{Sum: r.sum(vllmPreemptions, nil), Count: m.RecordsIn}
 	}
+	if o.PoolNeed > 0 {
+		if kv := vllmKVTokens(r.series(vllmCacheConfig)); kv > 0 {
+			m.Pool = kv / o.PoolNeed
+		}
+	}
 	if r.err != nil {
 		return Metrics{}, r.err
 	}
 	return m, nil
+}
+
+// vllmKVTokens returns the smallest KV cache, in tokens, of the engines whose
+// vllm:cache_config_info series are given (num_gpu_blocks × block_size), or 0 when none
+// states both as positive numbers.
+func vllmKVTokens(series []*dto.Metric) float64 {
+	least := 0.0
+	for _, s := range series {
+		b, okB := label(s, "num_gpu_blocks")
+		z, okZ := label(s, "block_size")
+		if !okB || !okZ {
+			continue
+		}
+		blocks, err1 := strconv.ParseFloat(b, 64)
+		size, err2 := strconv.ParseFloat(z, 64)
+		if err1 != nil || err2 != nil || !(blocks > 0) || !(size > 0) || math.IsInf(blocks*size, 0) {
+			continue
+		}
+		if kv := blocks * size; least == 0 || kv < least {
+			least = kv
+		}
+	}
+	return least
 }
