@@ -231,6 +231,11 @@ type Evaluation struct {
 	// OOM is true when an instance of the epoch exited out of device memory: the
 	// evaluation is infeasible.
 	OOM bool
+	// StartFailed is true when the epoch's trial instance exited by itself before it
+	// served (an engine refusing its config; OOM is true too), and Pool is the smallest
+	// start-up pool its instances reported relative to their need (0: none).
+	StartFailed bool
+	Pool        float64
 }
 
 // Proposal is one candidate the Tuner PUT to the planner.
@@ -238,7 +243,8 @@ type Proposal struct {
 	Config string
 	// Capacity is the throughput surrogate's predicted per-instance capacity.
 	Capacity float64
-	// PFeasible is the memory surrogate's probability of feasibility at Config.
+	// PFeasible is the surrogates' probability of feasibility at Config: its sustained
+	// peak fits and, once the engine reported a start-up pool, it starts.
 	PFeasible float64
 	// Recommendation is true for a tuned cluster's recommendation (false for a BO trial).
 	Recommendation bool
@@ -420,8 +426,8 @@ type epochState struct {
 	peakBytes float64
 	// pool is the smallest working pool the epoch's instances reported relative to their
 	// need (Instance.Pool; 0: none reported); startFailed is set when its trial's
-	// instance exited by itself before serving (not OOM-killed): an engine that refused
-	// its config at start-up.
+	// instance exited by itself (not OOM-killed) before it served an interval or reported
+	// a peak: an engine that refused its config at start-up.
 	pool        float64
 	startFailed bool
 	// peaks are the epoch's instances' peak-gauge readings by allocation, kept while the
@@ -569,7 +575,10 @@ func (t *Tuner) operator(ctx context.Context, job string, op fsm.Operator, g cli
 			// OOM-killed before serving, so its metrics show nothing): a failed
 			// evaluation, recorded at the device limit as an OOM is.
 			t.o.Logger.Info("tune: trial failed to run", "job", job, "operator", op.Name, "config", tr.Config, "slot", tr.Slot, "why", tr.Failed)
-			st.oom, st.startFailed = true, !fsm.TrialFailedOOM(tr.Failed)
+			// An instance that exited by itself before it served (no interval, no peak)
+			// refused its config at start-up; one that served and then exited did not.
+			st.oom = true
+			st.startFailed = !fsm.TrialFailedOOM(tr.Failed) && st.intervals == 0 && st.peakBytes == 0
 		}
 		if err := t.evaluate(ot, tr.Epoch); err != nil {
 			return err
@@ -784,7 +793,8 @@ func (t *Tuner) evaluate(ot *opTuner, e uint64) error {
 	} else {
 		ot.measured[cfgStr] = thr
 	}
-	ev := Evaluation{Epoch: e, Config: cfgStr, Cluster: id, Throughput: thr, PeakMiB: peakMiB, MeasuredPeakMiB: measuredMiB, OOM: st.oom}
+	ev := Evaluation{Epoch: e, Config: cfgStr, Cluster: id, Throughput: thr, PeakMiB: peakMiB, MeasuredPeakMiB: measuredMiB, OOM: st.oom,
+		StartFailed: st.startFailed, Pool: st.pool}
 	t.mu.Lock()
 	ot.evals = append(ot.evals, ev)
 	t.mu.Unlock()

@@ -593,8 +593,8 @@ func TestTunerRecordsFailedTrials(t *testing.T) {
 // the tuner trials such configurations and learns only from their failures (at the
 // memory limit, where they say little); with the pool (trident_pool_size over
 // trident_pool_need) it foresees them from the configurations that started, and a trial
-// that exited by itself counts as an empty pool. Over 8 evaluations: at most one refused
-// trial with the pool, and more without (measured 2026-12-07: 1 against 4; the one is
+// that exited by itself counts as an empty pool. Over 8 evaluations: at most 2 refused
+// trials with the pool, and more without (measured 2026-12-07: 1 against 4; the one is
 // the second trial, when a single reading shows no trend yet).
 func TestTunerForeseesRefusalsFromThePool(t *testing.T) {
 	refused := map[bool]int{}
@@ -617,8 +617,8 @@ func TestTunerForeseesRefusalsFromThePool(t *testing.T) {
 		}
 	}
 	t.Logf("refused trials: %d blind to the pool, %d with it", refused[false], refused[true])
-	if refused[true] > 1 {
-		t.Errorf("%d refused trials with the pool reported, want at most 1", refused[true])
+	if refused[true] > 2 {
+		t.Errorf("%d refused trials with the pool reported, want at most 2", refused[true])
 	}
 	if refused[false] <= refused[true] {
 		t.Errorf("%d refused trials blind to the pool against %d with it: the test exercises nothing", refused[false], refused[true])

@@ -48,8 +48,14 @@ type Trial struct {
 // start-up). The actuator writes it; TrialFailedOOM reads it.
 const TrialOOMKilled = "was OOM-killed"
 
-// TrialFailedOOM reports whether the trial failure why (Trial.Failed) was an OOM kill.
-func TrialFailedOOM(why string) bool { return strings.Contains(why, TrialOOMKilled) }
+// TrialFailedOOM reports whether the trial failure why (Trial.Failed) was an OOM kill: it
+// says TrialOOMKilled before any parenthesis (a task that exited quotes its last message
+// in parentheses, and an engine's own words must not pass for an OOM kill).
+func TrialFailedOOM(why string) bool {
+	i := strings.Index(why, TrialOOMKilled)
+	j := strings.Index(why, "(")
+	return i >= 0 && (j < 0 || i < j)
+}
 
 // MaxTrialFailureBytes bounds Trial.Failed.
 const MaxTrialFailureBytes = 512

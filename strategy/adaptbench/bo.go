@@ -94,9 +94,12 @@ func (s kvserveSurface) Space() *configspace.Space { return s.space }
 func (s kvserveSurface) DeviceMemGB() float64      { return s.m.DeviceGB }
 func (s kvserveSurface) Evaluate(c configspace.Config, d time.Duration, rng *rand.Rand) (bo.Measurement, error) {
 	r, err := s.m.Evaluate(c, d, rng)
-	// vLLM's KV cache relative to the one max_model_len sequence it must hold to start
-	return bo.Measurement{Throughput: r.Throughput, PeakMem: r.PeakGB, OOM: r.OOM, StartFailed: r.StartFailed,
-		Pool: r.KVTokens / s.m.MaxModelLen}, err
+	m := bo.Measurement{Throughput: r.Throughput, PeakMem: r.PeakGB, OOM: r.OOM, StartFailed: r.StartFailed}
+	if s.m.MaxModelLen > 0 {
+		// vLLM's KV cache relative to the one max_model_len sequence it must hold to start
+		m.Pool = r.KVTokens / s.m.MaxModelLen
+	}
+	return m, err
 }
 func (s kvserveSurface) TrueRate(c configspace.Config) (float64, error) {
 	x, err := s.m.Model(c)

@@ -19,7 +19,9 @@
 // use, where the memory surrogate sees no risk. Once an evaluation reports its pool
 // relative to that need (Measurement.Pool), constrained BO keeps a third surrogate, of the
 // pool, fitted to every reported pool (a start failure that reported none counts as an
-// empty pool, and leaves the memory surrogate), and PF(x) also requires P(pool(x) ≥ 1).
+// empty pool), and PF(x) also requires P(pool(x) ≥ 1). A start failure whose pool fell
+// short leaves the memory surrogate (it measured no peak); one that reported a pool of at
+// least 1 failed for another reason and stays there, at the limit, as an OOM does.
 //
 // Unconstrained BO uses plain EI on one throughput surrogate; OOM evaluations are failed
 // trials left out of the surrogate (variant UnconstrainedZero records them as throughput 0). Random search walks a randomly
@@ -448,14 +450,14 @@ func (o *Optimizer) believe(ctx context.Context, pend []Observation) (restore fu
 		restore := func() { o.thr, o.mem, o.pool = thrS, memS, poolS }
 		t2, err := tc.With(xs, thr)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("bo: condition throughput surrogate on pending points: %w", err)
 		}
 		o.thr = t2
 		if o.mem != nil {
 			m2, err := mc.With(xs, mem)
 			if err != nil {
 				restore()
-				return nil, err
+				return nil, fmt.Errorf("bo: condition memory surrogate on pending points: %w", err)
 			}
 			o.mem = m2
 		}
@@ -463,7 +465,7 @@ func (o *Optimizer) believe(ctx context.Context, pend []Observation) (restore fu
 			p2, err := pc.With(xs, pool)
 			if err != nil {
 				restore()
-				return nil, err
+				return nil, fmt.Errorf("bo: condition pool surrogate on pending points: %w", err)
 			}
 			o.pool = p2
 		}
@@ -592,7 +594,7 @@ func (o *Optimizer) fitOn(ctx context.Context, obs []Observation) error {
 			// to start without saying how short it fell had an empty one.
 			px, py = append(px, ob.X), append(py, ob.Pool)
 		}
-		if o.pool != nil && ob.StartFailed {
+		if o.pool != nil && ob.StartFailed && ob.Pool < 1 {
 			continue // no peak: the pool surrogate explains the failure
 		}
 		m := ob.PeakMem
@@ -613,10 +615,15 @@ func (o *Optimizer) fitOn(ctx context.Context, obs []Observation) error {
 			return fmt.Errorf("bo: fit throughput surrogate: %w", err)
 		}
 	}
-	if len(my) > 0 {
+	switch {
+	case len(my) > 0:
 		if err := o.mem.Fit(ctx, mx, my); err != nil {
 			return fmt.Errorf("bo: fit memory surrogate: %w", err)
 		}
+	case o.mem != nil:
+		// every evaluation so far failed to start and the pool explains it: a fit made
+		// before the pool surrogate existed must not keep them at the memory limit
+		o.mem = o.opts.MemSurrogate(o.space.Dim())
 	}
 	o.havePoolFit = len(py) > 0
 	if len(py) > 0 {
@@ -660,6 +667,16 @@ func (o *Optimizer) imputeOOM(ctx context.Context, obs []Observation, mx [][]flo
 // least PeakNoiseFloor), times P(pool(x) ≥ 1) under the pool surrogate once an evaluation
 // reported a pool (Measurement.Pool).
 func (o *Optimizer) pFeasible(x []float64) float64 {
+	p := o.pMemory(x)
+	if o.havePoolFit {
+		pm, pv := o.pool.Predict(x)
+		p *= atMost(-pm, pv, -1) // the pool relative to the need: at least 1
+	}
+	return p
+}
+
+// pMemory returns the memory factor of pFeasible: P(sustained peak memory ≤ M − μ).
+func (o *Optimizer) pMemory(x []float64) float64 {
 	m, v := o.mem.Predict(x)
 	if o.opts.PeakK > 0 {
 		sn := o.opts.PeakNoiseFloor
@@ -669,12 +686,7 @@ func (o *Optimizer) pFeasible(x []float64) float64 {
 		m += o.opts.PeakK * sn
 	}
 	lim := math.Log(math.Max(o.opts.MemLimit-o.opts.Margin, 1e-9))
-	p := atMost(m, v, lim)
-	if o.havePoolFit {
-		pm, pv := o.pool.Predict(x)
-		p *= atMost(-pm, pv, -1) // the pool relative to the need: at least 1
-	}
-	return p
+	return atMost(m, v, lim)
 }
 
 // atMost returns P(f ≤ lim) for f ~ N(m, v).
@@ -791,8 +803,9 @@ type Prediction struct {
 	Throughput, ThroughputStd float64
 	HaveThroughput            bool
 	// PFeasible is P(sustained peak memory ≤ MemLimit − Margin) under the memory
-	// surrogate (constrained BO; see Options.PeakK), 1 for the methods that do not model
-	// memory.
+	// surrogate (constrained BO; see Options.PeakK), times P(the engine starts) under the
+	// pool surrogate once an evaluation reported a pool (Measurement.Pool); 1 for the
+	// methods that do not model memory.
 	PFeasible float64
 }
 
@@ -839,8 +852,9 @@ type Recommendation struct {
 	Predicted float64
 	// Measured is the measured throughput of Config during tuning.
 	Measured float64
-	// PFeasible is the memory surrogate's probability of feasibility (1 for methods that
-	// do not model memory).
+	// PFeasible is the memory surrogate's probability that Config's sustained peak fits
+	// (1 for methods that do not model memory). Config ran during tuning, so it starts:
+	// the pool surrogate does not count.
 	PFeasible float64
 }
 
@@ -865,7 +879,8 @@ func (o *Optimizer) Recommend(ctx context.Context) (Recommendation, error) {
 			continue
 		}
 		m, _ := o.thr.Predict(ob.X)
-		pf := o.pFeasible(ob.X)
+		// it ran, so it starts: only its sustained peak is in doubt
+		pf := o.pMemory(ob.X)
 		r := Recommendation{Config: ob.Config, Predicted: m, Measured: ob.Throughput, PFeasible: pf}
 		if pf >= o.opts.Delta && (!found || m > rec.Predicted) {
 			rec, found = r, true

@@ -456,3 +456,45 @@ func TestPoolModelForeseesStartFailures(t *testing.T) {
 		t.Errorf("%d start failures blind to the pool against %d with it: want at least twice as many", fails[false], fails[true])
 	}
 }
+
+// TestStartFailureWithAFullPoolStaysAMemoryFailure: an engine that reported a pool it
+// could start with (3 times its need) and then failed did not fail for the pool: the
+// failure stays in the memory surrogate, at the limit, as an OOM does, so its
+// neighbourhood is as unsafe as when no pool is reported at all (PF below 0.5 at a point
+// 0.02 away in both coordinates, in both cases), while the successes far from it stay
+// safe.
+func TestStartFailureWithAFullPoolStaysAMemoryFailure(t *testing.T) {
+	s := configspace.MustParse("a=float[0,1]; b=float[0,1]")
+	near := configspace.Config{"a": configspace.Num(0.88), "b": configspace.Num(0.88)}
+	for _, pool := range []float64{0, 3} {
+		o, err := New(s, Options{Method: Constrained, MemLimit: 60, Margin: 1, PeakK: 2, Delta: 0.95}, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ab := range [][2]float64{{0.1, 0.1}, {0.2, 0.3}, {0.3, 0.1}, {0.4, 0.4}} {
+			c := configspace.Config{"a": configspace.Num(ab[0]), "b": configspace.Num(ab[1])}
+			if err := o.ObserveMeasurement(c, Measurement{Throughput: ab[0] + ab[1], PeakMem: 20 + 10*(ab[0]+ab[1]), Pool: pool}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		failed := configspace.Config{"a": configspace.Num(0.9), "b": configspace.Num(0.9)}
+		if err := o.ObserveMeasurement(failed, Measurement{OOM: true, StartFailed: true, Pool: pool}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := o.Predict(context.Background(), near)
+		if err != nil {
+			t.Fatal(err)
+		}
+		far, err := o.Predict(context.Background(), configspace.Config{"a": configspace.Num(0.2), "b": configspace.Num(0.2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("pool %v: PF %.3f beside the failure, %.3f among the successes", pool, p.PFeasible, far.PFeasible)
+		if p.PFeasible >= 0.5 {
+			t.Errorf("pool %v: PF %.3f beside a failed start that reported a full pool, want below 0.5", pool, p.PFeasible)
+		}
+		if far.PFeasible < 0.95 {
+			t.Errorf("pool %v: PF %.3f among the successes, want at least 0.95", pool, far.PFeasible)
+		}
+	}
+}
