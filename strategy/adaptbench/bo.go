@@ -39,8 +39,8 @@ type Surface interface {
 
 // StartFailer is a Surface whose engine can refuse to start (e.g. a KV pool too small for
 // one full-length sequence): a failed evaluation that is not a peak above the device
-// memory. Only the benchmark's scoring asks it, to split the failed evaluations it counts;
-// the tuners see a failure as an OOM either way, as the live tuner does.
+// memory. Its Evaluate reports such a failure (bo.Measurement.StartFailed), which the
+// benchmark counts apart; the report shows the split for StartFailer surfaces only.
 type StartFailer interface {
 	// StartFails reports whether c fails to start.
 	StartFails(c configspace.Config) (bool, error)
@@ -264,7 +264,7 @@ type MethodOutcome struct {
 	// evaluations), summed over runs.
 	InitOOMTotal int
 	// StartFailTotal counts the failed evaluations among OOMTotal whose engine refused to
-	// start (0 unless the surface is a StartFailer).
+	// start (bo.Observation.StartFailed; 0 unless the surface is a StartFailer).
 	StartFailTotal int
 	// Runs is the number of runs.
 	Runs int
@@ -331,14 +331,8 @@ func RunBO(ctx context.Context, cfg BOConfig, cases []BOCase) ([]CaseOutcome, er
 					if i < init && ob.OOM {
 						mo.InitOOMTotal++
 					}
-					if sf, ok := cs.Surface.(StartFailer); ok && ob.OOM {
-						fails, err := sf.StartFails(ob.Config)
-						if err != nil {
-							return nil, fmt.Errorf("adaptbench: %s %s seed %d: %w", cs.Name, v.Name, seed, err)
-						}
-						if fails {
-							mo.StartFailTotal++
-						}
+					if ob.StartFailed {
+						mo.StartFailTotal++
 					}
 				}
 				if r.Recommendation.Config != nil {
